@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Install, start and stop the two real RabbitMQ brokers the tests and captures use.
+#   rabbit3: Debian bookworm's rabbitmq-server 3.10.8, stream port 5552 (host)
+#   rabbit4: Debian trixie's rabbitmq-server 4.0.x, stream port 5553 (debootstrap chroot)
+# Everything listens on 127.0.0.1 only. Idempotent: a running broker is left alone.
+# Usage: scripts/brokers.sh start|stop|status [rabbit3|rabbit4]   (default: both)
+set -euo pipefail
+
+CHROOT=${STREAMDISSECT_CHROOT:-/srv/trixie}
+MIRROR=${STREAMDISSECT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+STATE_DIR=${STREAMDISSECT_STATE:-/var/tmp/streamdissect-brokers}
+mkdir -p "$STATE_DIR"
+
+log() { echo "[brokers] $*" >&2; }
+
+port_open() {  # port -> 0 when something accepts on 127.0.0.1:port
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+wait_port() {  # port seconds
+  local i
+  for ((i = 0; i < $2; i++)); do
+    port_open "$1" && return 0
+    sleep 1
+  done
+  log "port $1 did not open within $2 s"
+  return 1
+}
+
+write_config() {  # root amqp_port stream_port node dist_port
+  local root=$1
+  mkdir -p "$root/etc/rabbitmq"
+  cat > "$root/etc/rabbitmq/rabbitmq.conf" <<CONF
+listeners.tcp.1 = 127.0.0.1:$2
+stream.listeners.tcp.1 = 127.0.0.1:$3
+stream.advertised_host = 127.0.0.1
+stream.advertised_port = $3
+loopback_users.guest = true
+CONF
+  cat > "$root/etc/rabbitmq/rabbitmq-env.conf" <<CONF
+NODENAME=$4@localhost
+NODE_IP_ADDRESS=127.0.0.1
+DIST_PORT=$5
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+CONF
+  echo '[rabbitmq_stream].' > "$root/etc/rabbitmq/enabled_plugins"
+}
+
+install_host_packages() {
+  local missing=()
+  command -v /usr/lib/rabbitmq/bin/rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
+  command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
+  command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -q >/dev/null
+  apt-get install -y -q "${missing[@]}" >/dev/null
+}
+
+# ---- rabbit3: the host's 3.10.8 ------------------------------------------------------------
+start_rabbit3() {
+  if port_open 5552; then log "rabbit3 already answers on 5552"; return 0; fi
+  install_host_packages
+  write_config "" 5672 5552 rabbit 25672
+  chown rabbitmq:rabbitmq /etc/rabbitmq/enabled_plugins
+  mkdir -p /var/log/rabbitmq && chown rabbitmq:rabbitmq /var/log/rabbitmq
+  log "starting rabbit3 (3.10.8) on 127.0.0.1:5552"
+  su rabbitmq -s /bin/sh -c 'export ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_PID_FILE=/var/lib/rabbitmq/rabbit.pid; cd /var/lib/rabbitmq; nohup /usr/lib/rabbitmq/bin/rabbitmq-server > /var/log/rabbitmq/startup_stdout.log 2>&1 &'
+  su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; /usr/lib/rabbitmq/bin/rabbitmqctl wait /var/lib/rabbitmq/rabbit.pid --timeout 90' >/dev/null
+  wait_port 5552 60
+  touch "$STATE_DIR/rabbit3.started"
+}
+
+stop_rabbit3() {
+  port_open 5552 || { log "rabbit3 not running"; return 0; }
+  log "stopping rabbit3"
+  su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit.pid' >/dev/null || true
+  rm -f "$STATE_DIR/rabbit3.started"
+}
+
+# ---- rabbit4: trixie's 4.0.x in a chroot ----------------------------------------------------
+in_chroot() { chroot "$CHROOT" /bin/sh -c "$1"; }
+
+mount_chroot() {
+  mountpoint -q "$CHROOT/proc" || mount -t proc proc "$CHROOT/proc"
+  mountpoint -q "$CHROOT/dev" || mount --bind /dev "$CHROOT/dev"
+  mountpoint -q "$CHROOT/dev/pts" || mount --bind /dev/pts "$CHROOT/dev/pts"
+}
+
+install_rabbit4() {
+  [ -x "$CHROOT/usr/lib/rabbitmq/bin/rabbitmq-server" ] && return 0
+  install_host_packages
+  if [ ! -x "$CHROOT/bin/sh" ]; then
+    log "debootstrap trixie into $CHROOT (a few minutes)"
+    mkdir -p "$CHROOT"
+    debootstrap --variant=minbase --include=ca-certificates trixie "$CHROOT" "$MIRROR" >"$STATE_DIR/debootstrap.log" 2>&1 \
+      || { tail -20 "$STATE_DIR/debootstrap.log" >&2; return 1; }
+  fi
+  cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+  printf '#!/bin/sh\nexit 101\n' > "$CHROOT/usr/sbin/policy-rc.d"
+  chmod +x "$CHROOT/usr/sbin/policy-rc.d"
+  mount_chroot
+  log "installing rabbitmq-server inside the chroot"
+  in_chroot 'export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q rabbitmq-server' >"$STATE_DIR/chroot-apt.log" 2>&1 \
+    || { tail -20 "$STATE_DIR/chroot-apt.log" >&2; return 1; }
+}
+
+start_rabbit4() {
+  if port_open 5553; then log "rabbit4 already answers on 5553"; return 0; fi
+  install_rabbit4
+  mount_chroot
+  write_config "$CHROOT" 5673 5553 rabbit4 25673
+  in_chroot 'chown rabbitmq:rabbitmq /etc/rabbitmq/enabled_plugins; mkdir -p /var/log/rabbitmq; chown rabbitmq:rabbitmq /var/log/rabbitmq'
+  log "starting rabbit4 ($(in_chroot 'dpkg-query -W -f=\${Version} rabbitmq-server')) on 127.0.0.1:5553"
+  in_chroot "su rabbitmq -s /bin/sh -c 'export ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT=4370 RABBITMQ_PID_FILE=/var/lib/rabbitmq/rabbit4.pid; cd /var/lib/rabbitmq; nohup /usr/lib/rabbitmq/bin/rabbitmq-server > /var/log/rabbitmq/startup_stdout.log 2>&1 &'"
+  in_chroot "su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; ERL_EPMD_PORT=4370 /usr/lib/rabbitmq/bin/rabbitmqctl wait /var/lib/rabbitmq/rabbit4.pid --timeout 120'" >/dev/null
+  wait_port 5553 60
+  touch "$STATE_DIR/rabbit4.started"
+}
+
+stop_rabbit4() {
+  if port_open 5553; then
+    log "stopping rabbit4"
+    in_chroot "su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; ERL_EPMD_PORT=4370 /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit4.pid'" >/dev/null || true
+  else
+    log "rabbit4 not running"
+  fi
+  rm -f "$STATE_DIR/rabbit4.started"
+  for m in "$CHROOT/dev/pts" "$CHROOT/dev" "$CHROOT/proc"; do
+    mountpoint -q "$m" && umount "$m" 2>/dev/null || true
+  done
+}
+
+status() {
+  port_open 5552 && echo "rabbit3 up 127.0.0.1:5552" || echo "rabbit3 down"
+  port_open 5553 && echo "rabbit4 up 127.0.0.1:5553" || echo "rabbit4 down"
+}
+
+action=${1:-status}
+which=${2:-both}
+case "$action" in
+  start)
+    case "$which" in rabbit3) start_rabbit3 ;; rabbit4) start_rabbit4 ;; both) start_rabbit3; start_rabbit4 ;; *) exit 2 ;; esac ;;
+  stop)
+    case "$which" in rabbit3) stop_rabbit3 ;; rabbit4) stop_rabbit4 ;; both) stop_rabbit4; stop_rabbit3 ;; *) exit 2 ;; esac ;;
+  status) status ;;
+  *) echo "usage: $0 start|stop|status [rabbit3|rabbit4]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,3 @@
+"""streamdissect: RabbitMQ Stream protocol captures turned into typed records and answers."""
+
+__version__ = "0.1.0"
