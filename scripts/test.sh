@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need (Debian packages, the project with its
+# test extras), starts both real brokers on 127.0.0.1, then runs the whole test suite.
+# Extra arguments go to pytest. Brokers stay up afterwards (stop: scripts/brokers.sh stop).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+bash scripts/brokers.sh start
+export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$(command -v python3)"
+python3 -m pytest -q "$@"
