@@ -1,0 +1,46 @@
+"""rstream Producer: create a stream, publish 10 batches of 10 messages with confirms."""
+import asyncio
+from collections import Counter
+
+from rstream import AMQPMessage, ConfirmationStatus, Producer
+
+from ._common import BROKER_3, HOST, PASSWORD, USER, body, stream_name, wait_for
+
+NAME = "rstream-publish-confirm-3.10"
+BROKER_PORT = BROKER_3
+CLIENT = "rstream"
+SCENARIO = ("rstream Producer on 3.10: handshake, Create stream, Metadata (leader lookup), "
+            "DeclarePublisher, 10 Publish v1 frames of 10 AMQP messages (64-byte bodies), "
+            "PublishConfirm, DeletePublisher, Delete stream, TCP close without a protocol Close (rstream 1.1.1 never sends Close)")
+COVERS = ["PeerProperties", "SaslHandshake", "SaslAuthenticate", "Tune", "Open", "Create",
+          "Metadata", "DeclarePublisher", "Publish", "PublishConfirm",
+          "DeletePublisher", "Delete", "Heartbeat"]
+
+BATCHES, PER_BATCH = 10, 10
+
+
+async def main(rec):
+    stream = stream_name("pubconf")
+    confirmed, errored = [0], Counter()
+
+    def on_confirm(status: ConfirmationStatus):
+        if status.is_confirmed:
+            confirmed[0] += 1
+        else:
+            errored["0x%02x" % status.response_code] += 1
+
+    async with Producer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
+                        connection_name="sd-publish-confirm") as producer:
+        await producer.create_stream(stream)
+        n = 0
+        for b in range(BATCHES):
+            batch = [AMQPMessage(body=body(n + i)) for i in range(PER_BATCH)]
+            await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
+            n += PER_BATCH
+        await wait_for(lambda: confirmed[0] + sum(errored.values()) >= n)
+        await producer.delete_stream(stream)
+    rec.count(published=n, confirmed=confirmed[0], errored=dict(errored))
+
+
+def run(rec):
+    asyncio.run(main(rec))
