@@ -1,0 +1,138 @@
+"""Publish-confirm ledger per (connection, publisher id).
+
+Publish frames carry publishing ids; PublishConfirm and PublishError name them again. The lag
+of an id is the time from the Publish frame carrying it to the frame naming it. Ids still
+outstanding at the end are 'unconfirmed'; confirms for ids we never saw published (capture
+began late) are counted as unmatched, never as negative lag. A DeclarePublisher reusing a
+publisher id closes the previous ledger's outstanding ids as unconfirmed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..protocol.codes import code_name
+from .fields import get, pair
+from .percentiles import summarize_ms
+
+
+@dataclass(slots=True)
+class _Ledger:
+    outstanding: dict[int, int] = field(default_factory=dict)  # publishing id -> publish ts
+    published: int = 0
+    records: int = 0
+    confirmed: int = 0
+    errored: Counter = field(default_factory=Counter)
+    unconfirmed: int = 0
+    unmatched: int = 0
+    lags_ms: list[float] = field(default_factory=list)
+
+
+class ConfirmCollector:
+    def __init__(self, keep_pairs: bool = True, keep_backlog: bool = True) -> None:
+        self._ledgers: dict[tuple[str, int], _Ledger] = {}
+        self.keep_pairs = keep_pairs
+        self.keep_backlog = keep_backlog
+        self.pairs: list[tuple] = []  # PUBLISHES rows
+        self.backlog: list[tuple] = []  # BACKLOG rows
+
+    def _ledger(self, connection: str, publisher_id: int) -> _Ledger:
+        key = (connection, publisher_id)
+        led = self._ledgers.get(key)
+        if led is None:
+            led = self._ledgers[key] = _Ledger()
+        return led
+
+    def _backlog_point(self, ev, publisher_id: int, led: _Ledger) -> None:
+        if self.keep_backlog:
+            self.backlog.append((ev.ts_ns, ev.connection, publisher_id, len(led.outstanding)))
+
+    def on_declare(self, ev) -> None:
+        rec = ev.record
+        if get(rec, "response"):
+            return
+        led = self._ledgers.get((ev.connection, get(rec, "publisher_id")))
+        if led is not None and led.outstanding:
+            self._close_outstanding(ev.connection, get(rec, "publisher_id"), led)
+
+    def on_publish(self, ev) -> None:
+        rec = ev.record
+        pid = get(rec, "publisher_id")
+        led = self._ledger(ev.connection, pid)
+        ids = get(rec, "publishing_ids") or ()
+        ts = ev.ts_ns
+        for pub_id in ids:
+            if pub_id in led.outstanding:  # a resend of an id still pending keeps the first time
+                continue
+            led.outstanding[pub_id] = ts
+        led.published += len(ids)
+        led.records += get(rec, "record_count") or len(ids)
+        self._backlog_point(ev, pid, led)
+
+    def on_confirm(self, ev) -> None:
+        rec = ev.record
+        pid = get(rec, "publisher_id")
+        led = self._ledger(ev.connection, pid)
+        ts = ev.ts_ns
+        for pub_id in get(rec, "publishing_ids") or ():
+            sent = led.outstanding.pop(pub_id, None)
+            if sent is None:
+                led.unmatched += 1
+                continue
+            led.confirmed += 1
+            lag = (ts - sent) / 1e6
+            led.lags_ms.append(lag)
+            if self.keep_pairs:
+                self.pairs.append(
+                    (ev.connection, pid, pub_id, sent, ts, lag, "confirmed", None)
+                )
+        self._backlog_point(ev, pid, led)
+
+    def on_error(self, ev) -> None:
+        rec = ev.record
+        pid = get(rec, "publisher_id")
+        led = self._ledger(ev.connection, pid)
+        ts = ev.ts_ns
+        for item in get(rec, "errors") or ():
+            pub_id, code = pair(item, "publishing_id", "code")
+            led.errored[code] += 1
+            sent = led.outstanding.pop(pub_id, None)
+            if self.keep_pairs:
+                lag = None if sent is None else (ts - sent) / 1e6
+                self.pairs.append((ev.connection, pid, pub_id, sent, ts, lag, "errored", code))
+        self._backlog_point(ev, pid, led)
+
+    def _close_outstanding(self, connection: str, pid: int, led: _Ledger) -> None:
+        led.unconfirmed += len(led.outstanding)
+        if self.keep_pairs:
+            for pub_id, sent in led.outstanding.items():
+                self.pairs.append((connection, pid, pub_id, sent, None, None, "unconfirmed", None))
+        led.outstanding.clear()
+
+    def finish(self) -> None:
+        for (connection, pid), led in self._ledgers.items():
+            self._close_outstanding(connection, pid, led)
+
+    def summary(self) -> list[dict]:
+        rows = []
+        for (connection, pid), led in self._ledgers.items():
+            row = {
+                "connection": connection,
+                "publisher_id": pid,
+                "published": led.published,
+                "records_published": led.records,
+                "confirmed": led.confirmed,
+                "errored": sum(led.errored.values()),
+                "unconfirmed": led.unconfirmed + len(led.outstanding),
+                "unmatched_confirms": led.unmatched,
+                "errors_by_code": json.dumps(
+                    {code_name(c): n for c, n in sorted(led.errored.items())}
+                ),
+            }
+            stats = summarize_ms(led.lags_ms)
+            del stats["min_ms"]
+            row.update(stats)
+            rows.append(row)
+        return rows

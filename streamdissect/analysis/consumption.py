@@ -1,0 +1,75 @@
+"""Consumer lag per Deliver and throughput per second.
+
+Lag (Deliver v2 only) = committed chunk id - the chunk's first offset: how far the consumer
+reads behind what the stream has committed. Delivery latency = capture time - the chunk's
+timestamp; the chunk timestamp is the broker's clock and the capture time the capturing
+host's, so the figure is only as good as their agreement (exact when both are one machine).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .fields import get
+
+NS_PER_S = 1_000_000_000
+
+
+class DeliveryCollector:
+    def __init__(self, keep_rows: bool = True) -> None:
+        self.keep_rows = keep_rows
+        self.rows: list[tuple] = []
+
+    def on_deliver(self, ev) -> None:
+        if not self.keep_rows:
+            return
+        rec = ev.record
+        chunk = get(rec, "chunk")
+        first = get(chunk, "chunk_id")
+        committed = get(rec, "committed_chunk_id")
+        chunk_ts = get(chunk, "timestamp")
+        lag = committed - first if committed is not None and first is not None else None
+        latency = ev.ts_ns / 1e6 - chunk_ts if chunk_ts is not None else None
+        self.rows.append(
+            (
+                ev.ts_ns,
+                ev.connection,
+                get(rec, "subscription_id"),
+                first,
+                get(chunk, "num_records"),
+                get(chunk, "num_entries"),
+                get(chunk, "chunk_type"),
+                chunk_ts,
+                committed,
+                lag,
+                latency,
+                get(rec, "size"),
+                get(rec, "crc_ok"),
+            )
+        )
+
+
+class ThroughputCollector:
+    """Messages and bytes per one-second bucket of capture time."""
+
+    def __init__(self) -> None:
+        # second -> [published_msgs, published_bytes, confirmed, delivered_msgs, delivered_bytes]
+        self._buckets: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+
+    def on_publish(self, ev) -> None:
+        b = self._buckets[ev.ts_ns // NS_PER_S]
+        rec = ev.record
+        b[0] += get(rec, "record_count") or 0
+        b[1] += (get(rec, "size") or 0) + 4
+
+    def on_confirm(self, ev) -> None:
+        self._buckets[ev.ts_ns // NS_PER_S][2] += len(get(ev.record, "publishing_ids") or ())
+
+    def on_deliver(self, ev) -> None:
+        b = self._buckets[ev.ts_ns // NS_PER_S]
+        rec = ev.record
+        b[3] += get(rec, "record_count") or 0
+        b[4] += (get(rec, "size") or 0) + 4
+
+    def rows(self) -> list[tuple]:
+        return [(sec * NS_PER_S, *vals) for sec, vals in sorted(self._buckets.items())]

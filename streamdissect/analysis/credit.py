@@ -1,0 +1,174 @@
+"""Credit ledger and stalls per (connection, subscription id).
+
+Balance = initial credit from Subscribe + n per Credit - 1 per Deliver (credit counts chunks).
+A stall is an interval with zero credit: from the Deliver that used the last credit to the
+Credit that restores it. The broker demonstrably had more data to send during a stall when
+the next Deliver follows the restoring Credit at once (within `at_once_ms`), or when the
+stalling Deliver v2's committed chunk id is ahead of that chunk. A subscription whose
+Subscribe was not captured has no known balance, so no stall is claimed for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .fields import get
+
+AT_ONCE_MS = 50.0
+
+
+@dataclass(slots=True)
+class _Subscription:
+    connection: str
+    subscription_id: int
+    stream: str | None = None
+    initial_credit: int | None = None
+    balance: int | None = None
+    granted: int = 0
+    credit_frames: int = 0
+    chunks: int = 0
+    records: int = 0
+    credit_errors: int = 0
+    stalls: list[dict] = field(default_factory=list)
+    open_stall: dict | None = None
+    awaiting_deliver: dict | None = None  # a just-ended stall waiting for the next Deliver
+
+
+class CreditCollector:
+    def __init__(self, at_once_ms: float = AT_ONCE_MS) -> None:
+        self.at_once_ns = int(at_once_ms * 1e6)
+        self._subs: dict[tuple[str, int], _Subscription] = {}
+        self._closed: list[_Subscription] = []
+        # (connection, correlation id) -> subscription awaiting its Subscribe response
+        self._pending_subscribe: dict[tuple[str, int], _Subscription] = {}
+
+    def _sub(self, connection: str, sid: int) -> _Subscription:
+        key = (connection, sid)
+        sub = self._subs.get(key)
+        if sub is None:
+            sub = self._subs[key] = _Subscription(connection, sid)
+        return sub
+
+    def on_subscribe(self, ev) -> None:
+        rec = ev.record
+        if get(rec, "response"):
+            sub = self._pending_subscribe.pop((ev.connection, get(rec, "correlation_id")), None)
+            if sub is not None and get(rec, "code") != 1:
+                # refused: this id's ledger is not live; keep the row for the record
+                sub.balance = None
+            return
+        sid = get(rec, "subscription_id")
+        old = self._subs.pop((ev.connection, sid), None)
+        if old is not None:
+            self._end(old, ev.ts_ns, "unsubscribe")
+        sub = self._sub(ev.connection, sid)
+        credit = get(rec, "credit")
+        sub.stream = get(rec, "stream")
+        sub.initial_credit = credit
+        sub.balance = credit
+        self._pending_subscribe[(ev.connection, get(rec, "correlation_id"))] = sub
+
+    def on_credit(self, ev) -> None:
+        rec = ev.record
+        sid = get(rec, "subscription_id")
+        sub = self._sub(ev.connection, sid)
+        if get(rec, "response"):  # 0x8009: only sent on error
+            sub.credit_errors += 1
+            return
+        credit = get(rec, "credit") or 0
+        sub.granted += credit
+        sub.credit_frames += 1
+        if sub.balance is None:
+            return
+        sub.balance += credit
+        if sub.open_stall is not None and sub.balance > 0:
+            stall = sub.open_stall
+            stall["end_ns"] = ev.ts_ns
+            stall["ended_by"] = "credit"
+            stall["duration_ms"] = (ev.ts_ns - stall["start_ns"]) / 1e6
+            sub.open_stall = None
+            sub.awaiting_deliver = stall
+
+    def on_deliver(self, ev) -> None:
+        rec = ev.record
+        sub = self._sub(ev.connection, get(rec, "subscription_id"))
+        sub.chunks += 1
+        sub.records += get(rec, "record_count") or 0
+        waiting = sub.awaiting_deliver
+        if waiting is not None:
+            if ev.ts_ns - waiting["end_ns"] <= self.at_once_ns:
+                waiting["broker_had_more"] = True
+            sub.awaiting_deliver = None
+        if sub.balance is None:
+            return
+        sub.balance -= 1
+        if sub.balance <= 0 and sub.open_stall is None:
+            committed = get(rec, "committed_chunk_id")
+            chunk_id = get(get(rec, "chunk"), "chunk_id")
+            ahead = committed is not None and chunk_id is not None and committed > chunk_id
+            sub.open_stall = {
+                "connection": ev.connection,
+                "subscription_id": sub.subscription_id,
+                "start_ns": ev.ts_ns,
+                "end_ns": None,
+                "duration_ms": None,
+                "ended_by": None,
+                "broker_had_more": ahead,
+            }
+            sub.stalls.append(sub.open_stall)
+
+    def on_unsubscribe(self, ev) -> None:
+        rec = ev.record
+        if get(rec, "response"):
+            return
+        sub = self._subs.pop((ev.connection, get(rec, "subscription_id")), None)
+        if sub is not None:
+            self._end(sub, ev.ts_ns, "unsubscribe")
+
+    def _end(self, sub: _Subscription, ts_ns: int, reason: str) -> None:
+        if sub.open_stall is not None:
+            stall = sub.open_stall
+            stall["end_ns"] = ts_ns
+            stall["ended_by"] = reason
+            stall["duration_ms"] = (ts_ns - stall["start_ns"]) / 1e6
+            sub.open_stall = None
+        self._closed.append(sub)
+
+    def end_connection(self, connection: str, ts_ns: int) -> None:
+        for key in [k for k in self._subs if k[0] == connection]:
+            self._end(self._subs.pop(key), ts_ns, "connection_end")
+
+    def finish(self, capture_end_ns: int) -> None:
+        for key in list(self._subs):
+            self._end(self._subs.pop(key), capture_end_ns, "capture_end")
+
+    def _all(self) -> list[_Subscription]:
+        return self._closed + list(self._subs.values())
+
+    def summary(self) -> list[dict]:
+        rows = []
+        for sub in self._all():
+            rows.append(
+                {
+                    "connection": sub.connection,
+                    "subscription_id": sub.subscription_id,
+                    "stream": sub.stream,
+                    "initial_credit": sub.initial_credit,
+                    "credits_granted": sub.granted,
+                    "credit_frames": sub.credit_frames,
+                    "chunks_delivered": sub.chunks,
+                    "records_delivered": sub.records,
+                    "credit_errors": sub.credit_errors,
+                    "final_credit": sub.balance,
+                    "stall_count": len(sub.stalls),
+                    "stalled_ms_total": sum(s["duration_ms"] or 0.0 for s in sub.stalls),
+                    "stalls": [
+                        {k: s[k] for k in ("start_ns", "end_ns", "duration_ms")}
+                        for s in sub.stalls
+                    ],
+                }
+            )
+        return rows
+
+    def stall_rows(self) -> list[dict]:
+        return [stall for sub in self._all() for stall in sub.stalls]

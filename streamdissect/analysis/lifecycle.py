@@ -1,0 +1,157 @@
+"""Connection lifecycle: handshake, SASL, tune, open, heartbeats, close.
+
+One row per connection, like Zeek's conn.log. The SASL PLAIN password is never kept here:
+only the user name reaches this table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .fields import get
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(slots=True)
+class _Conn:
+    connection: str
+    first_ns: int | None = None
+    last_ns: int | None = None
+    handshake_ms: float | None = None
+    sasl_mechanism: str | None = None
+    user: str | None = None
+    vhost: str | None = None
+    frame_max: int | None = None
+    heartbeat: int | None = None
+    offered_frame_max: int | None = None
+    offered_heartbeat: int | None = None
+    heartbeats: dict = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
+    last_seen: dict = field(default_factory=dict)
+    missed_gaps: int = 0
+    client_properties: dict | None = None
+    server_properties: dict | None = None
+    close_code: int | None = None
+    close_reason: str | None = None
+    closed_by: str | None = None
+
+
+class LifecycleCollector:
+    def __init__(self) -> None:
+        self._conns: dict[str, _Conn] = {}
+
+    def _conn(self, connection: str) -> _Conn:
+        c = self._conns.get(connection)
+        if c is None:
+            c = self._conns[connection] = _Conn(connection)
+        return c
+
+    def on_any(self, ev) -> None:
+        """Every frame: first/last time and heartbeat silences."""
+        c = self._conn(ev.connection)
+        if c.first_ns is None:
+            c.first_ns = ev.ts_ns
+        c.last_ns = ev.ts_ns
+        previous = c.last_seen.get(ev.direction)
+        if previous is not None and c.heartbeat:
+            if ev.ts_ns - previous > 2 * c.heartbeat * NS_PER_S:
+                c.missed_gaps += 1
+        c.last_seen[ev.direction] = ev.ts_ns
+
+    def on_heartbeat(self, ev) -> None:
+        self._conn(ev.connection).heartbeats[ev.direction] += 1
+
+    def on_peer_properties(self, ev) -> None:
+        c = self._conn(ev.connection)
+        props = get(ev.record, "properties")
+        if get(ev.record, "response"):
+            c.server_properties = props
+        else:
+            c.client_properties = props
+
+    def on_sasl_authenticate(self, ev) -> None:
+        rec = ev.record
+        if get(rec, "response"):
+            return
+        c = self._conn(ev.connection)
+        c.sasl_mechanism = get(rec, "mechanism")
+        user = get(rec, "username")
+        if user is not None:
+            c.user = user
+
+    def on_tune(self, ev) -> None:
+        c = self._conn(ev.connection)
+        rec = ev.record
+        if ev.direction == "s2c":
+            c.offered_frame_max = get(rec, "frame_max")
+            c.offered_heartbeat = get(rec, "heartbeat")
+            c.frame_max = c.frame_max if c.frame_max is not None else c.offered_frame_max
+            c.heartbeat = c.heartbeat if c.heartbeat is not None else c.offered_heartbeat
+        else:  # the client's reply is what the connection runs with
+            c.frame_max = get(rec, "frame_max")
+            c.heartbeat = get(rec, "heartbeat")
+
+    def on_open(self, ev) -> None:
+        c = self._conn(ev.connection)
+        rec = ev.record
+        if not get(rec, "response"):
+            c.vhost = get(rec, "virtual_host")
+        elif c.first_ns is not None and c.handshake_ms is None:
+            c.handshake_ms = (ev.ts_ns - c.first_ns) / 1e6
+
+    def on_close(self, ev) -> None:
+        rec = ev.record
+        if get(rec, "response"):
+            return
+        c = self._conn(ev.connection)
+        if c.closed_by is None:
+            c.closed_by = "client" if ev.direction == "c2s" else "server"
+            c.close_code = get(rec, "closing_code")
+            c.close_reason = get(rec, "closing_reason")
+
+    def rows(self, tcp_connections: list | None = None) -> list[dict]:
+        """Merge protocol facts with the TCP-level connections table of the dissector."""
+        tcp_by_id = {get(t, "connection"): t for t in (tcp_connections or [])}
+        ids = list(tcp_by_id) + [cid for cid in self._conns if cid not in tcp_by_id]
+        rows = []
+        for cid in ids:
+            c = self._conns.get(cid) or _Conn(cid)
+            t = tcp_by_id.get(cid)
+            tcp_end = get(t, "tcp_end") or get(t, "ended_by") or get(t, "end_reason")
+            closed_by = c.closed_by
+            if closed_by is None and tcp_end in ("fin", "rst"):
+                closed_by = "TCP closed without Close"
+            rows.append(
+                {
+                    "connection": cid,
+                    "client": get(t, "client"),
+                    "server": get(t, "server"),
+                    "start_ns": get(t, "start_ns", c.first_ns),
+                    "end_ns": get(t, "end_ns", c.last_ns),
+                    "frames_c2s": get(t, "frames_c2s"),
+                    "frames_s2c": get(t, "frames_s2c"),
+                    "bytes_c2s": get(t, "bytes_c2s"),
+                    "bytes_s2c": get(t, "bytes_s2c"),
+                    "handshake_ms": c.handshake_ms,
+                    "sasl_mechanism": c.sasl_mechanism,
+                    "user": c.user,
+                    "vhost": c.vhost,
+                    "frame_max": c.frame_max,
+                    "heartbeat": c.heartbeat,
+                    "heartbeats_c2s": c.heartbeats["c2s"],
+                    "heartbeats_s2c": c.heartbeats["s2c"],
+                    "missed_heartbeat_gaps": c.missed_gaps,
+                    "client_properties": _json(c.client_properties),
+                    "server_properties": _json(c.server_properties),
+                    "close_code": c.close_code,
+                    "close_reason": c.close_reason,
+                    "closed_by": closed_by,
+                    "tcp_end": tcp_end,
+                }
+            )
+        return rows
+
+
+def _json(value) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,106 @@
+"""The `analyze` report: a JSON object of tables, or the same tables as readable text."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .run import Analysis
+
+
+def records(df: pd.DataFrame, columns: list[str] | None = None) -> list[dict]:
+    """DataFrame rows as plain JSON-able dicts (missing values -> None, numpy -> Python)."""
+    if columns is not None:
+        df = df[columns]
+    out = []
+    for row in df.astype(object).itertuples(index=False, name=None):
+        out.append({c: _plain(v) for c, v in zip(df.columns, row)})
+    return out
+
+
+def _plain(v):
+    if v is None or v is pd.NA:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+CONNECTION_COLUMNS = [
+    "connection", "client", "server", "start_ns", "end_ns", "handshake_ms", "sasl_mechanism",
+    "user", "vhost", "frame_max", "heartbeat", "frames_c2s", "frames_s2c", "bytes_c2s",
+    "bytes_s2c", "heartbeats_c2s", "heartbeats_s2c", "missed_heartbeat_gaps", "close_code",
+    "close_reason", "closed_by", "tcp_end",
+]
+LAG_COLUMNS = [
+    "ts_ns", "connection", "subscription_id", "chunk_first_offset", "num_records",
+    "committed_chunk_id", "lag", "delivery_latency_ms",
+]
+
+
+def to_json(a: Analysis) -> dict:
+    credit = []
+    for row in a.credit_rows():
+        credit.append({k: row[k] for k in (
+            "connection", "subscription_id", "stream", "initial_credit", "credits_granted",
+            "credit_frames", "chunks_delivered", "records_delivered", "credit_errors",
+            "final_credit", "stalls", "stalled_ms_total")})
+    return {
+        "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
+        "connections": records(a.connections, CONNECTION_COLUMNS),
+        "latency": records(a.latency),
+        "confirms": records(a.confirms),
+        "credit": credit,
+        "consumer_lag": records(a.deliveries, LAG_COLUMNS),
+        "throughput": records(a.throughput),
+        "errors": records(a.errors),
+        "anomalies": records(a.anomalies),
+    }
+
+
+def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None) -> str:
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]]
+    line = "=" * len(title)
+    if df.empty:
+        return f"{title}\n{line}\n(none)\n"
+    body = df.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.3f}")
+    return f"{title}\n{line}\n{body}\n"
+
+
+def to_text(a: Analysis, max_rows: int = 50) -> str:
+    lag = a.deliveries
+    lag_summary = pd.DataFrame()
+    if not lag.empty:
+        lag_summary = (
+            lag.groupby(["connection", "subscription_id"], dropna=False)
+            .agg(
+                chunks=("chunk_first_offset", "size"),
+                records=("num_records", "sum"),
+                max_lag=("lag", "max"),
+                p50_delivery_ms=("delivery_latency_ms", "median"),
+                max_delivery_ms=("delivery_latency_ms", "max"),
+            )
+            .reset_index()
+        )
+    parts = [
+        _section("Connections", a.connections, [
+            "connection", "handshake_ms", "user", "vhost", "frame_max", "heartbeat",
+            "frames_c2s", "frames_s2c", "heartbeats_c2s", "heartbeats_s2c",
+            "missed_heartbeat_gaps", "close_code", "closed_by"]),
+        _section("Request latency (ms)", a.latency),
+        _section("Publish confirms", a.confirms, [
+            "connection", "publisher_id", "published", "confirmed", "errored", "unconfirmed",
+            "p50_ms", "p95_ms", "p99_ms", "max_ms"]),
+        _section("Credit", a.credit, [
+            "connection", "subscription_id", "initial_credit", "credits_granted",
+            "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total"]),
+        _section("Credit stalls", a.stalls.head(max_rows)),
+        _section("Consumer lag (per subscription)", lag_summary),
+        _section("Errors", a.errors),
+        _section("Anomalies", a.anomalies.head(max_rows)),
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,176 @@
+"""One pass over a capture's frames feeding every analysis; results as pandas tables.
+
+The collectors see each frame once, dispatched by command name, so adding an analysis costs
+only the frames it cares about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pandas as pd
+
+from .confirms import ConfirmCollector
+from .consumption import DeliveryCollector, ThroughputCollector
+from .credit import AT_ONCE_MS, CreditCollector
+from .errors import ErrorCollector
+from .fields import get
+from .frame_tables import dataframe
+from .latency import LatencyCollector
+from .lifecycle import LifecycleCollector
+
+
+@dataclass
+class Collectors:
+    latency: LatencyCollector = field(default_factory=LatencyCollector)
+    confirms: ConfirmCollector = field(default_factory=ConfirmCollector)
+    credit: CreditCollector = field(default_factory=CreditCollector)
+    deliveries: DeliveryCollector = field(default_factory=DeliveryCollector)
+    throughput: ThroughputCollector = field(default_factory=ThroughputCollector)
+    lifecycle: LifecycleCollector = field(default_factory=LifecycleCollector)
+    errors: ErrorCollector = field(default_factory=ErrorCollector)
+
+    def dispatch_table(self) -> dict[str, tuple]:
+        c = self
+        return {
+            "Publish": (c.confirms.on_publish, c.throughput.on_publish),
+            "PublishConfirm": (c.confirms.on_confirm, c.throughput.on_confirm),
+            "PublishError": (c.confirms.on_error, c.errors.on_publish_error),
+            "DeclarePublisher": (c.confirms.on_declare,),
+            "Deliver": (c.credit.on_deliver, c.deliveries.on_deliver, c.throughput.on_deliver),
+            "Credit": (c.credit.on_credit,),
+            "Subscribe": (c.credit.on_subscribe,),
+            "Unsubscribe": (c.credit.on_unsubscribe,),
+            "Heartbeat": (c.lifecycle.on_heartbeat,),
+            "PeerProperties": (c.lifecycle.on_peer_properties,),
+            "SaslAuthenticate": (c.lifecycle.on_sasl_authenticate,),
+            "Tune": (c.lifecycle.on_tune,),
+            "Open": (c.lifecycle.on_open,),
+            "Close": (c.lifecycle.on_close,),
+        }
+
+
+class Analysis:
+    """What one capture (or a rotated set read as one) says; every table a DataFrame."""
+
+    def __init__(self, collectors: Collectors, tcp_connections: list, anomalies: list,
+                 first_ns: int | None, last_ns: int | None) -> None:
+        self._c = collectors
+        self._tcp_connections = tcp_connections
+        self._anomalies = anomalies
+        self.first_ns = first_ns
+        self.last_ns = last_ns
+
+    @cached_property
+    def connections(self) -> pd.DataFrame:
+        return dataframe("connections", self._c.lifecycle.rows(self._tcp_connections))
+
+    @cached_property
+    def requests(self) -> pd.DataFrame:
+        return dataframe("requests", self._c.latency.rows)
+
+    @cached_property
+    def latency(self) -> pd.DataFrame:
+        return dataframe("latency", self._c.latency.summary())
+
+    @cached_property
+    def publishes(self) -> pd.DataFrame:
+        return dataframe("publishes", self._c.confirms.pairs)
+
+    @cached_property
+    def confirms(self) -> pd.DataFrame:
+        return dataframe("confirms", self._c.confirms.summary())
+
+    @cached_property
+    def backlog(self) -> pd.DataFrame:
+        return dataframe("backlog", self._c.confirms.backlog)
+
+    def credit_rows(self) -> list[dict]:
+        """Credit summary rows with each subscription's stalls as a list (for JSON)."""
+        return self._c.credit.summary()
+
+    @cached_property
+    def credit(self) -> pd.DataFrame:
+        return dataframe("credit", self.credit_rows())
+
+    @cached_property
+    def stalls(self) -> pd.DataFrame:
+        return dataframe("stalls", self._c.credit.stall_rows())
+
+    @cached_property
+    def deliveries(self) -> pd.DataFrame:
+        return dataframe("deliveries", self._c.deliveries.rows)
+
+    @cached_property
+    def throughput(self) -> pd.DataFrame:
+        return dataframe("throughput", self._c.throughput.rows())
+
+    @cached_property
+    def errors(self) -> pd.DataFrame:
+        return dataframe("errors", self._c.errors.rows())
+
+    @cached_property
+    def anomalies(self) -> pd.DataFrame:
+        return dataframe("anomalies", [_anomaly_row(a) for a in self._anomalies])
+
+
+def _anomaly_row(a) -> dict:
+    return {
+        "ts_ns": get(a, "ts_ns"),
+        "connection": get(a, "connection"),
+        "direction": get(a, "direction"),
+        "kind": get(a, "kind"),
+        "stream_offset": get(a, "stream_offset"),
+        "length": get(a, "length"),
+        "detail": None if get(a, "detail") is None else str(get(a, "detail")),
+    }
+
+
+def analyze_events(events: Iterable, tcp_connections_after=lambda: [],
+                   at_once_ms: float = AT_ONCE_MS) -> Analysis:
+    """Feed frame events (objects with ts_ns, connection, direction, record) and anomalies."""
+    collectors = Collectors(credit=CreditCollector(at_once_ms=at_once_ms))
+    dispatch = collectors.dispatch_table()
+    on_any = collectors.lifecycle.on_any
+    on_call = collectors.latency.on_frame
+    on_code = collectors.errors.on_response
+    anomalies: list = []
+    first_ns = last_ns = None
+    for ev in events:
+        rec = getattr(ev, "record", None)
+        if rec is None:
+            anomalies.append(ev)
+            continue
+        if first_ns is None:
+            first_ns = ev.ts_ns
+        last_ns = ev.ts_ns
+        on_any(ev)
+        on_call(ev)
+        if getattr(rec, "code", None) is not None:
+            on_code(ev)
+        for handler in dispatch.get(rec.command, ()):
+            handler(ev)
+    tcp_connections = tcp_connections_after()
+    for conn in tcp_connections:
+        if get(conn, "tcp_end") in ("fin", "rst") and get(conn, "end_ns") is not None:
+            collectors.credit.end_connection(get(conn, "connection"), get(conn, "end_ns"))
+    collectors.credit.finish(last_ns or 0)
+    collectors.confirms.finish()
+    return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns)
+
+
+def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
+            max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS) -> Analysis:
+    """Read a capture (several paths: one capture in time order) and run every analysis."""
+    from ..dissect import Dissector
+
+    if isinstance(paths, str):
+        paths = [paths]
+    dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame)
+    return analyze_events(
+        dissector.run(paths),
+        tcp_connections_after=lambda: list(dissector.connections),
+        at_once_ms=at_once_ms,
+    )

@@ -1,0 +1,242 @@
+"""Column definitions of every table streamdissect produces, defined once.
+
+pandas, Arrow/Parquet and Spark schemas are all derived from these lists, so a notebook written
+against the pandas tables runs unchanged on the Parquet the Spark jobs write. Timestamps are
+int64 nanoseconds since the Unix epoch (`*_ns`); durations are float milliseconds (`*_ms`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    kind: str  # one of KINDS
+    doc: str = ""
+
+
+# kind -> (pandas dtype, pyarrow type name). Nullable pandas dtypes keep "no value" distinct
+# from zero, which matters for correlation ids and codes.
+KINDS = {
+    "int64": ("Int64", "int64"),
+    "int32": ("Int32", "int32"),
+    "float64": ("float64", "float64"),
+    "string": ("string", "string"),
+    "bool": ("boolean", "bool"),
+}
+
+
+def _cols(*specs: tuple[str, str] | tuple[str, str, str]) -> tuple[Column, ...]:
+    return tuple(Column(*spec) for spec in specs)
+
+
+FRAMES = _cols(
+    ("ts_ns", "int64", "capture time of the packet that completed the frame"),
+    ("connection", "string", "client_ip:port-server_ip:port[#n]"),
+    ("direction", "string", "c2s or s2c"),
+    ("stream_offset", "int64", "byte offset of the frame in its direction's TCP stream"),
+    ("key", "int32", "command key as on the wire, response bit included"),
+    ("command", "string"),
+    ("response", "bool"),
+    ("version", "int32"),
+    ("size", "int64", "frame length without the 4-byte size field"),
+    ("correlation_id", "int64"),
+    ("code", "int32"),
+    ("code_name", "string"),
+    ("truncated", "bool", "cut short by the capture's snaplen"),
+    ("publisher_id", "int32"),
+    ("subscription_id", "int32"),
+    ("stream", "string"),
+    ("record_count", "int64", "messages in Publish/Deliver (sub-batches count their records)"),
+    ("credit", "int64"),
+    ("fields", "string", "every other field of the record, as JSON"),
+)
+
+CONNECTIONS = _cols(
+    ("connection", "string"),
+    ("client", "string"),
+    ("server", "string"),
+    ("start_ns", "int64"),
+    ("end_ns", "int64"),
+    ("frames_c2s", "int64"),
+    ("frames_s2c", "int64"),
+    ("bytes_c2s", "int64"),
+    ("bytes_s2c", "int64"),
+    ("handshake_ms", "float64", "first frame to the Open response"),
+    ("sasl_mechanism", "string"),
+    ("user", "string", "SASL PLAIN user; the password is never kept"),
+    ("vhost", "string"),
+    ("frame_max", "int64", "negotiated (client's Tune reply), else the server's offer"),
+    ("heartbeat", "int64", "negotiated heartbeat in seconds"),
+    ("heartbeats_c2s", "int64"),
+    ("heartbeats_s2c", "int64"),
+    ("missed_heartbeat_gaps", "int64", "silences longer than 2 heartbeat intervals"),
+    ("client_properties", "string", "JSON"),
+    ("server_properties", "string", "JSON"),
+    ("close_code", "int32"),
+    ("close_reason", "string"),
+    ("closed_by", "string", "client, server, or 'TCP closed without Close'"),
+    ("tcp_end", "string", "fin, rst or open"),
+)
+
+REQUESTS = _cols(
+    ("connection", "string"),
+    ("command", "string"),
+    ("direction", "string", "direction of the request"),
+    ("correlation_id", "int64"),
+    ("request_ts_ns", "int64"),
+    ("response_ts_ns", "int64"),
+    ("latency_ms", "float64"),
+    ("code", "int32"),
+    ("code_name", "string"),
+    ("status", "string", "answered, open, orphan_response or duplicate"),
+)
+
+LATENCY = _cols(
+    ("command", "string"),
+    ("calls", "int64"),
+    ("answered", "int64"),
+    ("open_requests", "int64"),
+    ("orphan_responses", "int64"),
+    ("duplicate_ids", "int64"),
+    ("min_ms", "float64"),
+    ("p50_ms", "float64"),
+    ("p75_ms", "float64"),
+    ("p95_ms", "float64"),
+    ("p99_ms", "float64"),
+    ("max_ms", "float64"),
+)
+
+PUBLISHES = _cols(
+    ("connection", "string"),
+    ("publisher_id", "int32"),
+    ("publishing_id", "int64"),
+    ("publish_ts_ns", "int64"),
+    ("outcome_ts_ns", "int64"),
+    ("lag_ms", "float64"),
+    ("outcome", "string", "confirmed, errored or unconfirmed"),
+    ("code", "int32", "PublishError code"),
+)
+
+CONFIRMS = _cols(
+    ("connection", "string"),
+    ("publisher_id", "int32"),
+    ("published", "int64", "publishing ids sent"),
+    ("records_published", "int64", "messages, sub-batches counted by their records"),
+    ("confirmed", "int64"),
+    ("errored", "int64"),
+    ("unconfirmed", "int64", "never confirmed nor errored within the capture"),
+    ("unmatched_confirms", "int64", "confirms for ids published before the capture began"),
+    ("errors_by_code", "string", "JSON {code_name: count}"),
+    ("p50_ms", "float64"),
+    ("p75_ms", "float64"),
+    ("p95_ms", "float64"),
+    ("p99_ms", "float64"),
+    ("max_ms", "float64"),
+)
+
+BACKLOG = _cols(
+    ("ts_ns", "int64"),
+    ("connection", "string"),
+    ("publisher_id", "int32"),
+    ("outstanding", "int64", "publishing ids awaiting confirm after this frame"),
+)
+
+CREDIT = _cols(
+    ("connection", "string"),
+    ("subscription_id", "int32"),
+    ("stream", "string"),
+    ("initial_credit", "int64"),
+    ("credits_granted", "int64", "sum of Credit frames after Subscribe"),
+    ("credit_frames", "int64"),
+    ("chunks_delivered", "int64"),
+    ("records_delivered", "int64"),
+    ("credit_errors", "int64"),
+    ("final_credit", "int64"),
+    ("stall_count", "int64"),
+    ("stalled_ms_total", "float64"),
+)
+
+STALLS = _cols(
+    ("connection", "string"),
+    ("subscription_id", "int32"),
+    ("start_ns", "int64", "the Deliver that used the last credit"),
+    ("end_ns", "int64", "the Credit that restored it (capture end if never)"),
+    ("duration_ms", "float64"),
+    ("ended_by", "string", "credit, unsubscribe, connection_end or capture_end"),
+    ("broker_had_more", "bool", "next Deliver came at once, or committed chunk id was ahead"),
+)
+
+DELIVERIES = _cols(
+    ("ts_ns", "int64"),
+    ("connection", "string"),
+    ("subscription_id", "int32"),
+    ("chunk_first_offset", "int64"),
+    ("num_records", "int64"),
+    ("num_entries", "int64"),
+    ("chunk_type", "int32"),
+    ("chunk_timestamp_ms", "int64", "broker clock"),
+    ("committed_chunk_id", "int64", "Deliver v2 only"),
+    ("lag", "int64", "committed_chunk_id - chunk_first_offset (Deliver v2 only)"),
+    ("delivery_latency_ms", "float64", "capture time - chunk timestamp (two clocks)"),
+    ("size", "int64"),
+    ("crc_ok", "bool"),
+)
+
+THROUGHPUT = _cols(
+    ("second_ns", "int64", "start of the one-second bucket"),
+    ("published_msgs", "int64"),
+    ("published_bytes", "int64"),
+    ("confirmed_msgs", "int64"),
+    ("delivered_msgs", "int64"),
+    ("delivered_bytes", "int64"),
+)
+
+ERRORS = _cols(
+    ("command", "string", "the request's name; PublishError; Credit; MetadataUpdate"),
+    ("code", "int32"),
+    ("code_name", "string"),
+    ("count", "int64"),
+)
+
+ANOMALIES = _cols(
+    ("ts_ns", "int64"),
+    ("connection", "string"),
+    ("direction", "string"),
+    ("kind", "string"),
+    ("stream_offset", "int64"),
+    ("length", "int64"),
+    ("detail", "string"),
+)
+
+TABLES: dict[str, tuple[Column, ...]] = {
+    "frames": FRAMES,
+    "connections": CONNECTIONS,
+    "requests": REQUESTS,
+    "latency": LATENCY,
+    "publishes": PUBLISHES,
+    "confirms": CONFIRMS,
+    "backlog": BACKLOG,
+    "credit": CREDIT,
+    "stalls": STALLS,
+    "deliveries": DELIVERIES,
+    "throughput": THROUGHPUT,
+    "errors": ERRORS,
+    "anomalies": ANOMALIES,
+}
+
+
+def column_names(table: str) -> list[str]:
+    return [c.name for c in TABLES[table]]
+
+
+def arrow_schema(table: str):
+    import pyarrow as pa
+
+    return pa.schema([(c.name, getattr(pa, KINDS[c.kind][1])()) for c in TABLES[table]])
+
+
+def pandas_dtypes(table: str) -> dict[str, str]:
+    return {c.name: KINDS[c.kind][0] for c in TABLES[table]}
