@@ -295,7 +295,8 @@ def build_truth(rec: Recorder, meta: dict) -> dict:
             d["closed_ns"] = c.closed_ns
         # how the client ended it: "protocol Close" when it wrote a Close frame
         wrote_close = any(k == 0x0016 for k, _, _ in split_frames(c.c2s)[0])
-        d["client_close"] = "protocol" if wrote_close else ("tcp" if c.close_kind else "open")
+        # "none": the client never closed it (the broker did, or the process ended)
+        d["client_close"] = "protocol" if wrote_close else ("tcp" if c.close_kind else "none")
         d.update(c.extra)
         conns.append(d)
         by_port[c.client_port] = d
