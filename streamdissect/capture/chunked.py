@@ -1,0 +1,148 @@
+"""Large buffered reads over a plain or gzip'd file, handing out memoryviews.
+
+The readers never hold more than one read chunk (plus one record) in memory, whatever the
+file size. Views point into the current chunk: whoever keeps packet bytes beyond the packet
+must copy them (bytes(view)) so an old chunk is not pinned.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import BinaryIO
+
+from .errors import CaptureError
+
+READ_CHUNK = 1 << 20  # big enough that read() calls vanish from profiles
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class ChunkedFile:
+    """A window `buf[pos:]` over the file; `base` is the file offset of `buf[0]`."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
+        except OSError as exc:
+            raise CaptureError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+        # gzip is detected by its magic, not by the file name.
+        self.is_gzip = raw.read(2) == GZIP_MAGIC
+        raw.seek(0)
+        self._file: BinaryIO | Gunzip = Gunzip(raw) if self.is_gzip else raw
+        self._raw = raw
+        self.path = path
+        self.buf = b""
+        self.view = memoryview(self.buf)
+        self.pos = 0
+        self.base = 0
+        self.eof = False
+        # Why reading stopped early ("gzip stream cut", ...), for the truncated_file anomaly.
+        self.damage: str | None = None
+
+    def close(self) -> None:
+        self._file.close()
+        self._raw.close()
+
+    def __enter__(self) -> ChunkedFile:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def offset(self) -> int:
+        """File offset (in the decompressed stream) of the next unread byte."""
+        return self.base + self.pos
+
+    @property
+    def available(self) -> int:
+        return len(self.buf) - self.pos
+
+    def _read(self, size: int) -> bytes:
+        if self.eof:
+            return b""
+        try:
+            data = self._file.read(size)
+        except zlib.error as exc:
+            self.damage = f"gzip stream damaged: {exc}"
+            data = b""
+        except OSError as exc:
+            self.damage = f"read error: {exc}"
+            data = b""
+        if not data:
+            self.eof = True
+            if isinstance(self._file, Gunzip) and self._file.cut and not self.damage:
+                self.damage = "gzip stream cut short"
+        return data
+
+    def ensure(self, need: int) -> bool:
+        """Make `need` bytes available at `pos`; False when the file ends first."""
+        have = len(self.buf) - self.pos
+        if have >= need:
+            return True
+        parts = [self.buf[self.pos :]]
+        while have < need:
+            data = self._read(max(READ_CHUNK, need - have))
+            if not data:
+                break
+            parts.append(data)
+            have += len(data)
+        self.base += self.pos
+        self.buf = b"".join(parts)
+        self.view = memoryview(self.buf)
+        self.pos = 0
+        return have >= need
+
+    def take(self, size: int) -> memoryview | None:
+        """The next `size` bytes as a view, or None when the file ends first."""
+        if len(self.buf) - self.pos < size and not self.ensure(size):
+            return None
+        start = self.pos
+        self.pos = start + size
+        return self.view[start : self.pos]
+
+    def skip(self, size: int) -> bool:
+        """Discard `size` bytes without ever holding them all; False at an early end."""
+        while size > 0:
+            have = len(self.buf) - self.pos
+            if have == 0 and not self.ensure(1):
+                return False
+            step = min(size, len(self.buf) - self.pos)
+            self.pos += step
+            size -= step
+        return True
+
+    def at_end(self) -> bool:
+        return not self.ensure(1)
+
+
+class Gunzip:
+    """gzip decompression that keeps every byte decompressed before a cut or damage
+    (gzip.GzipFile raises and loses the partial read); members are concatenated."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._z = zlib.decompressobj(wbits=31)
+        self._input = b""
+        self._in_member = False
+        self.cut = False
+
+    def read(self, size: int) -> bytes:
+        out: list[bytes] = []
+        have = 0
+        while have < size:
+            if not self._input:
+                self._input = self._raw.read(READ_CHUNK)
+                if not self._input:
+                    self.cut = self._in_member  # the file ended inside a member
+                    break
+            if self._z.eof:  # the previous member is complete; another one follows
+                self._z = zlib.decompressobj(wbits=31)
+            piece = self._z.decompress(self._input, size - have)
+            self._in_member = not self._z.eof
+            self._input = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+            out.append(piece)
+            have += len(piece)
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._raw.close()

@@ -1,0 +1,210 @@
+"""Made-worse copies of real captures, for tests: a pcap reader/writer of its own (it does
+not use streamdissect, so a reader bug cannot hide itself) and packet-list transforms.
+
+A packet is (ts_ns, data, orig_len) of an Ethernet + IPv4 capture (tcpdump -i lo).
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+Packet = tuple[int, bytes, int]
+ETHERNET = 1
+
+
+def read_pcap(path: str | Path) -> tuple[int, list[Packet]]:
+    """(link type, packets) of a classic little- or big-endian µs/ns pcap."""
+    raw = Path(path).read_bytes()
+    magic = raw[:4]
+    order = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    frac_ns = 1 if magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1000
+    linktype = struct.unpack_from(order + "I", raw, 20)[0]
+    packets, pos = [], 24
+    while pos + 16 <= len(raw):
+        sec, frac, caplen, wirelen = struct.unpack_from(order + "IIII", raw, pos)
+        packets.append((sec * 10**9 + frac * frac_ns, raw[pos + 16 : pos + 16 + caplen], wirelen))
+        pos += 16 + caplen
+    return linktype, packets
+
+
+def pcap_bytes(
+    linktype: int,
+    packets: list[Packet],
+    *,
+    nanoseconds: bool = False,
+    big_endian: bool = False,
+    snaplen: int = 262144,
+) -> bytes:
+    order = ">" if big_endian else "<"
+    magic = 0xA1B23C4D if nanoseconds else 0xA1B2C3D4
+    out = [struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype)]
+    for ts, data, wirelen in packets:
+        sec, frac = divmod(ts, 10**9)
+        out.append(
+            struct.pack(
+                order + "IIII", sec, frac if nanoseconds else frac // 1000, len(data), wirelen
+            )
+        )
+        out.append(data)
+    return b"".join(out)
+
+
+def write_pcap(path: str | Path, linktype: int, packets: list[Packet], **options) -> Path:
+    Path(path).write_bytes(pcap_bytes(linktype, packets, **options))
+    return Path(path)
+
+
+class Tcp(NamedTuple):
+    """Where a packet's TCP segment is, for Ethernet + IPv4 frames."""
+
+    flow: tuple[bytes, int, bytes, int]  # src, sport, dst, dport
+    seq: int
+    flags: int
+    ip_at: int
+    payload_at: int
+    payload_len: int
+
+
+def tcp_of(data: bytes) -> Tcp | None:
+    if len(data) < 34 or data[12:14] != b"\x08\x00" or data[23] != 6:
+        return None
+    ihl = (data[14] & 15) * 4
+    total = struct.unpack_from(">H", data, 16)[0]
+    at = 14 + ihl
+    sport, dport, seq = struct.unpack_from(">HHI", data, at)
+    header = (data[at + 12] >> 4) * 4
+    start = at + header
+    return Tcp(
+        (data[26:30], sport, data[30:34], dport), seq, data[at + 13], 14, start, 14 + total - start
+    )
+
+
+def data_segments(packets: list[Packet]) -> list[int]:
+    """Indices of packets that carry TCP payload."""
+    return [i for i, (_, d, _) in enumerate(packets) if (t := tcp_of(d)) and t.payload_len]
+
+
+def reorder(packets: list[Packet], every: int = 3) -> list[Packet]:
+    """Swap every `every`-th data segment with the next data segment of its direction
+    (timestamps stay with their slots so the file stays in time order)."""
+    out = list(packets)
+    by_flow: dict[tuple, list[int]] = {}
+    for i in data_segments(packets):
+        by_flow.setdefault(tcp_of(packets[i][1]).flow, []).append(i)
+    for indices in by_flow.values():
+        for n in range(0, len(indices) - 1, every):
+            a, b = indices[n], indices[n + 1]
+            out[a], out[b] = (
+                (out[a][0], packets[b][1], packets[b][2]),
+                (out[b][0], packets[a][1], packets[a][2]),
+            )
+    return out
+
+
+def duplicate(packets: list[Packet], every: int = 4, later: int = 2) -> list[Packet]:
+    """Every `every`-th data segment is sent again `later` packets afterwards."""
+    out = list(packets)
+    for n, i in enumerate(reversed(data_segments(packets))):
+        if n % every == 0:
+            where = min(i + 1 + later, len(out))
+            ts = out[where - 1][0]
+            out.insert(where, (ts, packets[i][1], packets[i][2]))
+    return out
+
+
+def drop(packets: list[Packet], indices: set[int]) -> list[Packet]:
+    return [p for i, p in enumerate(packets) if i not in indices]
+
+
+def midstream(packets: list[Packet], skip: int) -> list[Packet]:
+    """The capture starts late: the first `skip` packets are gone."""
+    return packets[skip:]
+
+
+def snaplen(packets: list[Packet], length: int) -> list[Packet]:
+    return [(ts, data[:length], wirelen) for ts, data, wirelen in packets]
+
+
+def to_pcapng(src: Path, dst: Path) -> Path:
+    subprocess.run(["editcap", "-F", "pcapng", str(src), str(dst)], check=True, capture_output=True)
+    return dst
+
+
+def gzip_copy(src: Path, dst: Path) -> Path:
+    with open(src, "rb") as fin, gzip.open(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    return dst
+
+
+# --- other link layers, rebuilt from Ethernet + IPv4 frames ---------------------------
+
+
+def _ip_part(data: bytes) -> bytes:
+    return data[14:]
+
+
+def as_linux_sll(data: bytes) -> bytes:
+    return struct.pack(">HHH8sH", 0, 772, 6, b"\x00" * 8, 0x0800) + _ip_part(data)
+
+
+def as_linux_sll2(data: bytes) -> bytes:
+    return struct.pack(">HHIHBB8s", 0x0800, 0, 1, 772, 0, 6, b"\x00" * 8) + _ip_part(data)
+
+
+def as_null(data: bytes, big_endian: bool = False) -> bytes:
+    return struct.pack(">I" if big_endian else "<I", 2) + _ip_part(data)
+
+
+def as_loop(data: bytes) -> bytes:
+    return struct.pack(">I", 2) + _ip_part(data)
+
+
+def as_raw(data: bytes) -> bytes:
+    return _ip_part(data)
+
+
+def with_vlan_tags(data: bytes, tags: int) -> bytes:
+    inner = b"".join(
+        struct.pack(">HH", 0x88A8 if n == 0 and tags > 1 else 0x8100, 100 + n) for n in range(tags)
+    )
+    return data[:12] + inner + data[12:]
+
+
+def as_ipv6(data: bytes, extensions: tuple[int, ...] = (0, 60)) -> bytes:
+    """Ethernet + IPv6 (with the given extension headers) carrying the same TCP segment."""
+    ihl = (data[14] & 15) * 4
+    total = struct.unpack_from(">H", data, 16)[0]
+    tcp = data[14 + ihl : 14 + total]
+    src = b"\x20\x01\x0d\xb8" + b"\x00" * 11 + data[29:30]
+    dst = b"\x20\x01\x0d\xb8" + b"\x00" * 11 + data[33:34]
+    chain, next_headers = b"", list(extensions) + [6]
+    for n, ext in enumerate(extensions):
+        if ext == 44:  # fragment header of an unfragmented packet (offset 0, M=0)
+            chain += struct.pack(">BBHI", next_headers[n + 1], 0, 0, 1)
+        else:  # 8-byte hop-by-hop / routing / destination options with PadN
+            chain += bytes([next_headers[n + 1], 0, 1, 4, 0, 0, 0, 0])
+    payload = chain + tcp
+    header = struct.pack(">IHBB16s16s", 6 << 28, len(payload), next_headers[0], 64, src, dst)
+    return data[:12] + b"\x86\xdd" + header + payload
+
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+
+
+def corpus_captures() -> list[Path]:
+    """The real captures of the corpus (each beside its truth file)."""
+    return sorted(
+        p.with_name(p.name.replace(".truth.json", ".pcap")) for p in CAPTURES.glob("*.truth.json")
+    )
+
+
+def real_capture() -> Path:
+    """A real capture of real traffic to make worse: the corpus's largest."""
+    found = [p for p in corpus_captures() if p.exists()]
+    assert found, f"no real captures in {CAPTURES}"
+    return max(found, key=lambda p: p.stat().st_size)
