@@ -1,0 +1,54 @@
+"""The RabbitMQ Stream codec: frames in, typed records out, and back (I/O-free, like h11)."""
+
+from .codec import decode_frame, encode_record, make_record, record_from_dict
+from .codes import (
+    ChunkType,
+    CommandKey,
+    CompressionType,
+    OffsetType,
+    ResponseCode,
+    TrackingType,
+    code_name,
+    offset_type_name,
+)
+from .compression import DEFAULT_MAX_DECOMPRESSED, DecompressionError, decompress
+from .osiris import Entry, MalformedEntry, OsirisRecord, TrackingEntry
+from .publish import PublishedMessage, PublishMessages, SubBatch
+from .records import RECORD_CLASSES, Malformed, Record, Unknown, record_class
+from .spec import COMMANDS, MESSAGES, Message, all_columns, columns, message_spec
+
+__all__ = [
+    "COMMANDS",
+    "DEFAULT_MAX_DECOMPRESSED",
+    "MESSAGES",
+    "RECORD_CLASSES",
+    "ChunkType",
+    "CommandKey",
+    "CompressionType",
+    "DecompressionError",
+    "Entry",
+    "Malformed",
+    "MalformedEntry",
+    "Message",
+    "OffsetType",
+    "OsirisRecord",
+    "PublishMessages",
+    "PublishedMessage",
+    "Record",
+    "ResponseCode",
+    "SubBatch",
+    "TrackingEntry",
+    "TrackingType",
+    "Unknown",
+    "all_columns",
+    "code_name",
+    "columns",
+    "decode_frame",
+    "decompress",
+    "encode_record",
+    "make_record",
+    "message_spec",
+    "offset_type_name",
+    "record_class",
+    "record_from_dict",
+]  # fmt: skip

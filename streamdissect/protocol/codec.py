@@ -1,0 +1,500 @@
+"""decode_frame / encode_record / make_record / record_from_dict, compiled from the spec table.
+
+At import, every (key, version) of the table is compiled once into a list of small closures
+(runs of fixed-width integers merged into one struct.Struct), so decoding a frame never
+interprets field descriptions. The hottest commands (Deliver, Publish, PublishConfirm,
+Credit, Heartbeat) get hand-written fast paths for well-formed, complete frames; anything
+unusual falls back to the compiled path, which owns every error and truncation decision.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import osiris, publish
+from .primitives import (
+    OFFSET_VALUE,
+    U16,
+    U32,
+    DecodeError,
+    IntType,
+    TrailingType,
+    WireType,
+)
+from .records import RECORD_CLASSES, AnyRecord, Malformed, Record, Unknown
+from .spec import BY_KEY, BY_NAME, CHUNK_HEADER, PUBLISH_MESSAGES, REST, Field, Message
+
+FRAME_HEADER = struct.Struct(">IHH")  # size, key, version
+U64 = struct.Struct(">Q")
+I64 = struct.Struct(">q")
+
+Step = Callable[[Any, int, int, list], int]  # (buf, pos, end, values) -> new pos
+Emit = Callable[[bytearray, list, int], int]  # (out, values, index) -> next index
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding steps
+
+
+def _int_run_step(types: list[IntType]) -> Step:
+    """One struct unpack for consecutive fixed-width integers."""
+    packer = struct.Struct(">" + "".join(t.fmt for t in types))
+    unpack_from, size = packer.unpack_from, packer.size
+    singles = [(t.packer.unpack_from, t.size) for t in types]
+
+    def step(buf: Any, pos: int, end: int, values: list) -> int:
+        if end - pos >= size:
+            values.extend(unpack_from(buf, pos))
+            return pos + size
+        for unpack_one, n in singles:  # keep the integers that are present (truncation)
+            if end - pos < n:
+                raise DecodeError(f"integer field: needs {n} bytes, {end - pos} left", pos, True)
+            values.append(unpack_one(buf, pos)[0])
+            pos += n
+        raise AssertionError("unreachable")
+
+    return step
+
+
+def _reader_step(wire_type: WireType) -> Step:
+    read = wire_type.reader()
+
+    def step(buf: Any, pos: int, end: int, values: list) -> int:
+        value, pos = read(buf, pos, end)
+        values.append(value)
+        return pos
+
+    return step
+
+
+def _offset_value_step(buf: Any, pos: int, end: int, values: list) -> int:
+    """8 bytes after offset types 4 (u64) and 5 (i64 timestamp); nothing after the others."""
+    offset_type = values[-1]
+    if offset_type not in (4, 5):
+        values.append(None)
+        return pos
+    if end - pos < 8:
+        raise DecodeError("offset: needs 8 bytes", pos, True)
+    values.append((U64 if offset_type == 4 else I64).unpack_from(buf, pos)[0])
+    return pos + 8
+
+
+def _chunk_header_step(buf: Any, pos: int, end: int, values: list) -> int:
+    if end - pos < osiris.HEADER_SIZE:
+        raise DecodeError("chunk header: needs 48 bytes", pos, True)
+    header = osiris.parse_header(buf, pos)
+    if header["magic_version"] >> 4 != 5:
+        raise DecodeError(f"bad chunk magic 0x{header['magic_version']:02x}", pos)
+    values.append(header)
+    return pos + osiris.HEADER_SIZE
+
+
+def _rest_step(buf: Any, pos: int, end: int, values: list) -> int:
+    values.append(memoryview(buf)[pos:end])
+    return end
+
+
+def _publish_messages_step(version: int) -> Step:
+    def step(buf: Any, pos: int, end: int, values: list) -> int:
+        _, _, stop = publish.scan(buf, pos, end, version, [])
+        values.append(publish.PublishMessages(memoryview(buf)[pos:stop], version))
+        return stop
+
+    return step
+
+
+def _compile_steps(wire_fields: list[WireType], version: int) -> list[Step]:
+    steps: list[Step] = []
+    run: list[IntType] = []
+    for wire_type in wire_fields + [None]:  # type: ignore[list-item]
+        if isinstance(wire_type, IntType):
+            run.append(wire_type)
+            continue
+        if run:
+            steps.append(_int_run_step(run))
+            run = []
+        if wire_type is None:
+            break
+        if wire_type is OFFSET_VALUE:
+            steps.append(_offset_value_step)
+        elif wire_type is CHUNK_HEADER:
+            steps.append(_chunk_header_step)
+        elif wire_type is REST:
+            steps.append(_rest_step)
+        elif wire_type is PUBLISH_MESSAGES:
+            steps.append(_publish_messages_step(version))
+        else:
+            steps.append(_reader_step(wire_type))
+    return steps
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding steps
+
+
+def _emitter(wire_type: WireType, version: int) -> Emit:
+    if wire_type is OFFSET_VALUE:
+
+        def emit_offset(out: bytearray, values: list, i: int) -> int:
+            offset_type = values[i - 1]
+            if offset_type in (4, 5):
+                out += (U64 if offset_type == 4 else I64).pack(values[i])
+            return i + 1
+
+        return emit_offset
+    if wire_type is CHUNK_HEADER:
+        write: Callable[[bytearray, Any], None] = lambda out, v: out.extend(osiris.pack_header(v))
+    elif wire_type is REST:
+        write = lambda out, v: out.extend(v)
+    elif wire_type is PUBLISH_MESSAGES:
+        write = lambda out, v: out.extend(publish.encode_messages(v, version))
+    else:
+        write = wire_type.writer()
+
+    def emit(out: bytearray, values: list, i: int) -> int:
+        write(out, values[i])
+        return i + 1
+
+    return emit
+
+
+# ---------------------------------------------------------------------------------------
+# Derived fields (stored on the record, never encoded)
+
+
+def _derive_publish(fields: dict[str, Any], truncated: bool) -> None:
+    messages = fields.get("messages")
+    if messages is None:
+        fields["publishing_ids"], fields["record_count"] = None, None
+        return
+    ids: list[int] = []
+    _, records, _ = publish.scan(messages.data, 0, len(messages.data), messages.version, ids)
+    fields["publishing_ids"], fields["record_count"] = ids, records
+
+
+def _derive_deliver(fields: dict[str, Any], truncated: bool) -> None:
+    chunk = fields.get("chunk")
+    fields["record_count"] = chunk["num_records"] if chunk else None
+    fields["entry_count"] = chunk["num_entries"] if chunk else None
+    payload = fields.get("chunk_payload")
+    if chunk and not truncated and payload is not None and len(payload) < chunk["data_length"]:
+        raise DecodeError("chunk data_length exceeds the frame", 0)
+
+
+DERIVE: dict[str, Callable[[dict[str, Any], bool], None]] = {
+    "Publish": _derive_publish,
+    "Deliver": _derive_deliver,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Compiled messages
+
+
+@dataclass(slots=True)
+class Compiled:
+    message: Message
+    version: int
+    cls: type[Record]
+    steps: list[Step]
+    emitters: list[Emit]
+    names: tuple[str, ...]  # body field names of this version, in wire order
+    direct: bool  # body values map positionally onto the class fields
+
+    def read(self, buf: Any, pos: int, end: int, values: list) -> int:
+        for step in self.steps:
+            pos = step(buf, pos, end, values)
+        return pos
+
+    def build(self, key: int, size: int, values: list, truncated: bool) -> Record:
+        message = self.message
+        head = message.correlation_id + message.code
+        total = head + len(self.names)
+        if len(values) < total:
+            values = values + [None] * (total - len(values))
+        corr = values[0] if message.correlation_id else None
+        code = values[head - 1] if message.code else None
+        if self.direct:
+            return self.cls(key, self.version, size, corr, code, truncated, *values[head:])
+        fields = dict(zip(self.names, values[head:]))
+        derive = DERIVE.get(message.command)
+        if derive is not None:
+            derive(fields, truncated)
+        return self.cls(key, self.version, size, corr, code, truncated, **fields)
+
+    def encode_body(self, record: Record) -> bytearray:
+        values: list[Any] = []
+        if self.message.correlation_id:
+            values.append(record.correlation_id)
+        if self.message.code:
+            values.append(record.code)
+        values += [getattr(record, name) for name in self.names]
+        out = bytearray()
+        i = 0
+        for emit in self.emitters:
+            i = emit(out, values, i)
+        return out
+
+
+def _header_fields(message: Message) -> list[WireType]:
+    return [U32] * message.correlation_id + [U16] * message.code
+
+
+def _compile(message: Message, version: int) -> Compiled:
+    body = message.fields_for(version)
+    wire = _header_fields(message) + [f.type for f in body]
+    cls = RECORD_CLASSES[message.key]
+    names = tuple(f.name for f in body)
+    return Compiled(
+        message=message,
+        version=version,
+        cls=cls,
+        steps=_compile_steps(wire, version),
+        emitters=[_emitter(t, version) for t in wire],
+        names=names,
+        direct=names == cls.body_fields and message.command not in DERIVE,
+    )
+
+
+COMPILED: dict[tuple[int, int], Compiled] = {
+    (m.key, v): _compile(m, v) for m in BY_KEY.values() for v in m.versions
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Fast paths: complete, well-formed frames of the hottest commands. They return None for
+# anything else so that the compiled path decides (and explains) errors.
+
+_Deliver, _Publish = RECORD_CLASSES[0x0008], RECORD_CLASSES[0x0002]
+_Confirm, _Credit, _Heartbeat = (
+    RECORD_CLASSES[0x0003],
+    RECORD_CLASSES[0x0009],
+    RECORD_CLASSES[0x0017],
+)
+_DELIVER_V1 = struct.Struct(">B" + osiris.HEADER.format[1:])
+_DELIVER_V2 = struct.Struct(">BQ" + osiris.HEADER.format[1:])
+_CONFIRM_HEAD = struct.Struct(">Bi")
+_CREDIT = struct.Struct(">Bh")
+_PUBLISHER_ID = struct.Struct(">B")
+
+
+def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
+    if version == 1:
+        layout, committed = _DELIVER_V1, None
+    elif version == 2:
+        layout = _DELIVER_V2
+    else:
+        return None
+    start = 4 + layout.size
+    if len(frame) < start:
+        return None
+    values = layout.unpack_from(frame, 8)
+    if version == 2:
+        subscription_id, committed, *head = values
+    else:
+        subscription_id, *head = values
+    if head[0] >> 4 != 5 or len(frame) - start < head[8]:  # magic, data_length
+        return None
+    chunk = osiris.header_from_tuple(tuple(head))
+    return _Deliver(0x0008, version, size, None, None, False, subscription_id, committed, chunk,
+                    memoryview(frame)[start:], head[3], head[2])  # fmt: skip
+
+
+def _fast_publish(frame: bytes, size: int, version: int) -> Record | None:
+    if version not in (1, 2) or len(frame) < 13:
+        return None
+    ids: list[int] = []
+    try:
+        _, records, stop = publish.scan(frame, 9, len(frame), version, ids)
+    except DecodeError:
+        return None
+    if stop != len(frame):
+        return None
+    messages = publish.PublishMessages(memoryview(frame)[9:], version)
+    return _Publish(0x0002, version, size, None, None, False, frame[8], messages, ids, records)
+
+
+def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
+    if version != 1 or len(frame) < 13:
+        return None
+    publisher_id, count = _CONFIRM_HEAD.unpack_from(frame, 8)
+    if count < 0 or 13 + 8 * count != len(frame):
+        return None
+    ids = list(struct.unpack_from(f">{count}Q", frame, 13))
+    return _Confirm(0x0003, 1, size, None, None, False, publisher_id, ids)
+
+
+def _fast_credit(frame: bytes, size: int, version: int) -> Record | None:
+    if version != 1 or len(frame) != 11:
+        return None
+    subscription_id, credit = _CREDIT.unpack_from(frame, 8)
+    return _Credit(0x0009, 1, size, None, None, False, subscription_id, credit)
+
+
+def _fast_heartbeat(frame: bytes, size: int, version: int) -> Record | None:
+    if version != 1 or len(frame) != 8:
+        return None
+    return _Heartbeat(0x0017, 1, size, None, None, False)
+
+
+FAST_PATHS: dict[int, Callable[[bytes, int, int], Record | None]] = {
+    0x0008: _fast_deliver,
+    0x0002: _fast_publish,
+    0x0003: _fast_confirm,
+    0x0009: _fast_credit,
+    0x0017: _fast_heartbeat,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Public API
+
+
+def decode_frame(
+    frame: bytes | bytearray | memoryview, *, declared_size: int | None = None
+) -> AnyRecord:
+    """Decode one frame starting at its 4-byte size field. Never raises.
+
+    `declared_size` is the size field's value when `frame` was cut short (snaplen); the
+    record then carries what is present and `truncated=True`. Pass `bytes` for zero-copy:
+    other buffers are copied once so records never pin a caller's resizable buffer.
+    """
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    try:
+        return _decode(frame, declared_size)
+    except Exception as exc:  # noqa: BLE001 - a bug must not stop a capture run
+        key, version = FRAME_HEADER.unpack_from(frame)[1:] if len(frame) >= 8 else (None, None)
+        return Malformed(key, version, declared_size, f"internal error: {exc!r}", 0, frame)  # type: ignore[arg-type]
+
+
+def _decode(frame: bytes, declared_size: int | None) -> AnyRecord:
+    length = len(frame)
+    if length < 8:
+        size = declared_size
+        if size is None and length >= 4:
+            size = U32.packer.unpack_from(frame)[0]
+        if size is not None and size > length - 4:  # cut before key/version: nothing to name
+            return Unknown(None, None, size, frame, truncated=True)  # type: ignore[arg-type]
+        return Malformed(None, None, size, "frame shorter than size, key and version", 0, frame)  # type: ignore[arg-type]
+    size, key, version = FRAME_HEADER.unpack_from(frame)
+    if declared_size is not None:
+        size = declared_size
+    if length - 4 > size:
+        return Malformed(key, version, size, "trailing bytes", 4 + size, frame)
+    truncated = length - 4 < size
+    if not truncated:
+        fast = FAST_PATHS.get(key)
+        if fast is not None:
+            record = fast(frame, size, version)
+            if record is not None:
+                return record
+    compiled = COMPILED.get((key, version))
+    if compiled is None:
+        return Unknown(key, version, size, frame, truncated=truncated)
+    values: list[Any] = []
+    try:
+        pos = compiled.read(frame, 8, length, values)
+        if pos != length:
+            raise DecodeError("trailing bytes", pos)
+        return compiled.build(key, size, values, truncated)
+    except DecodeError as exc:
+        if exc.short and truncated:
+            return compiled.build(key, size, values, True)
+        message = compiled.message
+        corr = values[0] if message.correlation_id and values else None
+        code_at = int(message.correlation_id)
+        code = values[code_at] if message.code and len(values) > code_at else None
+        return Malformed(key, version, size, exc.reason, exc.offset, frame, corr, code, truncated)
+
+
+def encode_record(record: AnyRecord) -> bytes:
+    """The frame's bytes, size field included; identical to what the record was decoded from."""
+    if isinstance(record, (Malformed, Unknown)):
+        return bytes(record.raw)
+    if record.truncated:
+        raise ValueError("a truncated record cannot be encoded: its bytes are not all known")
+    compiled = COMPILED.get((record.key, record.version))
+    if compiled is None:
+        raise ValueError(f"no layout for key 0x{record.key:04x} version {record.version}")
+    body = compiled.encode_body(record)
+    return FRAME_HEADER.pack(len(body) + 4, record.key, record.version) + body
+
+
+def _default(field: Field) -> Any:
+    if field.type is OFFSET_VALUE or isinstance(field.type, TrailingType):
+        return None
+    if field.type.column.startswith("list<"):
+        return []
+    if field.type.column.startswith("map<"):
+        return {}
+    raise TypeError(f"missing field {field.name!r}")
+
+
+def make_record(command: str, *, response: bool = False, version: int = 1, **fields: Any) -> Record:
+    """Build a record to encode (size and derived fields are computed by encoding it).
+
+    Correlation ids default to 0 and codes to 1 (OK); lists and maps default to empty,
+    optional trailing fields and offsets to absent.
+    """
+    message = BY_NAME[(command, response)]
+    if version not in message.versions:
+        raise ValueError(f"{command} has no version {version}")
+    compiled = COMPILED[(message.key, version)]
+    header = {
+        "correlation_id": fields.pop("correlation_id", 0) if message.correlation_id else None,
+        "code": fields.pop("code", 1) if message.code else None,
+    }
+    body = {}
+    for field in message.fields_for(version):
+        body[field.name] = fields.pop(field.name) if field.name in fields else _default(field)
+    derived = {f.name for f in message.derived}
+    unexpected = set(fields) - derived
+    if unexpected:
+        raise TypeError(f"{command} has no field(s) {sorted(unexpected)}")
+    draft = compiled.cls(message.key, version, None, **header, **body)
+    decoded = decode_frame(encode_record(draft))
+    if not isinstance(decoded, Record):
+        raise ValueError(f"fields do not make a valid frame: {decoded.reason}")  # noqa: TRY004
+    return decoded
+
+
+def _from_json(wire_type: WireType, value: Any) -> Any:
+    """Undo records.jsonable for one field, guided by its wire type."""
+    if value is None:
+        return None
+    if isinstance(wire_type, TrailingType):
+        return _from_json(wire_type.inner, value)
+    if wire_type.column == "binary":
+        return bytes.fromhex(value)
+    return value
+
+
+def record_from_dict(data: dict[str, Any]) -> AnyRecord:
+    """Rebuild a record from Record.to_dict() output."""
+    raw = data.get("raw")
+    if data.get("malformed"):
+        return Malformed(data["key"], data["version"], data["size"], data["reason"],
+                         data["offset"], bytes.fromhex(raw), data.get("correlation_id"),
+                         data.get("code"), data.get("truncated", False))  # fmt: skip
+    if data.get("unknown"):
+        return Unknown(data["key"], data["version"], data["size"], bytes.fromhex(raw),
+                       truncated=data.get("truncated", False))  # fmt: skip
+    message = BY_KEY[data["key"]]
+    compiled = COMPILED[(message.key, data["version"])]
+    body = {
+        f.name: _from_json(f.type, data.get(f.name)) for f in message.fields_for(data["version"])
+    }
+    if data.get("truncated"):  # cannot be re-encoded: rebuild the fields as they were
+        stored = {name: data.get(name) for name in compiled.cls.body_fields}
+        stored |= {k: v for k, v in body.items() if k != "messages"}
+        if body.get("chunk_payload") is not None:
+            stored["chunk_payload"] = body["chunk_payload"]
+        return compiled.cls(data["key"], data["version"], data["size"], data.get("correlation_id"),
+                            data.get("code"), True, **stored)  # fmt: skip
+    draft = compiled.cls(data["key"], data["version"], data["size"], data.get("correlation_id"),
+                         data.get("code"), False, **body)  # fmt: skip
+    return decode_frame(encode_record(draft))

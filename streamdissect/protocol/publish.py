@@ -1,0 +1,205 @@
+"""Publish's message list (facts §1.5): a cheap scan for ids and counts, a lazy view for the rest.
+
+The hot path reads 8 + 4 bytes per message (publishing id, entry header) and jumps over the
+bodies; message objects are only built when someone iterates `record.messages`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .primitives import DecodeError
+
+ID_AND_SIZE = struct.Struct(">QI")  # publishing id, then a simple entry's 0:1,size:31
+ID = struct.Struct(">Q")
+U32 = struct.Struct(">I")
+I16 = struct.Struct(">h")
+I32 = struct.Struct(">i")
+SUB_BATCH_REST = struct.Struct(">HII")  # after the flags byte: num_records, uncompressed, length
+
+
+class SubBatch(NamedTuple):
+    compression: int
+    num_records: int
+    uncompressed_length: int
+    data: bytes
+    flags_low: int = 0  # the 4 reserved bits, kept so that re-encoding is exact
+
+
+class PublishedMessage(NamedTuple):
+    publishing_id: int
+    filter_value: str | None  # Publish v2 only; None also means "no filter" (-1)
+    entry: bytes | SubBatch
+
+
+def _entry_end(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    """(end of the entry starting at pos, records in it)."""
+    if end - pos < 4:
+        raise DecodeError("publish entry header cut short", pos, True)
+    word = U32.unpack_from(buf, pos)[0]
+    if word & 0x80000000 == 0:
+        stop = pos + 4 + word
+        if stop > end:
+            raise DecodeError(f"publish entry size {word} exceeds the frame", pos, True)
+        return stop, 1
+    if end - pos < 11:
+        raise DecodeError("sub-batch header cut short", pos, True)
+    num_records, _, length = SUB_BATCH_REST.unpack_from(buf, pos + 1)
+    stop = pos + 11 + length
+    if stop > end:
+        raise DecodeError(f"sub-batch length {length} exceeds the frame", pos, True)
+    return stop, num_records
+
+
+def _filter_end(buf: Any, pos: int, end: int) -> int:
+    if end - pos < 2:
+        raise DecodeError("filter value length cut short", pos, True)
+    n = I16.unpack_from(buf, pos)[0]
+    if n < -1:
+        raise DecodeError(f"filter value: negative length {n}", pos)
+    stop = pos + 2 + max(n, 0)
+    if stop > end:
+        raise DecodeError("filter value exceeds the frame", pos, True)
+    return stop
+
+
+def scan(buf: Any, pos: int, end: int, version: int, ids: list[int]) -> tuple[int, int, int]:
+    """Walk `count:i32` + messages, appending publishing ids to `ids` (kept on failure).
+
+    Returns (message count, record count, position after the last message).
+    """
+    if end - pos < 4:
+        raise DecodeError("publish count cut short", pos, True)
+    count = I32.unpack_from(buf, pos)[0]
+    if count < 0:
+        raise DecodeError(f"publish: negative message count {count}", pos)
+    pos += 4
+    per_message = 12 if version == 1 else 14
+    if count * per_message > end - pos:
+        raise DecodeError(f"publish: {count} messages cannot fit", pos - 4, True)
+    records = 0
+    append = ids.append
+    if version == 1:
+        unpack_from = ID_AND_SIZE.unpack_from
+        for _ in range(count):
+            if end - pos < 12:
+                raise DecodeError("publish message cut short", pos, True)
+            publishing_id, word = unpack_from(buf, pos)
+            if word & 0x80000000 == 0 and pos + 12 + word <= end:  # the common simple entry
+                append(publishing_id)
+                pos += 12 + word
+                records += 1
+                continue
+            append(publishing_id)
+            pos, n = _entry_end(buf, pos + 8, end)
+            records += n
+        return count, records, pos
+    for _ in range(count):
+        if end - pos < 8:
+            raise DecodeError("publish message cut short", pos, True)
+        append(ID.unpack_from(buf, pos)[0])
+        pos, n = _entry_end(buf, _filter_end(buf, pos + 8, end), end)
+        records += n
+    return count, records, pos
+
+
+@dataclass(slots=True, eq=False)
+class PublishMessages:
+    """The messages of one Publish frame, decoded on iteration (a lazy, re-iterable view)."""
+
+    data: Any  # bytes or memoryview: the count field and every message
+    version: int
+
+    def __iter__(self) -> Iterator[PublishedMessage]:
+        buf, version = self.data, self.version
+        count = I32.unpack_from(buf, 0)[0]
+        pos = 4
+        for _ in range(count):
+            publishing_id = ID.unpack_from(buf, pos)[0]
+            pos += 8
+            filter_value = None
+            if version >= 2:
+                n = I16.unpack_from(buf, pos)[0]
+                pos += 2
+                if n >= 0:
+                    filter_value = str(buf[pos : pos + n], "utf-8", "surrogateescape")
+                    pos += n
+            stop, _ = _entry_end(buf, pos, len(buf))
+            first = buf[pos]
+            if first & 0x80 == 0:
+                entry: bytes | SubBatch = bytes(buf[pos + 4 : stop])
+            else:
+                num_records, uncompressed, _ = SUB_BATCH_REST.unpack_from(buf, pos + 1)
+                entry = SubBatch((first & 0x70) >> 4, num_records, uncompressed,
+                                 bytes(buf[pos + 11 : stop]), first & 0x0F)  # fmt: skip
+            yield PublishedMessage(publishing_id, filter_value, entry)
+            pos = stop
+
+    def __len__(self) -> int:
+        return I32.unpack_from(self.data, 0)[0]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PublishMessages):
+            return self.version == other.version and bytes(self.data) == bytes(other.data)
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"PublishMessages(count={len(self)}, bytes={len(self.data)})"
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """JSON-able form: entry is hex for a simple entry, a dict for a sub-batch."""
+        result = []
+        for message in self:
+            entry = message.entry
+            as_json: Any
+            if isinstance(entry, SubBatch):
+                as_json = entry._asdict() | {"data": entry.data.hex()}
+            else:
+                as_json = entry.hex()
+            result.append({"publishing_id": message.publishing_id,
+                           "filter_value": message.filter_value, "entry": as_json})  # fmt: skip
+        return result
+
+
+def _as_message(item: Any) -> PublishedMessage:
+    """Accept PublishedMessage, a (id, filter, entry) tuple or a to_list() dict."""
+    if isinstance(item, dict):
+        entry = item["entry"]
+        if isinstance(entry, str):
+            entry = bytes.fromhex(entry)
+        elif isinstance(entry, dict):
+            entry = SubBatch(**(entry | {"data": bytes.fromhex(entry["data"])}))
+        return PublishedMessage(item["publishing_id"], item.get("filter_value"), entry)
+    publishing_id, filter_value, entry = item
+    if isinstance(entry, tuple) and not isinstance(entry, SubBatch):
+        entry = SubBatch(*entry)
+    return PublishedMessage(publishing_id, filter_value, entry)
+
+
+def encode_messages(messages: Iterable[Any], version: int) -> bytes:
+    """`count:i32` + messages, the inverse of PublishMessages."""
+    if isinstance(messages, PublishMessages) and messages.version == version:
+        return bytes(messages.data)
+    items = [_as_message(m) for m in messages]
+    out = bytearray(I32.pack(len(items)))
+    for publishing_id, filter_value, entry in items:
+        out += ID.pack(publishing_id)
+        if version >= 2:
+            if filter_value is None:
+                out += b"\xff\xff"
+            else:
+                raw = filter_value.encode("utf-8", "surrogateescape")
+                out += I16.pack(len(raw)) + raw
+        if isinstance(entry, SubBatch):
+            out.append(0x80 | (entry.compression << 4) | entry.flags_low)
+            out += SUB_BATCH_REST.pack(entry.num_records, entry.uncompressed_length,
+                                       len(entry.data))  # fmt: skip
+            out += entry.data
+        else:
+            out += U32.pack(len(entry)) + entry
+    return bytes(out)

@@ -1,0 +1,248 @@
+"""Record classes, one per command and direction, generated from the spec table.
+
+Each is a slotted dataclass: the common header fields (key, version, size, correlation_id,
+code, truncated) followed by the body fields of the table in snake_case. A few commands get
+behaviour on top through small mixins (Deliver's lazy chunk walking, SASL redaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any, ClassVar
+
+from . import osiris
+from .codes import RESPONSE_BIT, code_name
+from .compression import DEFAULT_MAX_DECOMPRESSED
+from .publish import PublishMessages
+from .spec import BY_KEY, MESSAGES, Message
+
+REDACTED = b"***"
+COMMON_FIELDS = ("key", "version", "size", "correlation_id", "code", "truncated")
+# Derived fields computed on access (properties) instead of being stored at decode time.
+LAZY_DERIVED = frozenset({"crc_ok", "username"})
+
+
+def jsonable(value: Any) -> Any:
+    """Bytes as hex, containers recursively; everything else is already JSON-able."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, PublishMessages):
+        return value.to_list()
+    return value
+
+
+COMMON_COLUMNS = ("key", "command", "response", "version", "size", "correlation_id", "code",
+                  "code_name", "truncated")  # fmt: skip
+
+
+class FrameFacts:
+    """What every record, including Malformed and Unknown, answers the same way."""
+
+    __slots__ = ()
+    key: int | None
+    code: int | None
+
+    @property
+    def response(self) -> bool:
+        return bool((self.key or 0) & RESPONSE_BIT)
+
+    @property
+    def code_name(self) -> str | None:
+        return code_name(self.code)
+
+    def common_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in COMMON_COLUMNS}
+
+
+@dataclass(slots=True)
+class Record(FrameFacts):
+    key: int
+    version: int = 1
+    size: int | None = None  # the size field: frame length without its own 4 bytes
+    correlation_id: int | None = None
+    code: int | None = None
+    truncated: bool = False  # cut short by snaplen: fields past the cut are None
+
+    spec: ClassVar[Message]
+    body_fields: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def command(self) -> str:
+        return self.spec.command
+
+    def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
+        """A flat JSON-able dict (bytes as hex); record_from_dict() reverses it."""
+        result = self.common_dict()
+        for name in self.body_fields:
+            result[name] = jsonable(getattr(self, name))
+        return result
+
+
+class DeliverMethods:
+    """Lazy access to the Osiris chunk: nothing here runs unless asked."""
+
+    __slots__ = ()
+    chunk: dict[str, int] | None
+    chunk_payload: Any
+
+    @property
+    def crc_ok(self) -> bool | None:
+        if self.chunk is None or self.chunk_payload is None:
+            return None
+        return osiris.crc_matches(self.chunk, self.chunk_payload)
+
+    @property
+    def data(self) -> memoryview:
+        """The data-entries section (the bloom filter is never sent; facts §3.2)."""
+        return memoryview(self.chunk_payload or b"")[: (self.chunk or {}).get("data_length", 0)]
+
+    @property
+    def trailer(self) -> memoryview:
+        """Tracking trailer bytes, present only with chunk_selector=all."""
+        return memoryview(self.chunk_payload or b"")[(self.chunk or {}).get("data_length", 0) :]
+
+    def entries(self) -> Iterator[osiris.Entry | osiris.MalformedEntry]:
+        if self.chunk is None:
+            return iter(())
+        return osiris.iter_entries(self.data, self.chunk["chunk_id"])
+
+    def messages(
+        self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    ) -> Iterator[osiris.OsirisRecord | osiris.MalformedEntry]:
+        """Records with their offsets (chunk_id + index); sub-batches inflated within bounds."""
+        if self.chunk is None or self.chunk["chunk_type"] != 0:
+            return iter(())
+        return osiris.iter_records(self.data, self.chunk["chunk_id"], max_decompressed)
+
+    def tracking(self) -> list[osiris.TrackingEntry] | osiris.MalformedEntry:
+        if self.chunk is None:
+            return []
+        return osiris.chunk_tracking(self.chunk, self.chunk_payload or b"")
+
+    def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
+        result = Record.to_dict(self, show_secrets)  # type: ignore[arg-type]
+        result["crc_ok"] = self.crc_ok
+        return result
+
+
+def split_plain(sasl_data: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """PLAIN is `authzid NUL authcid NUL password` (RFC 4616)."""
+    parts = sasl_data.split(b"\x00", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
+class SaslAuthenticateMethods:
+    __slots__ = ()
+    mechanism: str | None
+    sasl_data: bytes | None
+
+    @property
+    def username(self) -> str | None:
+        if self.mechanism != "PLAIN" or self.sasl_data is None:
+            return None
+        parts = split_plain(self.sasl_data)
+        return None if parts is None else parts[1].decode("utf-8", "replace")
+
+    def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
+        result = Record.to_dict(self, show_secrets)  # type: ignore[arg-type]
+        result["username"] = self.username
+        if not show_secrets and self.sasl_data is not None and self.mechanism != "EXTERNAL":
+            parts = split_plain(self.sasl_data) if self.mechanism == "PLAIN" else None
+            redacted = REDACTED if parts is None else b"\x00".join(parts[:2] + (REDACTED,))
+            result["sasl_data"] = redacted.hex()
+        return result
+
+
+MIXINS: dict[tuple[str, bool], type] = {
+    ("Deliver", False): DeliverMethods,
+    ("SaslAuthenticate", False): SaslAuthenticateMethods,
+}
+
+
+def _stored_names(message: Message) -> list[str]:
+    names = [f.name for f in message.fields]
+    names += [f.name for f in message.derived if f.name not in LAZY_DERIVED]
+    return list(dict.fromkeys(names))
+
+
+def _make_class(message: Message) -> type[Record]:
+    stored = _stored_names(message)
+    bases = (MIXINS[(message.command, message.response)], Record) if (
+        message.command, message.response) in MIXINS else (Record,)  # fmt: skip
+    cls = make_dataclass(
+        message.class_name,
+        [(name, Any, field(default=None)) for name in stored],
+        bases=bases,
+        slots=True,
+        namespace={"__module__": __name__},
+    )
+    cls.spec = message
+    cls.body_fields = tuple(stored)
+    return cls
+
+
+RECORD_CLASSES: dict[int, type[Record]] = {m.key: _make_class(m) for m in MESSAGES}
+globals().update({cls.__name__: cls for cls in RECORD_CLASSES.values()})
+
+
+@dataclass(slots=True)
+class Malformed(FrameFacts):
+    """A frame whose bytes do not fit its command's layout."""
+
+    key: int
+    version: int
+    size: int | None
+    reason: str
+    offset: int  # byte offset within the frame (the size field is at 0)
+    raw: bytes
+    correlation_id: int | None = None
+    code: int | None = None
+    truncated: bool = False
+
+    @property
+    def command(self) -> str | None:
+        message = BY_KEY.get(self.key)
+        return message.command if message else None
+
+    def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
+        result = self.common_dict()
+        result |= {"malformed": True, "reason": self.reason, "offset": self.offset}
+        # raw frames may hold credentials (a broken SaslAuthenticate): hide unless asked
+        sensitive = (self.key & ~RESPONSE_BIT) == 0x13 and not show_secrets
+        result["raw"] = REDACTED.hex() if sensitive else self.raw.hex()
+        return result
+
+
+@dataclass(slots=True)
+class Unknown(FrameFacts):
+    """A frame whose key or version the table does not know; kept as raw bytes."""
+
+    key: int
+    version: int
+    size: int | None
+    raw: bytes
+    correlation_id: int | None = None
+    code: int | None = None
+    truncated: bool = False
+    command: ClassVar[None] = None
+
+    def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
+        return self.common_dict() | {"unknown": True, "raw": self.raw.hex()}
+
+
+AnyRecord = Record | Malformed | Unknown
+
+
+def record_class(command: str, response: bool = False) -> type[Record]:
+    for cls in RECORD_CLASSES.values():
+        if cls.spec.command == command and cls.spec.response == response:
+            return cls
+    raise KeyError(f"no such command: {command!r} (response={response})")
+
+
+__all__ = ["RECORD_CLASSES", "Malformed", "Record", "Unknown", "jsonable", "record_class"]
