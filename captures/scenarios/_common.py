@@ -32,6 +32,27 @@ async def wait_for(pred, timeout: float = 10.0, step: float = 0.02) -> None:
         await asyncio.sleep(step)
 
 
+class Confirms:
+    """rstream on_publish_confirm callback that counts confirmations and errors by code."""
+
+    def __init__(self):
+        self.confirmed = 0
+        self.errored: dict = {}
+
+    def __call__(self, status) -> None:
+        if status.is_confirmed:
+            self.confirmed += 1
+        else:
+            code = "0x%02x" % status.response_code
+            self.errored[code] = self.errored.get(code, 0) + 1
+
+    async def wait(self, n: int) -> None:
+        await wait_for(lambda: self.confirmed + sum(self.errored.values()) >= n)
+
+    def record(self, rec, published: int, port=None) -> None:
+        rec.count(port, published=published, confirmed=self.confirmed, errored=dict(self.errored))
+
+
 def sockname_port(writer_or_transport) -> int:
     return writer_or_transport.get_extra_info("sockname")[1]
 
@@ -39,3 +60,20 @@ def sockname_port(writer_or_transport) -> int:
 def rstream_port(client) -> int:
     """Local port of an rstream low-level Client."""
     return sockname_port(client._conn._writer)
+
+
+async def prefill(rec, port: int, stream: str, n: int, per_batch: int, *, size: int = 64,
+                  connection_name: str = "sd-prefill") -> None:
+    """Create ``stream`` and publish ``n`` messages with an rstream Producer in confirmed
+    batches of ``per_batch``; records published/confirmed/errored for that connection."""
+    from rstream import AMQPMessage, Producer
+
+    confirms = Confirms()
+    async with Producer(HOST, port, username=USER, password=PASSWORD,
+                        connection_name=connection_name) as producer:
+        await producer.create_stream(stream)
+        for start in range(0, n, per_batch):
+            batch = [AMQPMessage(body=body(i, size)) for i in range(start, min(n, start + per_batch))]
+            await producer.send_batch(stream, batch, on_publish_confirm=confirms)
+        await confirms.wait(n)
+    confirms.record(rec, n)

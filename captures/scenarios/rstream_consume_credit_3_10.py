@@ -1,10 +1,10 @@
 """rstream Consumer with a small initial credit, StoreOffset and QueryOffset."""
 import asyncio
 
-from rstream import AMQPMessage, ConsumerOffsetSpecification, Consumer, OffsetType, Producer
+from rstream import ConsumerOffsetSpecification, Consumer, OffsetType
 from rstream.exceptions import OffsetNotFound
 
-from ._common import BROKER_3, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_3, HOST, PASSWORD, USER, prefill, stream_name, wait_for
 
 NAME = "rstream-consume-credit-3.10"
 BROKER_PORT = BROKER_3
@@ -22,16 +22,7 @@ N, PER_BATCH, INITIAL_CREDIT = 200, 20, 3
 
 async def main(rec):
     stream = stream_name("consume")
-    confirmed = [0]
-    async with Producer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
-                        connection_name="sd-consume-producer") as producer:
-        await producer.create_stream(stream)
-        for b in range(0, N, PER_BATCH):
-            await producer.send_batch(
-                stream, [AMQPMessage(body=body(b + i)) for i in range(PER_BATCH)],
-                on_publish_confirm=lambda s: confirmed.__setitem__(0, confirmed[0] + s.is_confirmed))
-        await wait_for(lambda: confirmed[0] >= N)
-    rec.count(published=N, confirmed=confirmed[0])
+    await prefill(rec, BROKER_PORT, stream, N, PER_BATCH, connection_name="sd-consume-producer")
 
     got = []
     consumer = Consumer(HOST, BROKER_PORT, username=USER, password=PASSWORD,

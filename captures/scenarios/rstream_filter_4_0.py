@@ -4,7 +4,7 @@ from collections import Counter
 
 from rstream import AMQPMessage, Consumer, FilterConfiguration, Producer, amqp_decoder
 
-from ._common import BROKER_4, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_4, Confirms, HOST, PASSWORD, USER, body, stream_name, wait_for
 
 NAME = "rstream-filter-4.0"
 BROKER_PORT = BROKER_4
@@ -33,7 +33,7 @@ def msg_region(msg) -> str:
 
 async def main(rec):
     stream = stream_name("filter")
-    confirmed = [0]
+    confirms = Confirms()
     regions = ["emea", "apac"]
     async with Producer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
                         connection_name="sd-filter-producer",
@@ -43,11 +43,10 @@ async def main(rec):
         for b in range(BATCHES):
             msgs = [AMQPMessage(body=body(n + i), application_properties={"region": regions[b % 2]})
                     for i in range(PER_BATCH)]
-            await producer.send_batch(stream, msgs, on_publish_confirm=lambda s: confirmed.__setitem__(
-                0, confirmed[0] + s.is_confirmed))
+            await producer.send_batch(stream, msgs, on_publish_confirm=confirms)
             n += PER_BATCH
-        await wait_for(lambda: confirmed[0] >= n)
-    rec.count(published=n, confirmed=confirmed[0])
+        await confirms.wait(n)
+    confirms.record(rec, n)
 
     got = Counter()
     async with Consumer(HOST, BROKER_PORT, username=USER, password=PASSWORD,

@@ -1,10 +1,8 @@
 """rstream Producer: create a stream, publish 10 batches of 10 messages with confirms."""
 import asyncio
-from collections import Counter
+from rstream import AMQPMessage, Producer
 
-from rstream import AMQPMessage, ConfirmationStatus, Producer
-
-from ._common import BROKER_3, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_3, Confirms, HOST, PASSWORD, USER, body, stream_name
 
 NAME = "rstream-publish-confirm-3.10"
 BROKER_PORT = BROKER_3
@@ -21,25 +19,18 @@ BATCHES, PER_BATCH = 10, 10
 
 async def main(rec):
     stream = stream_name("pubconf")
-    confirmed, errored = [0], Counter()
-
-    def on_confirm(status: ConfirmationStatus):
-        if status.is_confirmed:
-            confirmed[0] += 1
-        else:
-            errored["0x%02x" % status.response_code] += 1
-
+    confirms = Confirms()
     async with Producer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
                         connection_name="sd-publish-confirm") as producer:
         await producer.create_stream(stream)
         n = 0
         for b in range(BATCHES):
             batch = [AMQPMessage(body=body(n + i)) for i in range(PER_BATCH)]
-            await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
+            await producer.send_batch(stream, batch, on_publish_confirm=confirms)
             n += PER_BATCH
-        await wait_for(lambda: confirmed[0] + sum(errored.values()) >= n)
+        await confirms.wait(n)
         await producer.delete_stream(stream)
-    rec.count(published=n, confirmed=confirmed[0], errored=dict(errored))
+    confirms.record(rec, n)
 
 
 def run(rec):

@@ -2,9 +2,9 @@
 import asyncio
 from collections import Counter
 
-from rstream import AMQPMessage, Consumer, OffsetSpecification, OffsetType, Producer
+from rstream import Consumer, OffsetSpecification, OffsetType
 
-from ._common import BROKER_4, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_4, HOST, PASSWORD, USER, prefill, stream_name, wait_for
 
 NAME = "rstream-sac-4.0"
 BROKER_PORT = BROKER_4
@@ -21,15 +21,7 @@ N = 50
 
 async def main(rec):
     stream = stream_name("sac")
-    confirmed = [0]
-    async with Producer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
-                        connection_name="sd-sac-producer") as producer:
-        await producer.create_stream(stream)
-        await producer.send_batch(stream, [AMQPMessage(body=body(i)) for i in range(N)],
-                                  on_publish_confirm=lambda s: confirmed.__setitem__(
-                                      0, confirmed[0] + s.is_confirmed))
-        await wait_for(lambda: confirmed[0] >= N)
-    rec.count(published=N, confirmed=confirmed[0])
+    await prefill(rec, BROKER_PORT, stream, N, N, connection_name="sd-sac-producer")
 
     got, updates = Counter(), []
 

@@ -1,10 +1,8 @@
 """rstream sub-entry batching: gzip and uncompressed sub-batches, then consumed back."""
 import asyncio
-from collections import Counter
-
 from rstream import AMQPMessage, CompressionType, Consumer, Producer
 
-from ._common import BROKER_3, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_3, Confirms, HOST, PASSWORD, USER, body, stream_name, wait_for
 
 NAME = "rstream-sub-entry-3.10"
 BROKER_PORT = BROKER_3
@@ -20,14 +18,7 @@ SUBS, PER_SUB = 3, 10
 
 async def main(rec):
     stream = stream_name("subentry")
-    confirmed, errored = [0], Counter()
-
-    def on_confirm(s):
-        if s.is_confirmed:
-            confirmed[0] += 1
-        else:
-            errored["0x%02x" % s.response_code] += 1
-
+    confirms = Confirms()
     n = 0
     async with Producer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
                         connection_name="sd-sub-entry") as producer:
@@ -36,11 +27,11 @@ async def main(rec):
             for _ in range(SUBS):
                 msgs = [AMQPMessage(body=body(n + i, 48)) for i in range(PER_SUB)]
                 await producer.send_sub_entry(stream, msgs, compression_type=ctype,
-                                              on_publish_confirm=on_confirm)
+                                              on_publish_confirm=confirms)
                 n += PER_SUB
             await asyncio.sleep(0.7)  # let the 0.5 s batching timer flush this kind
-        await wait_for(lambda: confirmed[0] + sum(errored.values()) >= 2 * SUBS)
-    rec.count(published=n, confirmed=confirmed[0], errored=dict(errored))
+        await confirms.wait(2 * SUBS)
+    confirms.record(rec, n)
 
     got = []
     async with Consumer(HOST, BROKER_PORT, username=USER, password=PASSWORD,

@@ -4,7 +4,7 @@ import asyncio
 from rstream import (AMQPMessage, RouteType, SuperStreamConsumer, SuperStreamCreationOption,
                      SuperStreamProducer)
 
-from ._common import BROKER_4, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_4, Confirms, HOST, PASSWORD, USER, body, stream_name, wait_for
 
 NAME = "rstream-superstream-4.0"
 BROKER_PORT = BROKER_4
@@ -27,7 +27,7 @@ async def routing_key(msg) -> str:
 
 async def main(rec):
     name = stream_name("super")
-    confirmed = [0]
+    confirms = Confirms()
     producer = SuperStreamProducer(
         HOST, BROKER_PORT, username=USER, password=PASSWORD, super_stream=name,
         super_stream_creation_option=SuperStreamCreationOption(n_partitions=PARTS),
@@ -36,10 +36,9 @@ async def main(rec):
     await producer.start()
     for i in range(N):
         await producer.send(AMQPMessage(body=body(i), application_properties={"key": str(i % PARTS)}),
-                            on_publish_confirm=lambda s: confirmed.__setitem__(
-                                0, confirmed[0] + s.is_confirmed))
-    await wait_for(lambda: confirmed[0] >= N)
-    rec.count(published=N, confirmed=confirmed[0])
+                            on_publish_confirm=confirms)
+    await confirms.wait(N)
+    confirms.record(rec, N)
 
     got = []
     consumer = SuperStreamConsumer(HOST, BROKER_PORT, username=USER, password=PASSWORD,
