@@ -1,5 +1,7 @@
 """The RabbitMQ Stream codec: frames in, typed records out, and back (I/O-free, like h11)."""
 
+from .amqp import AmqpMessage, looks_like_amqp
+from .amqp import decode_message as decode_amqp_message
 from .codec import decode_frame, encode_record, make_record, record_from_dict
 from .codes import (
     ChunkType,
@@ -22,6 +24,7 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED",
     "MESSAGES",
     "RECORD_CLASSES",
+    "AmqpMessage",
     "ChunkType",
     "CommandKey",
     "CompressionType",
@@ -43,9 +46,11 @@ __all__ = [
     "all_columns",
     "code_name",
     "columns",
+    "decode_amqp_message",
     "decode_frame",
     "decompress",
     "encode_record",
+    "looks_like_amqp",
     "make_record",
     "message_spec",
     "offset_type_name",

@@ -288,7 +288,7 @@ def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
         layout = _DELIVER_V2
     else:
         return None
-    start = 4 + layout.size
+    start = 8 + layout.size
     if len(frame) < start:
         return None
     values = layout.unpack_from(frame, 8)
