@@ -121,6 +121,7 @@ def tcpdump_start(path: Path) -> subprocess.Popen:
     while time.time() < deadline:
         err.seek(0)
         if "listening on" in err.read():
+            time.sleep(0.5)  # "listening on" can come a moment before packets are taken
             return p
         if p.poll() is not None:
             break
@@ -184,7 +185,18 @@ def tshark_check(pcap: Path, truth: dict) -> list[str]:
     return problems
 
 
-def make_one(name: str) -> None:
+def make_one(name: str, tries: int = 2) -> None:
+    """Make one capture; a failed attempt is reported and retried once, then fatal."""
+    for attempt in range(1, tries + 1):
+        try:
+            return _make_one(name)
+        except SystemExit as e:
+            if attempt == tries:
+                raise
+            print("   attempt %d failed (%s); retrying" % (attempt, e), flush=True)
+
+
+def _make_one(name: str) -> None:
     with tempfile.TemporaryDirectory(prefix="sd-cap-") as tmp:
         raw = Path(tmp) / "raw.pcap"
         tout = Path(tmp) / "truth.json"

@@ -336,9 +336,20 @@ def build_truth(rec: Recorder, meta: dict) -> dict:
             if w.get("errored:" + code, 0) != n:
                 raise AssertionError("port %d: API errored %s x%d, PublishError frames say %d"
                                      % (d["client_port"], code, n, w.get("errored:" + code, 0)))
+        # no client API to ask (raw client): counted from the client's own bytes instead
+        from_bytes = []
         if w.get("published_records") and "published" not in d:
             d["published"] = w["published_records"]
-            d["published_source"] = "client bytes"
+            from_bytes.append("published")
+        if w.get("confirmed_ids") and "confirmed" not in d:
+            d["confirmed"] = w["confirmed_ids"]
+            from_bytes.append("confirmed")
+        errs = {k.split(":", 1)[1]: v for k, v in w.items() if k.startswith("errored:")}
+        if errs and "errored" not in d:
+            d["errored"] = errs
+            from_bytes.append("errored")
+        if from_bytes:
+            d["counted_from_client_bytes"] = from_bytes
         if w.get("published_entries"):
             d["publishing_ids"] = w["published_entries"]
     seen = set()
