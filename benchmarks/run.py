@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""Time streamdissect against baselines on one capture, and check the issue's targets.
+
+    python benchmarks/run.py [FILE] [--repeats 3] [--flatness FILE2] [--json PATH]
+
+FILE defaults to benchmarks/out/large.pcap (made by make_large.py).  Every measurement is a
+fresh child process (stdout to /dev/null, stdin closed); its wall time is taken around
+spawn..reap and its peak RSS from wait4()'s rusage (the child and any children it waited
+for).  The repeats go round-robin over the tools so slow drift hits all of them alike; the
+median is reported with min/max.  The file is read once beforehand so every tool reads it
+from the page cache.
+
+Rows: cat (the floor: reading the bytes), tshark -q -z conv,tcp (a C dissector doing TCP
+conversation bookkeeping), scapy sniff(session=TCPSession) on the first --scapy-packets
+packets (rate from its loop only, imports excluded), streamdissect frames/analyze (the CLI),
+and the pandas tables (streamdissect.analysis.analyze(FILE), every table built).  A command
+that fails or times out is reported with its stderr tail; the run goes on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from pcapio import count_packets, write_slice  # noqa: E402
+
+MARK = "SD_BENCH "
+
+SCAPY_SCRIPT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from scapy.all import sniff
+from scapy.sessions import TCPSession
+t1 = time.perf_counter()
+out = [0]
+def seen(pkt):
+    out[0] += 1
+sniff(offline=sys.argv[1], session=TCPSession, store=False, prn=seen)
+t2 = time.perf_counter()
+print("SD_BENCH " + json.dumps({"import_s": t1 - t0, "loop_s": t2 - t1, "emitted": out[0]}),
+      file=sys.stderr)
+"""
+
+PANDAS_SCRIPT = r"""
+import functools, json, sys, time
+t0 = time.perf_counter()
+from streamdissect.analysis import analyze
+t1 = time.perf_counter()
+a = analyze(sys.argv[1])
+t2 = time.perf_counter()
+names = [n for n, v in vars(type(a)).items() if isinstance(v, functools.cached_property)]
+rows = {}
+for n in names:
+    df = getattr(a, n)
+    rows[n] = int(len(df))
+    df.head(1).to_dict()
+t3 = time.perf_counter()
+print("SD_BENCH " + json.dumps({"import_s": t1 - t0, "analyze_s": t2 - t1, "tables_s": t3 - t2,
+                                "rows": rows}), file=sys.stderr)
+"""
+
+CLI_SCRIPT = "import sys; from streamdissect.cli import main; sys.exit(main())"
+
+
+@dataclass
+class Run:
+    wall_s: float
+    maxrss_mb: float
+    rc: int
+    timed_out: bool = False
+    extra: dict | None = None
+
+
+@dataclass
+class Tool:
+    name: str
+    what: str
+    argv: list[str]
+    path: str          # the file it reads
+    packets: int = 0
+    bytes: int = 0
+    runs: list[Run] = field(default_factory=list)
+    error: str | None = None    # the first failure: exit code/timeout and stderr tail
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.runs) and self.error is None
+
+    def walls(self) -> list[float]:
+        return [r.wall_s for r in self.runs]
+
+    @property
+    def median_s(self) -> float | None:
+        return statistics.median(self.walls()) if self.ok else None
+
+    @property
+    def peak_rss_mb(self) -> float | None:
+        return max(r.maxrss_mb for r in self.runs) if self.ok else None
+
+    def rate_s(self) -> float | None:
+        """Seconds the packet rate is computed from (scapy: its loop, imports excluded)."""
+        if not self.ok:
+            return None
+        loops = [r.extra["loop_s"] for r in self.runs if r.extra and "loop_s" in r.extra]
+        return statistics.median(loops) if loops else self.median_s
+
+    def pps(self) -> float | None:
+        s = self.rate_s()
+        return self.packets / s if s else None
+
+    def mbps(self) -> float | None:
+        s = self.rate_s()
+        return self.bytes / 1e6 / s if s else None
+
+
+TIME = "/usr/bin/time"
+
+
+def run_once(argv: list[str], timeout: float, env: dict) -> tuple[Run, str]:
+    """Spawn under /usr/bin/time (its %M is the child's peak RSS), wall time around it all.
+
+    /usr/bin/time rather than this process's wait4(): a child forked from Python starts with
+    Python's pages, and Linux keeps that high-water mark across exec, so a small tool such as
+    cat would show ~25 MB.  Without /usr/bin/time, wait4() it is (rss_method says which).
+    """
+    with tempfile.TemporaryFile() as err, open(os.devnull, "wb") as null, \
+            tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        cmd = [TIME, "-f", "%M", "-o", tf.name] + argv if RSS_METHOD == TIME else argv
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=null, stderr=err, env=env,
+                             start_new_session=True)
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen quiet
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+        maxrss_kb = ru.ru_maxrss
+        if RSS_METHOD == TIME:
+            lines = tf.read().split()
+            maxrss_kb = int(lines[-1]) if lines and lines[-1].isdigit() else 0
+    extra = None
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            try:
+                extra = json.loads(line[len(MARK):])
+            except ValueError:
+                pass
+    return Run(round(wall, 4), round(maxrss_kb / 1024, 1), p.returncode, killed.is_set(),
+               extra), text
+
+
+RSS_METHOD = TIME if os.access(TIME, os.X_OK) else "wait4"
+
+
+def tail(text: str, lines: int = 12, chars: int = 2000) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
+
+
+def file_stats(path: str) -> tuple[int, int]:
+    """(packets, file bytes): own pcap reader, capinfos for what it cannot read (pcapng)."""
+    size = os.path.getsize(path)
+    try:
+        return count_packets(path)[0], size
+    except ValueError:
+        out = subprocess.run(["capinfos", "-M", "-c", path], capture_output=True, text=True)
+        for line in out.stdout.splitlines():
+            if "Number of packets" in line:
+                return int(line.split(":")[1].strip()), size
+        raise
+
+
+def streamdissect_cmd() -> list[str]:
+    """The console script of this interpreter's environment (no pyenv shim in the timing)."""
+    script = Path(sys.executable).parent / "streamdissect"
+    return [str(script)] if script.exists() else [sys.executable, "-c", CLI_SCRIPT]
+
+
+def build_tools(path: str, scapy_slice: str, selected: set[str] | None) -> list[Tool]:
+    sd = streamdissect_cmd()
+    tools = [
+        Tool("cat", "cat FILE > /dev/null: reading the bytes (the floor)", ["cat", path], path),
+        Tool("tshark", "tshark -r FILE -q -z conv,tcp: C dissection + TCP conversations",
+             ["tshark", "-r", path, "-q", "-z", "conv,tcp"], path),
+        Tool("scapy", "scapy sniff(offline, session=TCPSession, store=False) on a slice",
+             [sys.executable, "-c", SCAPY_SCRIPT, scapy_slice], scapy_slice,
+             note="packets/s and MB/s from sniff()'s own time, imports excluded"),
+        Tool("frames", "streamdissect frames --format jsonl FILE > /dev/null",
+             sd + ["frames", "--format", "jsonl", path], path),
+        Tool("analyze", "streamdissect analyze --format json FILE > /dev/null",
+             sd + ["analyze", "--format", "json", path], path),
+        Tool("pandas", "python: streamdissect.analysis.analyze(FILE), every table built",
+             [sys.executable, "-c", PANDAS_SCRIPT, path], path),
+    ]
+    return [t for t in tools if selected is None or t.name in selected]
+
+
+def measure(tools: list[Tool], repeats: int, timeout: float, repeat_cap: float, env: dict,
+            log) -> None:
+    for r in range(repeats):
+        for t in tools:
+            if t.error is not None or (t.runs and t.runs[0].wall_s > repeat_cap):
+                continue
+            run, text = run_once(t.argv, timeout, env)
+            if run.rc != 0 or run.timed_out:
+                why = ("timed out after %.0f s" % timeout if run.timed_out
+                       else "exit code %d" % run.rc)
+                t.error = "%s; stderr tail:\n%s" % (why, tail(text))
+                log("  %-8s run %d: FAILED (%s)" % (t.name, r + 1, why))
+                continue
+            t.runs.append(run)
+            log("  %-8s run %d: %8.3f s  %7.1f MB" % (t.name, r + 1, run.wall_s, run.maxrss_mb))
+    for t in tools:
+        if t.ok and len(t.runs) < repeats:
+            t.note = (t.note + "; " if t.note else "") + (
+                "%d run(s) only: the first took more than %.0f s" % (len(t.runs), repeat_cap))
+
+
+def fmt(v, spec: str, none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def ratio(a: Tool | None, b: Tool | None) -> float | None:
+    if a is None or b is None or not a.ok or not b.ok or not b.median_s:
+        return None
+    return a.median_s / b.median_s
+
+
+def table(tools: list[Tool]) -> str:
+    by = {t.name: t for t in tools}
+    head = ("tool", "median s", "min..max s", "x tshark", "x cat", "packets/s", "MB/s",
+            "peak RSS MB")
+    rows = [head]
+    for t in tools:
+        if not t.ok:
+            rows.append((t.name, "FAILED", "", "", "", "", "", ""))
+            continue
+        w = t.walls()
+        comparable = t.path == by.get("cat", t).path
+        rows.append((
+            t.name, "%.3f" % t.median_s, "%.3f..%.3f" % (min(w), max(w)),
+            fmt(ratio(t, by.get("tshark")) if comparable else None, ".3f"),
+            fmt(ratio(t, by.get("cat")) if comparable else None, ".1f"),
+            fmt(t.pps(), ",.0f"), fmt(t.mbps(), ",.1f"), fmt(t.peak_rss_mb, ".1f")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    out = []
+    for k, r in enumerate(rows):
+        out.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
+                             for i, c in enumerate(r)))
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def targets(tools: list[Tool], flat: dict | None, rss_limit: float) -> list[dict]:
+    by = {t.name: t for t in tools}
+    an, ts, cat, sc = (by.get(n) for n in ("analyze", "tshark", "cat", "scapy"))
+
+    def check(name: str, value, limit: float, le: bool, unit: str, missing: str) -> dict:
+        if value is None:
+            return {"target": name, "status": "N/A", "value": None, "limit": limit,
+                    "detail": missing}
+        ok = value <= limit if le else value >= limit
+        return {"target": name, "status": "PASS" if ok else "FAIL", "value": round(value, 4),
+                "limit": limit, "detail": "%s %s (limit %s%s)" % (
+                    format(value, ".3f"), unit, "<= " if le else ">= ", limit)}
+
+    def why(*names: str) -> str:
+        bad = [n for n in names if by.get(n) is None or not by[n].ok]
+        return "no figure: %s failed or not run" % ", ".join(bad) if bad else ""
+
+    rate = None
+    if an and an.ok and sc and sc.ok:
+        rate = an.pps() / sc.pps()
+    res = [
+        check("analyze <= 0.25x tshark", ratio(an, ts), 0.25, True, "x tshark",
+              why("analyze", "tshark")),
+        check("analyze <= 10x cat", ratio(an, cat), 10, True, "x cat", why("analyze", "cat")),
+        check("packet rate >= 200x scapy TCPSession", rate, 200, False, "x scapy",
+              why("analyze", "scapy")),
+        check("analyze peak RSS <= %g MB" % rss_limit, an.peak_rss_mb if an else None,
+              rss_limit, True, "MB", why("analyze")),
+    ]
+    if flat is not None:
+        res.append(check("analyze peak RSS on 2x file within 20% of 1x", flat.get("change"),
+                         0.20, True, "relative change", flat.get("detail", "")))
+    return res
+
+
+def env_info() -> dict:
+    def first_line(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                                  cwd=ROOT).stdout.splitlines()[0].strip()
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+        scapy_v = version("scapy")
+    except Exception:  # noqa: BLE001 - informational only
+        scapy_v = "?"
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host_cpu": cpu,
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "tshark": first_line(["tshark", "-v"]), "scapy": scapy_v,
+            "git": first_line(["git", "rev-parse", "--short", "HEAD"])}
+
+
+def warm(path: str) -> None:
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file", nargs="?", default=str(HERE / "out" / "large.pcap"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--flatness", metavar="FILE2",
+                    help="the 2x capture (make_large.py --scale 2): analyze's peak RSS on it")
+    ap.add_argument("--flatness-repeats", type=int, default=1)
+    ap.add_argument("--json", metavar="PATH", default=str(HERE / "out" / "results.json"))
+    ap.add_argument("--scapy-packets", type=int, default=20_000)
+    ap.add_argument("--tools", help="comma-separated subset of: cat,tshark,scapy,frames,"
+                                    "analyze,pandas")
+    ap.add_argument("--timeout", type=float, default=1200, help="seconds per run")
+    ap.add_argument("--repeat-cap", type=float, default=300,
+                    help="a tool whose first run takes longer is not repeated")
+    ap.add_argument("--rss-limit", type=float, default=200)
+    args = ap.parse_args(argv)
+
+    sys.stdout.reconfigure(line_buffering=True)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    path = os.path.abspath(args.file)
+    if not os.path.exists(path):
+        ap.error("%s does not exist: run python benchmarks/make_large.py first" % path)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    info = env_info()
+    packets, size = file_stats(path)
+    made = {}
+    if os.path.exists(path + ".json"):
+        made = json.loads(Path(path + ".json").read_text())
+    log("file %s: %d packets, %.1f MB" % (path, packets, size / 1e6))
+
+    selected = set(args.tools.split(",")) if args.tools else None
+    with tempfile.TemporaryDirectory(prefix="sd-bench-") as tmp:
+        scapy_slice = os.path.join(tmp, "scapy-slice.pcap")
+        if selected is None or "scapy" in selected:
+            write_slice(path, scapy_slice, args.scapy_packets)
+        tools = build_tools(path, scapy_slice, selected)
+        for t in tools:
+            if t.path == path:
+                t.packets, t.bytes = packets, size
+            else:
+                t.packets = count_packets(t.path)[0]
+                t.bytes = os.path.getsize(t.path)
+        warm(path)
+        log("measuring (%d repeats, round-robin) ..." % args.repeats)
+        measure(tools, args.repeats, args.timeout, args.repeat_cap, env, log)
+
+    flat = None
+    if args.flatness:
+        path2 = os.path.abspath(args.flatness)
+        p2, s2 = file_stats(path2)
+        log("flatness: %s: %d packets, %.1f MB" % (path2, p2, s2 / 1e6))
+        warm(path2)
+        an1 = next((t for t in tools if t.name == "analyze"), None)
+        an2 = Tool("analyze-2x", "streamdissect analyze on the 2x file",
+                   streamdissect_cmd() + ["analyze", "--format", "json", path2], path2, p2, s2)
+        measure([an2], args.flatness_repeats, args.timeout, args.repeat_cap, env, log)
+        flat = {"file2": path2, "packets2": p2, "bytes2": s2, "tool": asdict_tool(an2)}
+        if an1 is not None and an1.ok and an2.ok:
+            r1, r2 = an1.peak_rss_mb, an2.peak_rss_mb
+            flat["change"] = abs(r2 - r1) / r1
+            flat["detail"] = "%.1f MB on 1x, %.1f MB on 2x" % (r1, r2)
+        else:
+            flat["detail"] = "no figure: analyze failed or not run on %s" % (
+                "the 2x file" if an1 is not None and an1.ok else "the 1x file")
+
+    results = targets(tools, flat, args.rss_limit)
+
+    print()
+    print("streamdissect benchmark: %s" % path)
+    print("  %d packets, %.1f MB%s" % (packets, size / 1e6, (
+        "; %d messages of %d bytes published with confirms and consumed (%s)"
+        % (made["messages"], made["body_size"], made.get("client", "?")) if made else "")))
+    print("  %s, %s CPUs, Python %s, %s, scapy %s, git %s" % (
+        info["host_cpu"], info["cpus"], info["python"], info["tshark"], info["scapy"],
+        info["git"]))
+    print("  median of %d runs each (min..max shown), peak RSS = max over the runs (%s)\n"
+          % (args.repeats, RSS_METHOD))
+    print(table(tools))
+    for t in tools:
+        if t.name == "scapy" and t.ok:
+            print("\n  scapy: first %d packets (%.1f MB); whole process median %.3f s, "
+                  "sniff() loop %.3f s" % (t.packets, t.bytes / 1e6, t.median_s, t.rate_s()))
+        elif t.note:
+            print("\n  %s: %s" % (t.name, t.note))
+        extras = [r.extra for r in t.runs if r.extra and "analyze_s" in r.extra]
+        if extras:
+            print("\n  pandas: import %.2f s, analyze() %.2f s, tables %.2f s; rows %s" % (
+                extras[0]["import_s"], statistics.median(e["analyze_s"] for e in extras),
+                statistics.median(e["tables_s"] for e in extras), extras[0]["rows"]))
+    for t in tools:
+        if t.error:
+            print("\n  %s FAILED (%s):\n    %s" % (t.name, t.what,
+                                                  t.error.replace("\n", "\n    ")))
+    if flat is not None:
+        an2 = flat["tool"]
+        if an2["error"]:
+            print("\n  analyze on the 2x file FAILED: %s" % an2["error"].replace("\n", "\n    "))
+    print("\ntargets:")
+    for r in results:
+        print("  %-4s  %-48s %s" % (r["status"], r["target"], r["detail"]))
+
+    doc = {"file": path, "packets": packets, "bytes": size, "made": made,
+           "env": dict(info, rss_method=RSS_METHOD),
+           "repeats": args.repeats, "tools": [asdict_tool(t) for t in tools],
+           "flatness": flat, "targets": results}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    print("\nresults written to %s" % args.json)
+    return 0
+
+
+def asdict_tool(t: Tool) -> dict:
+    d = asdict(t)
+    d.update(ok=t.ok, median_s=t.median_s, peak_rss_mb=t.peak_rss_mb,
+             min_s=min(t.walls()) if t.runs else None, max_s=max(t.walls()) if t.runs else None,
+             rate_s=t.rate_s(), packets_per_s=t.pps(), mb_per_s=t.mbps())
+    return d
+
+
+if __name__ == "__main__":
+    sys.exit(main())
