@@ -8,6 +8,7 @@ must copy them (bytes(view)) so an old chunk is not pinned.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import BinaryIO
 
 from .errors import CaptureError
@@ -19,7 +20,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 class ChunkedFile:
     """A window `buf[pos:]` over the file; `base` is the file offset of `buf[0]`."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, on_read: Callable[[int], None] | None = None) -> None:
         try:
             raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
         except OSError as exc:
@@ -37,6 +38,10 @@ class ChunkedFile:
         self.eof = False
         # Why reading stopped early ("gzip stream cut", ...), for the truncated_file anomaly.
         self.damage: str | None = None
+        # Told how many bytes of the file (compressed ones for gzip) each read consumed:
+        # progress bars without a per-packet cost.
+        self._on_read = on_read
+        self._raw_position = 0
 
     def close(self) -> None:
         self._file.close()
@@ -68,6 +73,10 @@ class ChunkedFile:
         except OSError as exc:
             self.damage = f"read error: {exc}"
             data = b""
+        if self._on_read is not None:
+            position = self._raw.tell()
+            self._on_read(position - self._raw_position)
+            self._raw_position = position
         if not data:
             self.eof = True
             if isinstance(self._file, Gunzip) and self._file.cut and not self.damage:

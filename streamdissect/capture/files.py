@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .chunked import ChunkedFile
 from .errors import AnomalyReport, CaptureError, ignore_anomaly
@@ -11,14 +11,19 @@ from .pcap import PCAP_MAGICS, Packet, read_pcap
 from .pcapng import SECTION_HEADER, read_pcapng
 
 
-def open_capture(path: str, on_anomaly: AnomalyReport = ignore_anomaly) -> Iterator[Packet]:
+def open_capture(
+    path: str,
+    on_anomaly: AnomalyReport = ignore_anomaly,
+    on_read: Callable[[int], None] | None = None,
+) -> Iterator[Packet]:
     """Packets of a pcap/pcapng file, gzip'd or not, as tuples
     (ts_ns, link type, captured bytes as a memoryview, original length, file offset).
 
     Raises CaptureError at once (not at the first next()) when the file is not a capture.
     Damage later in the file is reported through `on_anomaly` and ends the iteration.
+    `on_read(n)` hears of every n bytes read from the file (for progress bars).
     """
-    src = ChunkedFile(path)
+    src = ChunkedFile(path, on_read)
     try:
         if not src.ensure(4):
             raise CaptureError(

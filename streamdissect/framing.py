@@ -1,0 +1,414 @@
+"""Per-direction framer: ordered stream bytes in, decoded frames out (I/O-free).
+
+A frame is `size:u32` (not counting itself), `key:u16`, `version:u16`, body. The framer is
+fed by the TCP reassembler (see tcp.StreamSink): `data()` for captured bytes, `missing()`
+for bytes that were on the wire but not in the capture (snaplen, gaps), `desync()` when the
+stream starts in the middle.
+
+Memory: a frame is buffered only up to its own size, never beyond `max_frame`. Big Deliver
+frames are counted, not kept: only their first DELIVER_HEAD bytes (frame header, committed
+chunk id, the 48-byte Osiris chunk header and the first entries) are kept, so a 1 MiB chunk
+spanning 20 segments is never concatenated. Every other command is kept whole, because its
+fields (Publish's publishing ids, for one) need the whole body. Such a Deliver record has
+`chunk_payload=None` (so `crc_ok` is None and `messages()` is empty) but `truncated=False`:
+the bytes were on the wire, we chose not to keep them. Pass `deliver_keep_limit=None` to keep
+every Deliver whole.
+
+Losing sync (a stream starting mid-way, missing bytes where a frame header should be, an
+absurd size) switches to resync: the framer looks for a plausible frame start (size within
+the frame limit, a (key, version) the codec knows, a body that decodes without Malformed,
+and the next frame's header plausible too when it is there) and reports what it skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+
+from .protocol import MESSAGES, Malformed, Unknown, decode_frame
+
+DEFAULT_MAX_FRAME = 8 * 1024 * 1024
+DELIVER_KEY = 0x0008
+DELIVER_KEEP_LIMIT = 64 * 1024
+DELIVER_HEAD = 256  # v2 prefix (17) + chunk header (48) + room for the codec to look ahead
+HEADER = 8
+
+_u32 = struct.Struct(">I").unpack_from
+_header = struct.Struct(">IHH").unpack_from
+KNOWN = frozenset((m.key, v) for m in MESSAGES for v in m.versions)
+# Candidate frame starts are found in C: a known (key, version) pair 4 bytes in; the
+# lookahead makes overlapping candidates visible.
+_CANDIDATE = re.compile(
+    b"(?=(?:" + b"|".join(re.escape(struct.pack(">HH", k, v)) for k, v in sorted(KNOWN)) + b"))"
+)
+
+# (stream offset of the frame, ts_ns of the packet completing it, record)
+Emit = Callable[[int, int, object], None]
+# (kind, ts_ns, stream offset, length, detail)
+Report = Callable[[str, int, int, int, str], None]
+
+YES, NO, WAIT = 1, 0, 2
+
+
+def header_plausible(size: int, key: int, version: int, max_size: int) -> bool:
+    return 4 <= size <= max_size and (key, version) in KNOWN
+
+
+def frame_plausible(buf: bytes | bytearray, pos: int, max_size: int, final: bool) -> int:
+    """YES, NO or WAIT (more bytes needed) for a frame starting at buf[pos]."""
+    have = len(buf) - pos
+    if have < HEADER:
+        return WAIT
+    size, key, version = _header(buf, pos)
+    if not header_plausible(size, key, version, max_size):
+        return NO
+    end = pos + 4 + size
+    if end > len(buf):
+        # Judge what is there; a cut body that already breaks its layout is no frame.
+        record = decode_frame(bytes(buf[pos:]), declared_size=size)
+        if isinstance(record, Malformed) or (isinstance(record, Unknown) and record.key is None):
+            return NO
+        return YES if final else WAIT
+    if isinstance(decode_frame(bytes(buf[pos:end])), (Malformed, Unknown)):
+        return NO
+    after = len(buf) - end
+    if after == 0:
+        return YES
+    if after < HEADER:
+        return YES if final else WAIT
+    return YES if header_plausible(*_header(buf, end), max_size) else NO
+
+
+def looks_like_stream(data: bytes) -> bool | None:
+    """Heuristic for a connection on an unknown port: do these first bytes of a direction
+    start Stream frames? None when there are too few bytes to tell."""
+    if len(data) < HEADER:
+        return None
+    size, key, version = _header(data)
+    if key == 0x0011 and version == 1 and 8 <= size <= 64 * 1024:
+        return True  # PeerProperties request: how every client starts
+    if data[:8] == b"\x00\x00\x00\x04\x00\x17\x00\x01":
+        return True  # Heartbeat
+    verdict = frame_plausible(data, 0, DEFAULT_MAX_FRAME, final=True)
+    return verdict == YES and 4 + size <= len(data)
+
+
+class Framer:
+    __slots__ = (
+        "cur_cut",
+        "cur_have",
+        "cur_keep",
+        "cur_kept",
+        "cur_parts",
+        "cur_start",
+        "cur_total",
+        "deliver_keep_limit",
+        "emit",
+        "max_frame",
+        "offset",
+        "rbuf",
+        "rbuf_start",
+        "report",
+        "resync_max",
+        "scan_from",
+        "skipped",
+        "synced",
+    )
+
+    def __init__(
+        self,
+        emit: Emit,
+        report: Report,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        deliver_keep_limit: int | None = DELIVER_KEEP_LIMIT,
+    ) -> None:
+        self.emit = emit
+        self.report = report
+        self.max_frame = max_frame  # a frame claiming more is absurd
+        self.resync_max = max_frame  # plausibility bound; the negotiated frame_max once seen
+        self.deliver_keep_limit = deliver_keep_limit
+        self.offset = 0  # stream offset of the next byte fed
+        self.synced = True
+        self._reset_frame()
+        self.rbuf = bytearray()  # unsynced bytes, from stream offset rbuf_start
+        self.rbuf_start = 0
+        self.skipped = 0  # bytes passed over since sync was lost
+        self.scan_from = 0
+
+    def _reset_frame(self) -> None:
+        self.cur_start = -1  # -1: at a frame boundary
+        self.cur_total = 0  # 4 + size once the size field is known
+        self.cur_keep = HEADER  # bytes to keep of this frame
+        self.cur_parts: list[bytes] = []
+        self.cur_kept = 0
+        self.cur_have = 0  # bytes of this frame seen so far, captured or missing
+        self.cur_cut = False  # some of its bytes are missing
+
+    def negotiated_frame_max(self, frame_max: int) -> None:
+        if frame_max > 0:
+            self.resync_max = min(frame_max, self.max_frame)
+
+    # --- sink interface --------------------------------------------------------------
+
+    def desync(self) -> None:
+        if self.synced:
+            self._lose_sync(self.offset)
+
+    def data(self, view: memoryview, ts_ns: int) -> None:
+        if not self.synced:
+            self._resync_data(view, ts_ns)
+            return
+        n = len(view)
+        if self.cur_start >= 0:
+            used = self._continue(view, ts_ns)
+            if used == n or not self.synced:
+                return
+            view = view[used:]
+            n -= used
+        pos = 0
+        base = self.offset
+        max_frame = self.max_frame
+        keep_limit = self.deliver_keep_limit
+        while n - pos >= HEADER:
+            size, key, _version = _header(view, pos)
+            if size > max_frame or size < 4:
+                self.offset = base + pos
+                self._absurd(size, ts_ns)
+                self._resync_data(view[pos:], ts_ns)
+                return
+            end = pos + 4 + size
+            if end > n:
+                break
+            if key == DELIVER_KEY and keep_limit is not None and size > keep_limit:
+                self._deliver_head(base + pos, ts_ns, bytes(view[pos : pos + DELIVER_HEAD]), size)
+            else:
+                self._decode(base + pos, ts_ns, bytes(view[pos:end]), size, False)
+            pos = end
+        self.offset = base + pos
+        if pos < n:
+            self._start_frame(view, pos, ts_ns)
+
+    def missing(self, length: int, ts_ns: int) -> None:
+        if not self.synced:
+            self._resync_missing(length, ts_ns)
+            return
+        if self.cur_start >= 0 and self.cur_have >= 4:
+            # The size is known, so the frame's end is too: sync survives missing bytes
+            # inside it.
+            remaining = self.cur_total - self.cur_have
+            used = min(remaining, length)
+            self.cur_have += used
+            self.cur_cut = True
+            self.offset += used
+            length -= used
+            if self.cur_have == self.cur_total:
+                self._finish_frame(ts_ns)
+            if not length:
+                return
+        already = 0
+        if self.cur_start >= 0:  # missing bytes where the size field should end
+            already = self.offset - self.cur_start
+            self.report(
+                "truncated",
+                ts_ns,
+                self.cur_start,
+                self.cur_have,
+                "frame size field cut by missing bytes",
+            )
+        self._reset_frame()
+        self._lose_sync(self.offset)
+        self.skipped = already
+        self._resync_missing(length, ts_ns)
+
+    # --- synced helpers ------------------------------------------------------------
+
+    def _start_frame(self, view: memoryview, pos: int, ts_ns: int) -> None:
+        self.cur_start = self.offset
+        self.cur_parts = []
+        self.cur_kept = self.cur_have = 0
+        self.cur_total = 0
+        self.cur_keep = HEADER
+        self.cur_cut = False
+        self._continue(view[pos:], ts_ns)
+
+    def _continue(self, view: memoryview, ts_ns: int) -> int:
+        """Add the start of `view` to the frame in progress; how many bytes it took."""
+        n = len(view)
+        pos = 0
+        if self.cur_have < HEADER:
+            take = min(HEADER - self.cur_have, n)
+            self.cur_parts.append(bytes(view[:take]))
+            self.cur_have += take
+            self.cur_kept += take
+            pos = take
+            if self.cur_have >= 4 and not self.cur_total and not self._learn_size(ts_ns):
+                rest = view[pos:]
+                self.offset += pos
+                self._resync_data(rest, ts_ns)
+                return n
+        take = min(self.cur_total - self.cur_have, n - pos) if self.cur_total else 0
+        if take:
+            if not self.cur_cut and self.cur_kept < self.cur_keep:
+                keep = min(take, self.cur_keep - self.cur_kept)
+                self.cur_parts.append(bytes(view[pos : pos + keep]))
+                self.cur_kept += keep
+            self.cur_have += take
+            pos += take
+        self.offset += pos
+        if self.cur_total and self.cur_have == self.cur_total:
+            self._finish_frame(ts_ns)
+        return pos
+
+    def _learn_size(self, ts_ns: int) -> bool:
+        """The size field is complete: check it and decide how much of the frame to keep."""
+        head = b"".join(self.cur_parts)
+        self.cur_parts = [head]
+        size = _u32(head)[0]
+        if size > self.max_frame or size < 4:
+            self.offset = self.cur_start
+            start_bytes = head
+            self._reset_frame()
+            self._absurd(size, ts_ns)
+            self.rbuf += start_bytes  # resync starts at the bad frame's first byte
+            return False
+        self.cur_total = 4 + size
+        key = (head[4] << 8 | head[5]) if len(head) >= 6 else None
+        big_deliver = (
+            key == DELIVER_KEY
+            and self.deliver_keep_limit is not None
+            and size > self.deliver_keep_limit
+        )
+        self.cur_keep = DELIVER_HEAD if big_deliver else self.cur_total
+        return True
+
+    def _finish_frame(self, ts_ns: int) -> None:
+        frame = b"".join(self.cur_parts)
+        size = self.cur_total - 4
+        start = self.cur_start
+        if len(frame) < HEADER:
+            self.report(
+                "truncated", ts_ns, start, self.cur_total, "frame key/version cut by missing bytes"
+            )
+        elif self.cur_kept < self.cur_total and not self.cur_cut:
+            self._deliver_head(start, ts_ns, frame, size)
+        else:
+            self._decode(start, ts_ns, frame, size, self.cur_cut)
+        self._reset_frame()
+
+    def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
+        record = decode_frame(frame, declared_size=size if cut else None)
+        if isinstance(record, Malformed):
+            self.report("malformed", ts_ns, offset, size + 4, record.reason)
+        self.emit(offset, ts_ns, record)
+
+    def _deliver_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
+        record = decode_frame(head, declared_size=size)
+        if not isinstance(record, Malformed | Unknown):
+            record.truncated = False  # complete on the wire; we only chose not to keep it
+            record.chunk_payload = None
+        self.emit(offset, ts_ns, record)
+
+    def _absurd(self, size: int, ts_ns: int) -> None:
+        self.report(
+            "malformed",
+            ts_ns,
+            self.offset,
+            size,
+            f"absurd frame length {size} (limit {self.max_frame})",
+        )
+        self._lose_sync(self.offset)
+
+    def finish(self, ts_ns: int) -> None:
+        """End of capture: say what was left unframed."""
+        if self.cur_start >= 0:
+            self.report(
+                "truncated",
+                ts_ns,
+                self.cur_start,
+                self.cur_have,
+                f"capture ended inside a frame of {self.cur_total or '?'} bytes",
+            )
+            self._reset_frame()
+        elif not self.synced and self.skipped + len(self.rbuf):
+            self.report(
+                "resync",
+                ts_ns,
+                self.rbuf_start - self.skipped,
+                self.skipped + len(self.rbuf),
+                "capture ended before a frame start",
+            )
+
+    # --- resync ----------------------------------------------------------------------
+
+    def _lose_sync(self, offset: int) -> None:
+        self.synced = False
+        self.rbuf = bytearray()
+        self.rbuf_start = offset
+        self.skipped = 0
+        self.scan_from = 0
+
+    def _resync_data(self, view: memoryview, ts_ns: int) -> None:
+        if self.synced:  # e.g. called after _learn_size gave up
+            self._lose_sync(self.offset)
+        self.rbuf += view
+        self.offset = self.rbuf_start + len(self.rbuf)
+        self._scan(ts_ns, final=False)
+
+    def _resync_missing(self, length: int, ts_ns: int) -> None:
+        # A candidate right at the start of the captured bytes is taken on its header alone:
+        # with a small snaplen nothing more of it will ever be seen.
+        if self.rbuf and frame_plausible(self.rbuf, 0, self.resync_max, final=True) == YES:
+            self._synced_at(0, ts_ns)
+            self.missing(length, ts_ns)
+            return
+        self.skipped += len(self.rbuf) + length
+        self.rbuf_start += len(self.rbuf) + length
+        self.rbuf = bytearray()
+        self.scan_from = 0
+        self.offset = self.rbuf_start
+
+    def _scan(self, ts_ns: int, final: bool) -> None:
+        buf = self.rbuf
+        for match in _CANDIDATE.finditer(buf, max(self.scan_from + 4, 4)):
+            pos = match.start() - 4
+            verdict = frame_plausible(buf, pos, self.resync_max, final)
+            if verdict == YES:
+                self._synced_at(pos, ts_ns)
+                return
+            if verdict == WAIT:
+                self.scan_from = pos
+                self._bound_buffer(ts_ns)
+                return
+        # No candidate: keep only a tail that could hold the start of a header.
+        drop = max(len(buf) - (HEADER - 1), 0)
+        if drop:
+            del buf[:drop]
+            self.rbuf_start += drop
+            self.skipped += drop
+        self.scan_from = 0
+
+    def _bound_buffer(self, ts_ns: int) -> None:
+        """A candidate waits for its body: never more than the frame limit."""
+        if len(self.rbuf) - self.scan_from > self.resync_max + HEADER:
+            self.scan_from += 1
+            self._scan(ts_ns, final=False)
+
+    def _synced_at(self, pos: int, ts_ns: int) -> None:
+        skipped = self.skipped + pos
+        offset = self.rbuf_start + pos
+        if skipped:
+            self.report(
+                "resync",
+                ts_ns,
+                offset - skipped,
+                skipped,
+                f"skipped {skipped} bytes to a plausible frame start",
+            )
+        rest = memoryview(bytes(self.rbuf[pos:]))
+        self.synced = True
+        self.rbuf = bytearray()
+        self.offset = offset
+        self._reset_frame()
+        if rest:
+            self.data(rest, ts_ns)
