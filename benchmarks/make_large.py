@@ -39,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from pcapio import LINKTYPE_ETHERNET, PcapWriter, read_header, read_packets  # noqa: E402
+from pcapio import LINKTYPE_ETHERNET, PcapWriter, read_header, read_packets
 
 HOST = "127.0.0.1"
 USER = PASSWORD = "guest"
@@ -63,8 +63,7 @@ def body(i: int) -> bytes:
 
 
 async def workload(port: int, token: str, n: int) -> dict:
-    from rstream import (AMQPMessage, Consumer, ConsumerOffsetSpecification, OffsetType,
-                         Producer)
+    from rstream import AMQPMessage, Consumer, ConsumerOffsetSpecification, OffsetType, Producer
 
     stream = "%s-stream" % token
     confirmed = [0]
@@ -107,7 +106,7 @@ async def workload(port: int, token: str, n: int) -> dict:
             await asyncio.sleep(0.005)
         try:
             await asyncio.wait_for(done.wait(), timeout=max(1.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         elapsed = time.monotonic() - t0
         await consumer.unsubscribe(sub)
@@ -193,7 +192,8 @@ def find_connections(raw_path: Path, port: int, token: bytes) -> set:
 
 def recut(raw_path: Path, out_path: Path, port: int, keep: set, mss: int = MSS) -> dict:
     st = {"raw_packets": 0, "raw_packets_kept": 0, "split_segments": 0, "largest_raw_segment": 0,
-          "payload_c2s": 0, "payload_s2c": 0, "payload_out": 0, "largest_out_segment": 0, "ts_backsteps": 0}
+          "payload_c2s": 0, "payload_s2c": 0, "payload_out": 0, "largest_out_segment": 0,
+          "ts_backsteps": 0}
     pack_h = struct.Struct(">H").pack_into
     pack_seq = struct.Struct(">I").pack_into
     last_ts = (0, 0)

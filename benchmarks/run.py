@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from pcapio import count_packets, write_slice  # noqa: E402
+from pcapio import count_packets, write_slice
 
 MARK = "SD_BENCH "
 
@@ -191,7 +191,8 @@ def file_stats(path: str) -> tuple[int, int]:
     try:
         return count_packets(path)[0], size
     except ValueError:
-        out = subprocess.run(["capinfos", "-M", "-c", path], capture_output=True, text=True)
+        out = subprocess.run(["capinfos", "-M", "-c", path], capture_output=True, text=True,
+                             check=False)
         for line in out.stdout.splitlines():
             if "Number of packets" in line:
                 return int(line.split(":")[1].strip()), size
@@ -318,23 +319,24 @@ def targets(tools: list[Tool], flat: dict | None, rss_limit: float) -> list[dict
 def env_info() -> dict:
     def first_line(cmd: list[str]) -> str:
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False,
                                   cwd=ROOT).stdout.splitlines()[0].strip()
         except (OSError, IndexError, subprocess.SubprocessError):
             return "?"
 
     cpu = "?"
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
+    from importlib.metadata import PackageNotFoundError, version
     try:
-        from importlib.metadata import version
         scapy_v = version("scapy")
-    except Exception:  # noqa: BLE001 - informational only
+    except PackageNotFoundError:
         scapy_v = "?"
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host_cpu": cpu,
             "cpus": os.cpu_count(), "python": platform.python_version(),
