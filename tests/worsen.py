@@ -89,9 +89,10 @@ def data_segments(packets: list[Packet]) -> list[int]:
     return [i for i, (_, d, _) in enumerate(packets) if (t := tcp_of(d)) and t.payload_len]
 
 
-def reorder(packets: list[Packet], every: int = 3) -> list[Packet]:
-    """Swap every `every`-th data segment with the next data segment of its direction
-    (timestamps stay with their slots so the file stays in time order)."""
+def reorder(packets: list[Packet], every: int = 3, within: int = 4) -> list[Packet]:
+    """Swap every `every`-th data segment with the next data segment of its direction when
+    that one follows within `within` packets, as networks reorder (timestamps stay with
+    their slots so the file stays in time order)."""
     out = list(packets)
     by_flow: dict[tuple, list[int]] = {}
     for i in data_segments(packets):
@@ -99,6 +100,8 @@ def reorder(packets: list[Packet], every: int = 3) -> list[Packet]:
     for indices in by_flow.values():
         for n in range(0, len(indices) - 1, every):
             a, b = indices[n], indices[n + 1]
+            if b - a > within:
+                continue
             out[a], out[b] = (
                 (out[a][0], packets[b][1], packets[b][2]),
                 (out[b][0], packets[a][1], packets[a][2]),

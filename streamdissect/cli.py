@@ -1,0 +1,247 @@
+"""The command line: `streamdissect SUBCOMMAND ...`, one argparse subcommand per face.
+
+A subcommand is added with a `register_*` function that adds its parser and sets
+`handler`; main() only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from .capture import CaptureError
+from .dissect import Anomaly, Dissector, FrameEvent
+
+PROGRESS_MIN_BYTES = 32 * 1024 * 1024  # smaller files finish before a bar is worth drawing
+# Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
+# megabytes of hex on one line, and the per-message list of a Publish is its own table.
+PAYLOAD_FIELDS = ("chunk_payload", "messages")
+ARROWS = {"c2s": "→", "s2c": "←"}
+
+
+# --- frames ------------------------------------------------------------------------------
+
+
+def register_frames(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "frames",
+        help="one line (text) or JSON object (jsonl) per frame, like tshark",
+        description="List every RabbitMQ Stream frame of a capture (pcap, pcapng, gzip'd). "
+        "Anomalies go to stderr (text) or inline with command 'Anomaly' (jsonl).",
+    )
+    parser.add_argument(
+        "captures",
+        nargs="+",
+        metavar="CAPTURE",
+        help="capture file; several files are read as one, in time order",
+    )
+    parser.add_argument("--format", choices=("text", "jsonl"), default="text")
+    parser.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        dest="ports",
+        metavar="N",
+        help="a Stream port (repeatable; default 5552)",
+    )
+    parser.add_argument(
+        "--no-heuristic",
+        action="store_true",
+        help="only the given ports: do not recognise the protocol elsewhere",
+    )
+    parser.add_argument(
+        "--max-frame",
+        type=int,
+        metavar="N",
+        help="largest plausible frame in bytes (default 8 MiB)",
+    )
+    parser.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print SASL PLAIN passwords instead of redacting them",
+    )
+    parser.add_argument(
+        "--payloads",
+        action="store_true",
+        help="jsonl: include raw payload fields (chunk_payload, messages)",
+    )
+    parser.set_defaults(handler=run_frames)
+
+
+def run_frames(args: argparse.Namespace) -> int:
+    bar = _progress_bar(args.captures)
+    dissector = Dissector(
+        ports=args.ports or (5552,),
+        heuristic=not args.no_heuristic,
+        max_frame=args.max_frame,
+        on_read=bar.update if bar else None,
+    )
+    try:
+        events = dissector.run(args.captures)
+    except CaptureError as exc:
+        print(f"streamdissect: error: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "jsonl":
+        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads)
+    else:
+        write = text_writer(sys.stdout, sys.stderr, args.show_secrets)
+    try:
+        for event in events:
+            write(event)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `| head` closed our stdout: stop quietly, and keep the interpreter's final flush
+        # from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        if bar:
+            bar.close()
+    return 0
+
+
+def _progress_bar(paths: Iterable[str]):
+    if not sys.stderr.isatty():
+        return None
+    total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    if total < PROGRESS_MIN_BYTES:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+
+
+def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) -> dict[str, Any]:
+    record = event.record
+    row: dict[str, Any] = {
+        "ts_ns": event.ts_ns,
+        "connection": event.connection,
+        "direction": event.direction,
+        "stream_offset": event.stream_offset,
+    }
+    fields = record.to_dict(show_secrets=show_secrets)
+    if fields.get("command") is None:
+        fields["command"] = type(record).__name__  # Malformed or Unknown of an unknown key
+    if not payloads:
+        for name in PAYLOAD_FIELDS:
+            fields.pop(name, None)
+    row.update(fields)
+    return row
+
+
+def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
+    return {
+        "ts_ns": anomaly.ts_ns,
+        "connection": anomaly.connection,
+        "direction": anomaly.direction,
+        "command": "Anomaly",
+        "kind": anomaly.kind,
+        "stream_offset": anomaly.stream_offset,
+        "length": anomaly.length,
+        "detail": anomaly.detail,
+    }
+
+
+def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool) -> Callable[[Any], None]:
+    def write(event: FrameEvent | Anomaly) -> None:
+        row = (
+            frame_dict(event, show_secrets, payloads)
+            if isinstance(event, FrameEvent)
+            else anomaly_dict(event)
+        )
+        out.write(json.dumps(row, default=str) + "\n")
+
+    return write
+
+
+def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any], None]:
+    state = {"first_ns": None, "number": 0}
+
+    def relative(ts_ns: int | None) -> float:
+        if ts_ns is None:
+            return 0.0
+        if state["first_ns"] is None:
+            state["first_ns"] = ts_ns
+        return (ts_ns - state["first_ns"]) / 1e9
+
+    def write(event: FrameEvent | Anomaly) -> None:
+        seconds = relative(event.ts_ns)
+        if isinstance(event, Anomaly):
+            where = f"{event.connection} {event.direction}" if event.connection else "file"
+            err.write(
+                f"anomaly {seconds:.6f} {where} {event.kind} at {event.stream_offset}"
+                f" len {event.length}: {event.detail}\n"
+            )
+            return
+        state["number"] += 1
+        out.write(
+            f"{state['number']:>6} {seconds:>11.6f} {event.connection} "
+            f"{ARROWS[event.direction]} {summary(event.record, show_secrets)}\n"
+        )
+
+    return write
+
+
+def summary(record: Any, show_secrets: bool = False) -> str:
+    """Command and the fields a reader scans for, like tshark's Info column."""
+    fields = record.to_dict(show_secrets=show_secrets)
+    name = fields.get("command") or type(record).__name__
+    parts = [f"{name}{'Response' if fields.get('response') else ''} v{fields.get('version')}"]
+    if fields.get("correlation_id") is not None:
+        parts.append(f"corr={fields['correlation_id']}")
+    if fields.get("code") is not None:
+        parts.append(f"code={fields.get('code_name')}")
+    for name in (
+        "publisher_id",
+        "subscription_id",
+        "stream",
+        "credit",
+        "record_count",
+        "committed_chunk_id",
+        "mechanism",
+        "username",
+        "frame_max",
+        "heartbeat",
+        "closing_code",
+        "closing_reason",
+        "reason",
+    ):
+        value = fields.get(name)
+        if value is not None and value != "":
+            parts.append(f"{name}={value}")
+    ids = fields.get("publishing_ids")
+    if ids:
+        parts.append(f"ids={ids[0]}..{ids[-1]}({len(ids)})" if len(ids) > 3 else f"ids={ids}")
+    if fields.get("errors"):
+        parts.append(f"errors={len(fields['errors'])}")
+    chunk = fields.get("chunk")
+    if chunk:
+        parts.append(f"chunk_id={chunk['chunk_id']}")
+    parts.append(f"size={fields.get('size')}")
+    if fields.get("truncated"):
+        parts.append("[truncated]")
+    return " ".join(parts)
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamdissect", description="Dissect and analyse RabbitMQ Stream captures."
+    )
+    subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    register_frames(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
