@@ -28,7 +28,7 @@ def test_capture_frames_match_truth(truth_path: Path):
     counts: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     for event in dissector.run(str(capture)):
         if isinstance(event, FrameEvent):
-            key = "0x%04x v%d" % (event.record.key, event.record.version)
+            key = f"0x{event.record.key:04x} v{event.record.version}"
             counts[event.connection][event.direction][key] += 1
     by_ports = {}
     for conn in dissector.connections:
