@@ -381,8 +381,8 @@ def _decode(frame: bytes, declared_size: int | None) -> AnyRecord:
             return Unknown(None, None, size, frame, truncated=True)  # type: ignore[arg-type]
         return Malformed(None, None, size, "frame shorter than size, key and version", 0, frame)  # type: ignore[arg-type]
     size, key, version = FRAME_HEADER.unpack_from(frame)
-    if declared_size is not None:
-        size = declared_size
+    if declared_size is not None and declared_size != size:
+        return Malformed(key, version, size, "size field differs from declared_size", 0, frame)
     if length - 4 > size:
         return Malformed(key, version, size, "trailing bytes", 4 + size, frame)
     truncated = length - 4 < size
