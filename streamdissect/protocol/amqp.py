@@ -71,7 +71,7 @@ class Described:
     value: Any
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Opaque:
     """A value whose type code we do not decode (decimals, unknown codes): kept raw."""
 
@@ -79,7 +79,7 @@ class Opaque:
     raw: bytes
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)  # frozen: symbols are map keys, so they must hash
 class Symbol:
     name: str
 
