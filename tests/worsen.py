@@ -211,3 +211,20 @@ def real_capture() -> Path:
     found = [p for p in corpus_captures() if p.exists()]
     assert found, f"no real captures in {CAPTURES}"
     return max(found, key=lambda p: p.stat().st_size)
+
+
+def rewrite_port(packets: list[Packet], old: int, new: int) -> list[Packet]:
+    """Move a service to another TCP port (checksums are left stale, as offload does)."""
+    out = []
+    for ts, data, wirelen in packets:
+        t = tcp_of(data)
+        if t:
+            at = 14 + (data[14] & 15) * 4
+            sport, dport = struct.unpack_from(">HH", data, at)
+            patched = bytearray(data)
+            struct.pack_into(
+                ">HH", patched, at, new if sport == old else sport, new if dport == old else dport
+            )
+            data = bytes(patched)
+        out.append((ts, data, wirelen))
+    return out

@@ -1,0 +1,158 @@
+"""`streamdissect frames`: text and jsonl output, anomalies, secrets, errors, pipes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import worsen
+
+from streamdissect.cli import main
+from streamdissect.dissect import FrameEvent, dissect
+
+AUTH = worsen.CAPTURES / "rstream-auth-failure-3.10.pcap"
+
+
+@pytest.fixture(scope="module")
+def real():
+    path = worsen.real_capture()
+    return path, [e for e in dissect(str(path)) if isinstance(e, FrameEvent)]
+
+
+def test_text_one_line_per_frame(real, capsys):
+    path, frames = real
+    assert main(["frames", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(frames)
+    first = lines[0].split()
+    assert first[0] == "1" and first[1] == "0.000000" and first[3] == "→"
+    assert first[4] == "PeerProperties" and "corr=1" in lines[0]
+    assert any("←" in line and "code=OK" in line for line in lines)
+    assert any("Deliver" in line and "record_count=" in line for line in lines)
+
+
+def test_jsonl_fields(real, capsys):
+    path, frames = real
+    assert main(["frames", str(path), "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == len(frames)
+    for row in rows:
+        for name in (
+            "ts_ns",
+            "connection",
+            "direction",
+            "key",
+            "command",
+            "response",
+            "version",
+            "size",
+            "correlation_id",
+            "code",
+            "code_name",
+            "truncated",
+        ):
+            assert name in row
+        assert isinstance(row["ts_ns"], int) and row["direction"] in ("c2s", "s2c")
+    by_command = {r["command"]: r for r in rows}
+    assert {"publisher_id", "publishing_ids", "record_count"} <= set(by_command["Publish"])
+    assert {"subscription_id", "committed_chunk_id", "chunk", "record_count"} <= set(
+        by_command["Deliver"]
+    )
+    assert {"subscription_id", "credit"} <= set(by_command["Credit"])
+    assert {"publisher_id", "publishing_ids"} <= set(by_command["PublishConfirm"])
+    assert "chunk_payload" not in by_command["Deliver"]
+
+
+def test_sasl_password_redacted_unless_asked(capsys):
+    main(["frames", str(AUTH), "--format", "jsonl"])
+    out = capsys.readouterr().out
+    sasl = [json.loads(line) for line in out.splitlines() if '"SaslAuthenticate"' in line]
+    request = next(r for r in sasl if not r["response"])
+    password = bytes.fromhex(request["sasl_data"]).split(b"\x00")[2]
+    assert password == b"***"
+    main(["frames", str(AUTH), "--format", "jsonl", "--show-secrets"])
+    out = capsys.readouterr().out
+    request = next(
+        json.loads(line)
+        for line in out.splitlines()
+        if '"SaslAuthenticate"' in line and '"response": false' in line
+    )
+    assert bytes.fromhex(request["sasl_data"]).split(b"\x00")[2] not in (b"***", b"")
+
+
+def test_anomalies_stderr_in_text_and_records_in_jsonl(real, tmp_path, capsys):
+    path, _ = real
+    linktype, packets = worsen.read_pcap(path)
+    mid = worsen.write_pcap(tmp_path / "m.pcap", linktype, worsen.midstream(packets, 30))
+    assert main(["frames", str(mid)]) == 0
+    captured = capsys.readouterr()
+    assert "midstream_start" in captured.err and "midstream_start" not in captured.out
+    assert main(["frames", str(mid), "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    anomalies = [r for r in rows if r["command"] == "Anomaly"]
+    assert anomalies and {
+        "kind",
+        "connection",
+        "direction",
+        "ts_ns",
+        "stream_offset",
+        "length",
+        "detail",
+    } <= set(anomalies[0])
+
+
+def test_unreadable_input_exits_non_zero_without_traceback(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    result = subprocess.run(
+        [sys.executable, "-m", "streamdissect.cli", "frames", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "not a pcap or pcapng" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_truncated_file_still_exits_zero(real, tmp_path, capsys):
+    path, _ = real
+    data = path.read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[: len(data) - 7])
+    assert main(["frames", str(cut)]) == 0
+    assert "truncated_file" in capsys.readouterr().err
+
+
+def test_closed_stdout_does_not_traceback(real):
+    path, _ = real
+    command = f"{sys.executable} -m streamdissect.cli frames --format jsonl {path} | head -1"
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
+    assert result.stdout.count("\n") == 1
+    assert "Traceback" not in result.stderr and "Broken pipe" not in result.stderr
+
+
+def test_port_and_max_frame_options(real, tmp_path, capsys):
+    path, frames = real
+    linktype, packets = worsen.read_pcap(path)
+    moved = worsen.write_pcap(
+        tmp_path / "p.pcap", linktype, worsen.rewrite_port(packets, 5552, 7000)
+    )
+    assert (
+        main(
+            [
+                "frames",
+                str(moved),
+                "--port",
+                "7000",
+                "--port",
+                "7001",
+                "--no-heuristic",
+                "--max-frame",
+                "1048576",
+            ]
+        )
+        == 0
+    )
+    assert len(capsys.readouterr().out.splitlines()) == len(frames)
