@@ -80,7 +80,7 @@ def test_port_reuse_gets_numbered_ids(real, tmp_path):
     once = frames_of(dissect(str(path)))
     assert len(frames) == 2 * len(once)
     ids = [r.connection for r in dissector.connections]
-    assert len(ids) == 2 * len(set(c for c, *_ in once))
+    assert len(ids) == 2 * len({c for c, *_ in once})
     assert sum(i.endswith("#2") for i in ids) == len(ids) // 2
 
 
