@@ -283,24 +283,29 @@ _PUBLISHER_ID = struct.Struct(">B")
 
 def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
     if version == 1:
-        layout, committed = _DELIVER_V1, None
+        start, committed = 57, None
+        if len(frame) < start:
+            return None
+        subscription_id, magic, ctype, entries, records, ts, epoch, chunk_id, crc, data_length, \
+            trailer_length, bloom, res_high, res_low = _DELIVER_V1.unpack_from(frame, 8)  # fmt: skip
     elif version == 2:
-        layout = _DELIVER_V2
+        start = 65
+        if len(frame) < start:
+            return None
+        subscription_id, committed, magic, ctype, entries, records, ts, epoch, chunk_id, crc, \
+            data_length, trailer_length, bloom, res_high, res_low = _DELIVER_V2.unpack_from(frame, 8)  # fmt: skip
     else:
         return None
-    start = 8 + layout.size
-    if len(frame) < start:
+    if magic >> 4 != 5 or len(frame) - start < data_length:
         return None
-    values = layout.unpack_from(frame, 8)
-    if version == 2:
-        subscription_id, committed, *head = values
-    else:
-        subscription_id, *head = values
-    if head[0] >> 4 != 5 or len(frame) - start < head[8]:  # magic, data_length
-        return None
-    chunk = osiris.header_from_tuple(tuple(head))
-    return _Deliver(0x0008, version, size, None, None, False, subscription_id, committed, chunk,
-                    memoryview(frame)[start:], head[3], head[2])  # fmt: skip
+    chunk = {
+        "magic_version": magic, "chunk_type": ctype, "num_entries": entries,
+        "num_records": records, "timestamp": ts, "epoch": epoch, "chunk_id": chunk_id,
+        "crc": crc, "data_length": data_length, "trailer_length": trailer_length,
+        "bloom_size": bloom, "reserved": (res_high << 8) | res_low,
+    }  # fmt: skip
+    return _Deliver(8, version, size, None, None, False, subscription_id, committed, chunk,
+                    memoryview(frame)[start:], records, entries)  # fmt: skip
 
 
 def _fast_publish(frame: bytes, size: int, version: int) -> Record | None:
