@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -114,7 +115,12 @@ def run_child(name: str, out: str) -> None:
 def tcpdump_start(path: Path) -> subprocess.Popen:
     err = open(str(path) + ".err", "w+")
     p = subprocess.Popen(
-        ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-w", str(path),
+        # a large kernel buffer: other loopback traffic on the broker ports (tests,
+        # benchmarks) must not make tcpdump drop this scenario's packets
+        # --immediate-mode: without it libpcap hands packets over per ring block (up to
+        # ~1 s late) and a SIGINT right after a short scenario loses them all
+        ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", "32768", "--immediate-mode",
+         "-w", str(path),
          "tcp port 5552 or tcp port 5553"],
         stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 10
@@ -130,7 +136,8 @@ def tcpdump_start(path: Path) -> subprocess.Popen:
     raise SystemExit("tcpdump did not start: %s" % Path(str(path) + ".err").read_text())
 
 
-def tcpdump_stop(p: subprocess.Popen) -> None:
+def tcpdump_stop(p: subprocess.Popen, path: Path) -> int:
+    """Stop tcpdump; returns the number of packets the kernel dropped."""
     time.sleep(0.5)  # let the last FIN/ACKs reach the ring
     p.send_signal(signal.SIGINT)
     try:
@@ -138,6 +145,8 @@ def tcpdump_stop(p: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         p.terminate()
         p.wait(10)
+    m = re.search(r"(\d+) packets? dropped by kernel", Path(str(path) + ".err").read_text())
+    return int(m.group(1)) if m else 0
 
 
 def tshark_check(pcap: Path, truth: dict) -> list[str]:
@@ -206,7 +215,7 @@ def _make_one(name: str) -> None:
             r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--run", name,
                                 "--truth-out", str(tout)], timeout=120)
         finally:
-            tcpdump_stop(dump)
+            dropped = tcpdump_stop(dump, raw)
         if r.returncode != 0:
             raise SystemExit("scenario %s failed (exit %d)" % (name, r.returncode))
         truth = json.loads(tout.read_text())
@@ -217,6 +226,8 @@ def _make_one(name: str) -> None:
                        stderr=subprocess.DEVNULL)
         (HERE / (name + ".truth.json")).write_text(json.dumps(truth, indent=1) + "\n")
         problems = tshark_check(pcap, truth)
+        if dropped:
+            problems.append("tcpdump: %d packets dropped by kernel" % dropped)
         size = pcap.stat().st_size
         if size > MAX_ONE:
             problems.append("capture is %d bytes (> %d)" % (size, MAX_ONE))
