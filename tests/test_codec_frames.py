@@ -155,6 +155,9 @@ CASES: list[tuple[str, bytes, str, dict]] = [
      "ConsumerUpdate", {"subscription_id": 1, "active": 1}),
     ("consumer_update_resp_none", frame(0x801A, 1, ACK_BODY + u16(0)),
      "ConsumerUpdateResponse", {"offset_type": 0, "offset": None}),
+    # rstream writes 8 offset bytes even for "first" (captures/rstream-sac-4.0.pcap)
+    ("consumer_update_resp_rstream_form", frame(0x801A, 1, ACK_BODY + u16(1) + u64(0)),
+     "ConsumerUpdateResponse", {"offset_type": 1, "offset": 0}),
     ("consumer_update_resp_offset", frame(0x801A, 1, ACK_BODY + u16(4) + u64(88)),
      "ConsumerUpdateResponse", {"offset_type": 4, "offset": 88}),
     ("exchange_command_versions",

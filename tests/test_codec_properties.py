@@ -26,11 +26,11 @@ from streamdissect.protocol import (
 )
 from streamdissect.protocol.primitives import (
     BYTES,
-    OFFSET_VALUE,
     STRING,
     ArrayType,
     IntType,
     MapType,
+    OffsetValueType,
     StructType,
     TrailingType,
 )
@@ -105,10 +105,12 @@ def records(draw: st.DrawFn, message: Message, version: int) -> Record:
     fields: dict[str, Any] = {}
     for field in message.fields_for(version):
         wire = field.type
-        if wire is OFFSET_VALUE:
+        if isinstance(wire, OffsetValueType):
             offset_type = fields["offset_type"]
-            fields["offset"] = (draw(st.integers(0, 2**64 - 1)) if offset_type == 4 else
-                                draw(st.integers(-(2**63), 2**63 - 1)) if offset_type == 5 else None)  # fmt: skip
+            signed = st.integers(-(2**63), 2**63 - 1)
+            others = (st.none() | signed) if wire.last_may_carry else st.none()
+            fields["offset"] = draw(st.integers(0, 2**64 - 1) if offset_type == 4 else
+                                    signed if offset_type == 5 else others)  # fmt: skip
         elif field.name == "offset_type" and message.fields_for(version)[-1] is not field:
             fields["offset_type"] = draw(st.integers(0, 6) | st.integers(0, 65535))
         elif wire is PUBLISH_MESSAGES:

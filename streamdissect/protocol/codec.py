@@ -16,11 +16,11 @@ from typing import Any
 
 from . import osiris, publish
 from .primitives import (
-    OFFSET_VALUE,
     U16,
     U32,
     DecodeError,
     IntType,
+    OffsetValueType,
     TrailingType,
     WireType,
 )
@@ -76,6 +76,19 @@ def _offset_value_step(buf: Any, pos: int, end: int, values: list) -> int:
     if offset_type not in (4, 5):
         values.append(None)
         return pos
+    return _read_offset(buf, pos, end, values, offset_type)
+
+
+def _last_offset_value_step(buf: Any, pos: int, end: int, values: list) -> int:
+    """As above, but 8 bytes ending the frame are read whatever the type (rstream's form)."""
+    offset_type = values[-1]
+    if offset_type not in (4, 5) and end - pos < 8:
+        values.append(None)
+        return pos
+    return _read_offset(buf, pos, end, values, offset_type)
+
+
+def _read_offset(buf: Any, pos: int, end: int, values: list, offset_type: int) -> int:
     if end - pos < 8:
         raise DecodeError("offset: needs 8 bytes", pos, True)
     values.append((U64 if offset_type == 4 else I64).unpack_from(buf, pos)[0])
@@ -118,8 +131,9 @@ def _compile_steps(wire_fields: list[WireType], version: int) -> list[Step]:
             run = []
         if wire_type is None:
             break
-        if wire_type is OFFSET_VALUE:
-            steps.append(_offset_value_step)
+        if isinstance(wire_type, OffsetValueType):
+            last = wire_type.last_may_carry
+            steps.append(_last_offset_value_step if last else _offset_value_step)
         elif wire_type is CHUNK_HEADER:
             steps.append(_chunk_header_step)
         elif wire_type is REST:
@@ -136,11 +150,12 @@ def _compile_steps(wire_fields: list[WireType], version: int) -> list[Step]:
 
 
 def _emitter(wire_type: WireType, version: int) -> Emit:
-    if wire_type is OFFSET_VALUE:
+    if isinstance(wire_type, OffsetValueType):
+        last = wire_type.last_may_carry
 
         def emit_offset(out: bytearray, values: list, i: int) -> int:
             offset_type = values[i - 1]
-            if offset_type in (4, 5):
+            if offset_type in (4, 5) or (last and values[i] is not None):
                 out += (U64 if offset_type == 4 else I64).pack(values[i])
             return i + 1
 
@@ -430,7 +445,7 @@ def encode_record(record: AnyRecord) -> bytes:
 
 
 def _default(field: Field) -> Any:
-    if field.type is OFFSET_VALUE or isinstance(field.type, TrailingType):
+    if isinstance(field.type, (OffsetValueType, TrailingType)):
         return None
     if field.type.column.startswith("list<"):
         return []

@@ -307,6 +307,9 @@ class TrailingType(WireType):
 class OffsetValueType(WireType):
     """The value after an offset type: 8 bytes for types 4 (u64) and 5 (i64), else absent.
 
+    `last_may_carry` is for a frame that ends with the offset spec (the ConsumerUpdate
+    response): rstream always writes 8 bytes there, even for first/last/next (seen in
+    captures/rstream-sac-4.0.pcap), so 8 trailing bytes are read (as i64) and kept.
     The codec passes the offset type read just before; see spec.OFFSET_SPEC.
     """
 
@@ -314,9 +317,9 @@ class OffsetValueType(WireType):
     column = "int64"
     min_size = 0
 
-    @staticmethod
-    def size_for(offset_type: int) -> int:
-        return 8 if offset_type in (4, 5) else 0
+    def __init__(self, last_may_carry: bool = False) -> None:
+        self.last_may_carry = last_may_carry
 
 
 OFFSET_VALUE = OffsetValueType()
+TRAILING_OFFSET_VALUE = OffsetValueType(last_may_carry=True)

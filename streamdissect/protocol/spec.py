@@ -20,6 +20,7 @@ from .primitives import (
     OFFSET_VALUE,
     PROPERTIES,
     STRING,
+    TRAILING_OFFSET_VALUE,
     U8,
     U16,
     U32,
@@ -107,6 +108,7 @@ def _f(spec: str, wire_type: WireType, since: int = 1) -> Field:
 
 
 OFFSET_SPEC = (_f("offset_type", U16), _f("offset", OFFSET_VALUE))
+LAST_OFFSET_SPEC = (_f("offset_type", U16), _f("offset", TRAILING_OFFSET_VALUE))
 STREAMS = _f("streams", ArrayType(STRING))
 ACK = _Side(code=True, sender="server")  # a response that is corr + code only
 
@@ -302,7 +304,7 @@ _pair(
     0x1A,
     "ConsumerUpdate",
     _req(_f("subscription_id", U8), _f("active", U8), sender="server"),
-    _Side(fields=OFFSET_SPEC, code=True, sender="client"),
+    _Side(fields=LAST_OFFSET_SPEC, code=True, sender="client"),
 )
 _COMMAND_VERSIONS = _f(
     "commands", ArrayType(StructType((("key", U16), ("min_version", U16), ("max_version", U16))))
