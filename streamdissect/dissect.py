@@ -20,7 +20,7 @@ from .capture import ACK, SYN, PacketProblem, open_capture, tcp_segment
 from .capture.pcap import Packet
 from .framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
 from .protocol import MESSAGES
-from .tcp import DEFAULT_OOO_CAP, FlowTable, TcpConnection
+from .tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
 DEFAULT_PORTS = (5552,)
 TUNE_KEY = 0x0014
@@ -231,7 +231,7 @@ class Dissector:
             conn.ignored = True
             owner.pending = []
             for stream in conn.streams:
-                stream.sink = Framer(self._drop, self._drop)  # inert until dropped
+                stream.sink = NullSink()  # the rest of the current segment goes nowhere
             return
         if owner.server_side is None:
             buffer = conn.streams[side].sink.buffer
@@ -281,10 +281,6 @@ class Dissector:
         return Framer(emit, report, self.max_frame, self.deliver_keep_limit)
 
     # --- anomalies -------------------------------------------------------------------
-
-    @staticmethod
-    def _drop(*args: object) -> None:
-        pass
 
     def _tcp_report(
         self,
