@@ -105,3 +105,20 @@ def test_unreadable_input_raises_at_once(tmp_path):
     bad.write_text("not a capture")
     with pytest.raises(CaptureError):
         dissect(str(bad))
+
+
+def test_other_protocols_on_other_ports_are_left_alone(real, tmp_path):
+    _, linktype, packets = real
+    moved = worsen.rewrite_port(packets, 5552, 8080)
+    first_data = {}
+    for i in worsen.data_segments(moved):
+        first_data.setdefault(worsen.tcp_of(moved[i][1]).flow, i)
+    for i in first_data.values():  # every direction now opens with something else
+        ts, data, wirelen = moved[i]
+        t = worsen.tcp_of(data)
+        text = (b"GET / HTTP/1.1\r\n" * 100)[: t.payload_len]
+        moved[i] = (ts, data[: t.payload_at] + text + data[t.payload_at + t.payload_len :],
+                    wirelen)
+    dissector = Dissector()
+    events = list(dissector.run(str(worsen.write_pcap(tmp_path / "h.pcap", linktype, moved))))
+    assert events == [] and dissector.connections == []
