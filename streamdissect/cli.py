@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from .capture import CaptureError
 from .dissect import Anomaly, Dissector, FrameEvent
+from .cli_analyze import add_parser as register_analyze
 
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024  # smaller files finish before a bar is worth drawing
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
     register_frames(subparsers)
+    register_analyze(subparsers)
     return parser
 
 

@@ -1,0 +1,47 @@
+"""`streamdissect analyze CAPTURE...`: every analysis of a capture as text tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .analysis import analyze
+from .analysis.report import to_json, to_text
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "analyze",
+        help="latency, confirm lag, credit stalls, consumer lag, lifecycle, errors",
+        description="Analyse one capture; several files (a rotated set) are read as one "
+        "capture in time order.",
+    )
+    p.add_argument("captures", nargs="+", metavar="CAPTURE")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--port", type=int, action="append", dest="ports",
+                   help="server port of the Stream protocol (repeatable; default 5552)")
+    p.add_argument("--no-heuristic", action="store_true",
+                   help="only the given ports, no recognition of the protocol on other ports")
+    p.add_argument("--max-frame", type=int, default=None,
+                   help="largest frame accepted (default: negotiated frame max, else 8 MiB)")
+    p.add_argument("--at-once-ms", type=float, default=50.0,
+                   help="a Deliver this soon after a Credit shows the broker had more data")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args) -> int:
+    result = analyze(
+        args.captures,
+        ports=tuple(args.ports or (5552,)),
+        heuristic=not args.no_heuristic,
+        max_frame=args.max_frame,
+        at_once_ms=args.at_once_ms,
+    )
+    if args.format == "json":
+        json.dump(to_json(result), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(to_text(result))
+    return 0
