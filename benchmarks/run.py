@@ -396,6 +396,7 @@ def main(argv=None) -> int:
                 t.packets = count_packets(t.path)[0]
                 t.bytes = os.path.getsize(t.path)
         warm(path)
+        load0 = os.getloadavg()
         log("measuring (%d repeats, round-robin) ..." % args.repeats)
         measure(tools, args.repeats, args.timeout, args.repeat_cap, env, log)
 
@@ -419,6 +420,8 @@ def main(argv=None) -> int:
                 "the 2x file" if an1 is not None and an1.ok else "the 1x file")
 
     results = targets(tools, flat, args.rss_limit)
+    info["loadavg_before"] = [round(x, 2) for x in load0]
+    info["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
 
     print()
     print("streamdissect benchmark: %s" % path)
@@ -428,8 +431,11 @@ def main(argv=None) -> int:
     print("  %s, %s CPUs, Python %s, %s, scapy %s, git %s" % (
         info["host_cpu"], info["cpus"], info["python"], info["tshark"], info["scapy"],
         info["git"]))
-    print("  median of %d runs each (min..max shown), peak RSS = max over the runs (%s)\n"
+    print("  median of %d runs each (min..max shown), peak RSS = max over the runs (%s)"
           % (args.repeats, RSS_METHOD))
+    print("  load average (1/5/15 min) before %s, after %s: other work on the machine shows as "
+          "spread\n" % ("/".join("%.2f" % x for x in info["loadavg_before"]),
+                        "/".join("%.2f" % x for x in info["loadavg_after"])))
     print(table(tools))
     for t in tools:
         if t.name == "scapy" and t.ok:
