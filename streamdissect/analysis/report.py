@@ -67,7 +67,9 @@ def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None) -> 
     line = "=" * len(title)
     if df.empty:
         return f"{title}\n{line}\n(none)\n"
-    body = df.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.3f}")
+    shown = df.astype(object).where(df.notna(), "-")
+    shown = shown.map(lambda v: f"{v:.3f}" if isinstance(v, float) else v)
+    body = shown.to_string(index=False)
     return f"{title}\n{line}\n{body}\n"
 
 
@@ -100,7 +102,21 @@ def to_text(a: Analysis, max_rows: int = 50) -> str:
             "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total"]),
         _section("Credit stalls", a.stalls.head(max_rows)),
         _section("Consumer lag (per subscription)", lag_summary),
+        _section("Throughput (per second of capture)", _throughput_summary(a.throughput)),
         _section("Errors", a.errors),
         _section("Anomalies", a.anomalies.head(max_rows)),
     ]
     return "\n".join(parts)
+
+
+def _throughput_summary(tp: pd.DataFrame) -> pd.DataFrame:
+    if tp.empty:
+        return tp
+    measures = ["published_msgs", "published_bytes", "confirmed_msgs", "delivered_msgs",
+                "delivered_bytes"]
+    return pd.DataFrame({
+        "measure": measures,
+        "total": [int(tp[m].sum()) for m in measures],
+        "peak_per_s": [int(tp[m].max()) for m in measures],
+        "seconds": [len(tp)] * len(measures),
+    })
