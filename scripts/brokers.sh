@@ -3,7 +3,8 @@
 #   rabbit3: Debian bookworm's rabbitmq-server 3.10.8, stream port 5552 (host)
 #   rabbit4: Debian trixie's rabbitmq-server 4.0.x, stream port 5553 (debootstrap chroot)
 # Everything listens on 127.0.0.1 only. Idempotent: a running broker is left alone.
-# Usage: scripts/brokers.sh start|stop|status [rabbit3|rabbit4]   (default: both)
+# Usage: scripts/brokers.sh start|stop|status [rabbit3|rabbit4|both] [force]
+#   stop only stops what this script started, unless "force" is given.
 set -euo pipefail
 
 CHROOT=${STREAMDISSECT_CHROOT:-/srv/trixie}
@@ -75,8 +76,15 @@ start_rabbit3() {
   touch "$STATE_DIR/rabbit3.started"
 }
 
+started_here() {  # name -> 0 when this script started it (or "force" was given)
+  [ "$FORCE" = force ] || [ -e "$STATE_DIR/$1.started" ] && return 0
+  log "$1 was not started by this script; leaving it up (add 'force' to stop it anyway)"
+  return 1
+}
+
 stop_rabbit3() {
-  port_open 5552 || { log "rabbit3 not running"; return 0; }
+  port_open 5552 || { log "rabbit3 not running"; rm -f "$STATE_DIR/rabbit3.started"; return 0; }
+  started_here rabbit3 || return 0
   log "stopping rabbit3"
   su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit.pid' >/dev/null || true
   rm -f "$STATE_DIR/rabbit3.started"
@@ -124,6 +132,7 @@ start_rabbit4() {
 
 stop_rabbit4() {
   if port_open 5553; then
+    started_here rabbit4 || return 0
     log "stopping rabbit4"
     in_chroot "su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; ERL_EPMD_PORT=4370 /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit4.pid'" >/dev/null || true
   else
@@ -142,6 +151,7 @@ status() {
 
 action=${1:-status}
 which=${2:-both}
+FORCE=${3:-}
 case "$action" in
   start)
     case "$which" in rabbit3) start_rabbit3 ;; rabbit4) start_rabbit4 ;; both) start_rabbit3; start_rabbit4 ;; *) exit 2 ;; esac ;;
