@@ -213,7 +213,7 @@ class Malformed(FrameFacts):
         result = self.common_dict()
         result |= {"malformed": True, "reason": self.reason, "offset": self.offset}
         # raw frames may hold credentials (a broken SaslAuthenticate): hide unless asked
-        sensitive = (self.key & ~RESPONSE_BIT) == 0x13 and not show_secrets
+        sensitive = ((self.key or 0) & ~RESPONSE_BIT) == 0x13 and not show_secrets
         result["raw"] = REDACTED.hex() if sensitive else self.raw.hex()
         return result
 
