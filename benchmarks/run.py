@@ -341,7 +341,13 @@ def env_info() -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host_cpu": cpu,
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "tshark": first_line(["tshark", "-v"]), "scapy": scapy_v,
-            "git": first_line(["git", "rev-parse", "--short", "HEAD"])}
+            "git": git_rev()}
+
+
+def git_rev() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=ROOT, check=False).stdout.strip()
+    return out or "?"
 
 
 def warm(path: str) -> None:
@@ -420,6 +426,10 @@ def main(argv=None) -> int:
                 "the 2x file" if an1 is not None and an1.ok else "the 1x file")
 
     results = targets(tools, flat, args.rss_limit)
+    info["git_after"] = git_rev()
+    info["streamdissect_uncommitted"] = bool(subprocess.run(
+        ["git", "status", "--porcelain", "--", "streamdissect"], capture_output=True, text=True,
+        cwd=ROOT, check=False).stdout.strip())
     info["loadavg_before"] = [round(x, 2) for x in load0]
     info["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
 
@@ -431,6 +441,12 @@ def main(argv=None) -> int:
     print("  %s, %s CPUs, Python %s, %s, scapy %s, git %s" % (
         info["host_cpu"], info["cpus"], info["python"], info["tshark"], info["scapy"],
         info["git"]))
+    if info["git_after"] != info["git"]:
+        print("  note: git HEAD moved during the run (%s -> %s): rows may mix versions"
+              % (info["git"], info["git_after"]))
+    if info["streamdissect_uncommitted"]:
+        print("  note: uncommitted changes under streamdissect/: the figures are for the work "
+              "tree, not for a commit")
     print("  median of %d runs each (min..max shown), peak RSS = max over the runs (%s)"
           % (args.repeats, RSS_METHOD))
     print("  load average (1/5/15 min) before %s, after %s: other work on the machine shows as "
