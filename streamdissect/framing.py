@@ -73,9 +73,7 @@ def frame_plausible(buf: bytes | bytearray, pos: int, max_size: int, final: bool
     if isinstance(decode_frame(bytes(buf[pos:end])), (Malformed, Unknown)):
         return NO
     after = len(buf) - end
-    if after == 0:
-        return YES
-    if after < HEADER:
+    if after < HEADER:  # the next header decides; at the buffer's end it may come later
         return YES if final else WAIT
     return YES if header_plausible(*_header(buf, end), max_size) else NO
 
@@ -321,6 +319,8 @@ class Framer:
 
     def finish(self, ts_ns: int) -> None:
         """End of capture: say what was left unframed."""
+        if not self.synced and self.rbuf:
+            self._scan(ts_ns, final=True)  # a candidate waiting for the next header
         if self.cur_start >= 0:
             self.report(
                 "truncated",
@@ -356,12 +356,13 @@ class Framer:
         self._scan(ts_ns, final=False)
 
     def _resync_missing(self, length: int, ts_ns: int) -> None:
-        # A candidate right at the start of the captured bytes is taken on its header alone:
-        # with a small snaplen nothing more of it will ever be seen.
-        if self.rbuf and frame_plausible(self.rbuf, 0, self.resync_max, final=True) == YES:
-            self._synced_at(0, ts_ns)
-            self.missing(length, ts_ns)
-            return
+        # No more bytes come before the hole: a candidate waiting for them is judged on what
+        # is there (with a small snaplen nothing more of it will ever be seen).
+        if self.rbuf:
+            self._scan(ts_ns, final=True)
+            if self.synced:
+                self.missing(length, ts_ns)
+                return
         self.skipped += len(self.rbuf) + length
         self.rbuf_start += len(self.rbuf) + length
         self.rbuf = bytearray()
