@@ -393,7 +393,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="sd-bench-") as tmp:
         scapy_slice = os.path.join(tmp, "scapy-slice.pcap")
         if selected is None or "scapy" in selected:
-            write_slice(path, scapy_slice, args.scapy_packets)
+            try:
+                write_slice(path, scapy_slice, args.scapy_packets)
+            except ValueError:  # not classic pcap (pcapng): editcap cuts it, as pcap
+                subprocess.run(["editcap", "-F", "pcap", "-r", path, scapy_slice,
+                                "1-%d" % args.scapy_packets], check=True, capture_output=True)
         tools = build_tools(path, scapy_slice, selected)
         for t in tools:
             if t.path == path:
