@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from .frame_tables import plain_records
 from .run import Analysis
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def records(df: pd.DataFrame, columns: list[str] | None = None) -> list[dict]:
@@ -20,6 +23,8 @@ def records(df: pd.DataFrame, columns: list[str] | None = None) -> list[dict]:
 
 
 def _plain(v):
+    import pandas as pd
+
     if v is None or v is pd.NA:
         return None
     if isinstance(v, float) and math.isnan(v):
@@ -50,14 +55,14 @@ def to_json(a: Analysis) -> dict:
             "final_credit", "stalls", "stalled_ms_total")})
     return {
         "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
-        "connections": records(a.connections, CONNECTION_COLUMNS),
-        "latency": records(a.latency),
-        "confirms": records(a.confirms),
+        "connections": plain_records("connections", a.rows("connections"), CONNECTION_COLUMNS),
+        "latency": plain_records("latency", a.rows("latency")),
+        "confirms": plain_records("confirms", a.rows("confirms")),
         "credit": credit,
-        "consumer_lag": records(a.deliveries, LAG_COLUMNS),
-        "throughput": records(a.throughput),
-        "errors": records(a.errors),
-        "anomalies": records(a.anomalies),
+        "consumer_lag": plain_records("deliveries", a.rows("deliveries"), LAG_COLUMNS),
+        "throughput": plain_records("throughput", a.rows("throughput")),
+        "errors": plain_records("errors", a.rows("errors")),
+        "anomalies": plain_records("anomalies", a.rows("anomalies")),
     }
 
 
@@ -74,6 +79,8 @@ def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None) -> 
 
 
 def to_text(a: Analysis, max_rows: int = 50) -> str:
+    import pandas as pd
+
     lag = a.deliveries
     lag_summary = pd.DataFrame()
     if not lag.empty:
@@ -110,6 +117,8 @@ def to_text(a: Analysis, max_rows: int = 50) -> str:
 
 
 def _throughput_summary(tp: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     if tp.empty:
         return tp
     measures = ["published_msgs", "published_bytes", "confirmed_msgs", "delivered_msgs",

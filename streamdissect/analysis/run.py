@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .confirms import ConfirmCollector
 from .consumption import DeliveryCollector, ThroughputCollector
@@ -20,6 +19,9 @@ from .fields import get
 from .frame_tables import dataframe
 from .latency import LatencyCollector
 from .lifecycle import LifecycleCollector
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -62,6 +64,25 @@ class Analysis:
         self._anomalies = anomalies
         self.first_ns = first_ns
         self.last_ns = last_ns
+
+    def rows(self, table: str) -> list:
+        """The rows behind a table (dicts or tuples in schema order), without pandas."""
+        c = self._c
+        if table == "connections":
+            return c.lifecycle.rows(self._tcp_connections)
+        if table == "latency":
+            return c.latency.summary()
+        if table == "confirms":
+            return c.confirms.summary()
+        if table == "deliveries":
+            return c.deliveries.rows
+        if table == "throughput":
+            return c.throughput.rows()
+        if table == "errors":
+            return c.errors.rows()
+        if table == "anomalies":
+            return [_anomaly_row(a) for a in self._anomalies]
+        raise KeyError(table)
 
     @cached_property
     def connections(self) -> pd.DataFrame:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .fields import get
 from .frame_tables import dataframe
 from .run import analyze
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Columns of the frames table taken from the record itself; the rest go to `fields` (JSON).
 _ENVELOPE = ("key", "command", "response", "version", "size", "correlation_id", "code",
