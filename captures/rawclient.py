@@ -92,7 +92,7 @@ class RawClient:
 
     # -- conversation pieces
     def handshake(self, user: str = "guest", password: str = "guest", heartbeat: int = 60,
-                  frame_max: int = 1048576) -> None:
+                  frame_max: int = 1048576, tune_reply_as_response: bool = False) -> None:
         self.request("PeerProperties", properties={
             "product": "streamdissect corpus raw client", "connection_name": self.conn.role or "raw"})
         self.request("SaslHandshake")
@@ -102,7 +102,9 @@ class RawClient:
             return
         tune = self.wait(lambda r: r.command == "Tune")
         self.heartbeat = min(heartbeat, tune.heartbeat) if tune.heartbeat else heartbeat
-        self.send("Tune", frame_max=min(frame_max, tune.frame_max), heartbeat=self.heartbeat)
+        # the Java client answers Tune with key 0x8014, rstream and rbfly with 0x0014
+        self.send("Tune", response=tune_reply_as_response,
+                  frame_max=min(frame_max, tune.frame_max), heartbeat=self.heartbeat)
         self.request("Open", virtual_host="/")
 
     def close(self) -> None:

@@ -91,9 +91,13 @@ def test_close_and_heartbeats(case):
     for tc in truth["connections"]:
         cid = conn_id(a, tc["client_port"])
         row = a.connections.set_index("connection").loc[cid]
+        closing = tc.get("closing_codes", {})
         if tc.get("client_close") == "protocol":
             assert row["closed_by"] == "client"
-            assert row["close_code"] == tc["closing_codes"]["c2s"][0]
+            assert row["close_code"] == closing["c2s"][0]
+        elif "s2c" in closing:
+            assert row["closed_by"] == "server"
+            assert row["close_code"] == closing["s2c"][0]
         elif tc.get("client_close") == "tcp":
             assert row["closed_by"] == "TCP closed without Close"
         assert row["heartbeats_c2s"] == tc["frames"]["c2s"].get("0x0017 v1", 0)

@@ -96,3 +96,18 @@ def deliver_v2(rec, port: int) -> None:
     c.request("DeletePublisher", publisher_id=0)
     c.request("Delete", stream=s)
     c.drop()
+
+
+def server_close(rec, port: int) -> None:
+    """Tune answered as 0x8014 (the Java client's form), then a Close started by the broker:
+    an unknown command key makes it close with 0x0d, and the client answers 0x8016."""
+    c = RawClient(rec, port, "server-close")
+    c.handshake(tune_reply_as_response=True)
+    c.request("Metadata", streams=["sd-nothing-here"])
+    frame = (6).to_bytes(4, "big") + (0x0077).to_bytes(2, "big") + (1).to_bytes(2, "big") + b"\0\0"
+    c.sock.sendall(frame)  # no such command: raw bytes, the codec has no record for it
+    c.conn.wrote(frame)
+    close = c.wait(lambda r: r.command == "Close" and not r.response)
+    c.send("Close", response=True, correlation_id=close.correlation_id, code=1)
+    c.drain(1.0)
+    c._shut("server")
