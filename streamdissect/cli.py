@@ -16,8 +16,8 @@ from typing import Any, TextIO
 from .capture import CaptureError
 from .dissect import Anomaly, Dissector, FrameEvent
 from .cli_analyze import add_parser as register_analyze
+from .progress import progress_bar
 
-PROGRESS_MIN_BYTES = 32 * 1024 * 1024  # smaller files finish before a bar is worth drawing
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
 PAYLOAD_FIELDS = ("chunk_payload", "messages")
@@ -58,7 +58,8 @@ def register_frames(subparsers: Any) -> None:
         "--max-frame",
         type=int,
         metavar="N",
-        help="largest plausible frame in bytes (default 8 MiB)",
+        help="largest frame kept whole, in bytes (default: the negotiated frame max, else 8 MiB);"
+        " a frame above it is an anomaly (frame_too_large)",
     )
     parser.add_argument(
         "--show-secrets",
@@ -74,7 +75,7 @@ def register_frames(subparsers: Any) -> None:
 
 
 def run_frames(args: argparse.Namespace) -> int:
-    bar = _progress_bar(args.captures)
+    bar = progress_bar(args.captures)
     dissector = Dissector(
         ports=args.ports or (5552,),
         heuristic=not args.no_heuristic,
@@ -102,17 +103,6 @@ def run_frames(args: argparse.Namespace) -> int:
         if bar:
             bar.close()
     return 0
-
-
-def _progress_bar(paths: Iterable[str]):
-    if not sys.stderr.isatty():
-        return None
-    total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
-    if total < PROGRESS_MIN_BYTES:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False)
 
 
 def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) -> dict[str, Any]:

@@ -8,6 +8,8 @@ import sys
 
 from .analysis import analyze
 from .analysis.report import to_json, to_text
+from .capture import CaptureError
+from .progress import progress_bar
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -32,13 +34,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    result = analyze(
-        args.captures,
-        ports=tuple(args.ports or (5552,)),
-        heuristic=not args.no_heuristic,
-        max_frame=args.max_frame,
-        at_once_ms=args.at_once_ms,
-    )
+    bar = progress_bar(args.captures)
+    try:
+        result = analyze(
+            args.captures,
+            ports=tuple(args.ports or (5552,)),
+            heuristic=not args.no_heuristic,
+            max_frame=args.max_frame,
+            at_once_ms=args.at_once_ms,
+            on_read=bar.update if bar else None,
+        )
+    except CaptureError as exc:
+        print(f"streamdissect: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if bar:
+            bar.close()
     if args.format == "json":
         json.dump(to_json(result), sys.stdout, indent=1)
         sys.stdout.write("\n")

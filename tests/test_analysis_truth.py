@@ -144,3 +144,13 @@ def test_analyze_cli_json_has_the_documented_keys():
     assert ("PublishError", 0x12) in errors
     assert ("Create", 0x05) in errors
     assert ("Credit", 0x04) in errors
+
+
+def test_analyze_cli_unreadable_input_is_a_clear_error(tmp_path):
+    bogus = tmp_path / "not-a-capture.pcap"
+    bogus.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    out = subprocess.run([sys.executable, "-m", "streamdissect.cli", "analyze", str(bogus)],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "not a pcap or pcapng capture" in out.stderr
+    assert "Traceback" not in out.stderr

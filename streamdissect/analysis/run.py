@@ -183,13 +183,16 @@ def analyze_events(events: Iterable, tcp_connections_after=lambda: [],
 
 
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
-            max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS) -> Analysis:
-    """Read a capture (several paths: one capture in time order) and run every analysis."""
+            max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
+            on_read=None) -> Analysis:
+    """Read a capture (several paths: one capture in time order) and run every analysis.
+    `on_read(n)` is told how many file bytes were read (a progress bar)."""
     from ..dissect import Dissector
 
     if isinstance(paths, str):
         paths = [paths]
-    dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame)
+    dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
+                          on_read=on_read)
     return analyze_events(
         dissector.run(paths),
         tcp_connections_after=lambda: list(dissector.connections),
