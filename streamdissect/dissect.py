@@ -128,6 +128,7 @@ class Dissector:
         self.ports = frozenset(ports)
         self.heuristic = heuristic
         self.max_frame = max_frame or DEFAULT_MAX_FRAME
+        self.fixed_max_frame = bool(max_frame)  # given: it, not the negotiated max, limits
         self.deliver_keep_limit = deliver_keep_limit
         self.ooo_cap = ooo_cap
         self.on_read = on_read
@@ -278,7 +279,7 @@ class Dissector:
         def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
             self._anomaly(ts_ns, connection, direction, kind, offset, length, detail)
 
-        return Framer(emit, report, self.max_frame, self.deliver_keep_limit)
+        return Framer(emit, report, self.max_frame, self.deliver_keep_limit, self.fixed_max_frame)
 
     # --- anomalies -------------------------------------------------------------------
 

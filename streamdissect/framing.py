@@ -5,7 +5,16 @@ fed by the TCP reassembler (see tcp.StreamSink): `data()` for captured bytes, `m
 for bytes that were on the wire but not in the capture (snaplen, gaps), `desync()` when the
 stream starts in the middle.
 
-Memory: a frame is buffered only up to its own size, never beyond `max_frame`. Big Deliver
+Limits (each one hit is an anomaly, never silence):
+- `max_frame` (`--max-frame`, default 8 MiB): a size field above it is taken as garbage:
+  anomaly `frame_too_large`, then resync.
+- the negotiated frame max (Tune; 0 means none): the broker closes a connection that sends a
+  larger frame, and brokers before 4.3.5 could send a larger Deliver. Such a frame is still
+  framed (sync is kept), reported as anomaly `frame_too_large`, and, unless `max_frame` was
+  given explicitly (`fixed_max_frame`), only its first DELIVER_HEAD bytes are kept: the record
+  is decoded from them (`truncated=True`). Deliver follows `deliver_keep_limit` instead.
+
+Memory: a frame is buffered only up to its own size, never beyond those limits. Big Deliver
 frames are counted, not kept: only their first DELIVER_HEAD bytes (frame header, committed
 chunk id, the 48-byte Osiris chunk header and the first entries) are kept, so a 1 MiB chunk
 spanning 20 segments is never concatenated. Every other command is kept whole, because its
@@ -32,6 +41,9 @@ DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 DELIVER_KEY = 0x0008
 DELIVER_KEEP_LIMIT = 64 * 1024
 DELIVER_HEAD = 256  # v2 prefix (17) + chunk header (48) + room for the codec to look ahead
+# A negotiated frame max below this is not taken as a buffering limit (no client asks for
+# less; a hostile Tune must not make every later frame head-only).
+MIN_NEGOTIATED_FRAME_MAX = 1024
 HEADER = 8
 
 _u32 = struct.Struct(">I").unpack_from
@@ -103,7 +115,10 @@ class Framer:
         "cur_total",
         "deliver_keep_limit",
         "emit",
+        "fixed_max_frame",
+        "frame_limit",
         "max_frame",
+        "negotiated",
         "offset",
         "rbuf",
         "rbuf_start",
@@ -120,10 +135,15 @@ class Framer:
         report: Report,
         max_frame: int = DEFAULT_MAX_FRAME,
         deliver_keep_limit: int | None = DELIVER_KEEP_LIMIT,
+        fixed_max_frame: bool = False,
     ) -> None:
         self.emit = emit
         self.report = report
         self.max_frame = max_frame  # a frame claiming more is absurd
+        self.fixed_max_frame = fixed_max_frame  # given by the user: kept whole up to it
+        self.negotiated: int | None = None  # Tune's frame_max (whole frame, size field included)
+        # A size above this needs a look: above max_frame (absurd) or the negotiated max.
+        self.frame_limit = max_frame
         self.resync_max = max_frame  # plausibility bound; the negotiated frame_max once seen
         self.deliver_keep_limit = deliver_keep_limit
         self.offset = 0  # stream offset of the next byte fed
@@ -146,6 +166,12 @@ class Framer:
     def negotiated_frame_max(self, frame_max: int) -> None:
         if frame_max > 0:
             self.resync_max = min(frame_max, self.max_frame)
+        if frame_max >= MIN_NEGOTIATED_FRAME_MAX:
+            self.negotiated = frame_max
+            self.frame_limit = min(frame_max - 4, self.max_frame)
+        else:
+            self.negotiated = None
+            self.frame_limit = self.max_frame
 
     # --- sink interface --------------------------------------------------------------
 
@@ -166,20 +192,25 @@ class Framer:
             n -= used
         pos = 0
         base = self.offset
-        max_frame = self.max_frame
+        frame_limit = self.frame_limit
         keep_limit = self.deliver_keep_limit
         while n - pos >= HEADER:
             size, key, _version = _header(view, pos)
-            if size > max_frame or size < 4:
-                self.offset = base + pos
-                self._absurd(size, ts_ns)
-                self._resync_data(view[pos:], ts_ns)
-                return
+            too_large = False
+            if size > frame_limit or size < 4:
+                if size > self.max_frame or size < 4:
+                    self.offset = base + pos
+                    self._absurd(size, ts_ns)
+                    self._resync_data(view[pos:], ts_ns)
+                    return
+                too_large = True
             end = pos + 4 + size
             if end > n:
-                break
-            if key == DELIVER_KEY and keep_limit is not None and size > keep_limit:
-                self._deliver_head(base + pos, ts_ns, bytes(view[pos : pos + DELIVER_HEAD]), size)
+                break  # _learn_size reports it once the frame is underway
+            if too_large:
+                too_large = self._above_negotiated(base + pos, size, key, ts_ns)
+            if too_large or (key == DELIVER_KEY and keep_limit is not None and size > keep_limit):
+                self._emit_head(base + pos, ts_ns, bytes(view[pos : pos + DELIVER_HEAD]), size)
             else:
                 self._decode(base + pos, ts_ns, bytes(view[pos:end]), size, False)
             pos = end
@@ -272,12 +303,14 @@ class Framer:
             return False
         self.cur_total = 4 + size
         key = (head[4] << 8 | head[5]) if len(head) >= 6 else None
-        big_deliver = (
+        head_only = (
             key == DELIVER_KEY
             and self.deliver_keep_limit is not None
             and size > self.deliver_keep_limit
         )
-        self.cur_keep = DELIVER_HEAD if big_deliver else self.cur_total
+        if size > self.frame_limit and self._above_negotiated(self.cur_start, size, key, ts_ns):
+            head_only = True
+        self.cur_keep = DELIVER_HEAD if head_only else self.cur_total
         return True
 
     def _finish_frame(self, ts_ns: int) -> None:
@@ -289,7 +322,7 @@ class Framer:
                 "truncated", ts_ns, start, self.cur_total, "frame key/version cut by missing bytes"
             )
         elif self.cur_kept < self.cur_total and not self.cur_cut:
-            self._deliver_head(start, ts_ns, frame, size)
+            self._emit_head(start, ts_ns, frame, size)
         else:
             self._decode(start, ts_ns, frame, size, self.cur_cut)
         self._reset_frame()
@@ -300,20 +333,36 @@ class Framer:
             self.report("malformed", ts_ns, offset, size + 4, record.reason)
         self.emit(offset, ts_ns, record)
 
-    def _deliver_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
+    def _emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
+        """A frame of which only the first bytes were kept (big Deliver, above the limit)."""
         record = decode_frame(head, declared_size=size)
-        if not isinstance(record, Malformed | Unknown):
+        if record.key == DELIVER_KEY and not isinstance(record, Malformed | Unknown):
             record.truncated = False  # complete on the wire; we only chose not to keep it
             record.chunk_payload = None
         self.emit(offset, ts_ns, record)
 
+    def _above_negotiated(self, offset: int, size: int, key: int | None, ts_ns: int) -> bool:
+        """A frame above the negotiated frame max (but within max_frame): report it; True
+        when only its head is to be kept. Deliver keeps its own rule (deliver_keep_limit):
+        brokers before 4.3.5 send whole chunks whatever the frame max."""
+        head_only = not self.fixed_max_frame and key != DELIVER_KEY
+        self.report(
+            "frame_too_large",
+            ts_ns,
+            offset,
+            4 + size,
+            f"frame of {4 + size} bytes above the negotiated frame max {self.negotiated}"
+            + ("; only its first bytes are kept" if head_only else ""),
+        )
+        return head_only
+
     def _absurd(self, size: int, ts_ns: int) -> None:
         self.report(
-            "malformed",
+            "frame_too_large",
             ts_ns,
             self.offset,
             size,
-            f"absurd frame length {size} (limit {self.max_frame})",
+            f"absurd frame length {size} (limit {self.max_frame}, --max-frame)",
         )
         self._lose_sync(self.offset)
 

@@ -98,7 +98,7 @@ def test_absurd_length_is_malformed_then_resync_without_buffering(streams):
     whole = Collect().feed(data, len(data)).frames
     shifted = [(o if o < cut else o + len(bad), f) for o, f in whole]
     assert got.frames == shifted
-    assert got.anomalies == [("malformed", cut, 0xFFFFFFFF), ("resync", cut, len(bad))]
+    assert got.anomalies == [("frame_too_large", cut, 0xFFFFFFFF), ("resync", cut, len(bad))]
     assert len(got.framer.rbuf) == 0 and got.framer.cur_parts == []
 
 
