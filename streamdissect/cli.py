@@ -181,6 +181,8 @@ def summary(record: Any, show_secrets: bool = False) -> str:
     fields = record.to_dict(show_secrets=show_secrets)
     name = fields.get("command") or type(record).__name__
     parts = [f"{name}{'Response' if fields.get('response') else ''} v{fields.get('version')}"]
+    if name in ("Unknown", "Malformed") and fields.get("key") is not None:
+        parts.append(f"key=0x{fields['key']:04x}")
     if fields.get("correlation_id") is not None:
         parts.append(f"corr={fields['correlation_id']}")
     if fields.get("code") is not None:
