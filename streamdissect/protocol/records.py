@@ -8,7 +8,7 @@ behaviour on top through small mixins (Deliver's lazy chunk walking, SASL redact
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
 from . import osiris
@@ -130,10 +130,34 @@ class DeliverMethods:
         return result
 
 
+SASL_KEY = 0x0013
+
+
+def _redacted_repr(self: Any) -> str:
+    """The dataclass repr with secrets hidden: a record's repr ends up in logs, tracebacks
+    and notebooks, where --show-secrets was never asked for."""
+    shown = {f.name: getattr(self, f.name) for f in fields(self)}
+    if ((shown.get("key") or 0) & ~RESPONSE_BIT) == SASL_KEY:
+        if shown.get("raw") is not None:
+            shown["raw"] = REDACTED
+        if shown.get("sasl_data") is not None:
+            shown["sasl_data"] = redact_sasl(shown.get("mechanism"), shown["sasl_data"])
+    return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+
 def split_plain(sasl_data: bytes) -> tuple[bytes, bytes, bytes] | None:
     """PLAIN is `authzid NUL authcid NUL password` (RFC 4616)."""
     parts = sasl_data.split(b"\x00", 2)
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
+def redact_sasl(mechanism: str | None, sasl_data: bytes) -> bytes:
+    """PLAIN keeps its user names and loses the password; other mechanisms lose it all
+    (EXTERNAL carries no secret)."""
+    if mechanism == "EXTERNAL":
+        return sasl_data
+    parts = split_plain(sasl_data) if mechanism == "PLAIN" else None
+    return REDACTED if parts is None else b"\x00".join(parts[:2] + (REDACTED,))
 
 
 class SaslAuthenticateMethods:
@@ -151,10 +175,8 @@ class SaslAuthenticateMethods:
     def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
         result = Record.to_dict(self, show_secrets)  # type: ignore[arg-type]
         result["username"] = self.username
-        if not show_secrets and self.sasl_data is not None and self.mechanism != "EXTERNAL":
-            parts = split_plain(self.sasl_data) if self.mechanism == "PLAIN" else None
-            redacted = REDACTED if parts is None else b"\x00".join(parts[:2] + (REDACTED,))
-            result["sasl_data"] = redacted.hex()
+        if not show_secrets and self.sasl_data is not None:
+            result["sasl_data"] = redact_sasl(self.mechanism, self.sasl_data).hex()
         return result
 
 
@@ -187,10 +209,11 @@ def _make_class(message: Message) -> type[Record]:
 
 
 RECORD_CLASSES: dict[int, type[Record]] = {m.key: _make_class(m) for m in MESSAGES}
+RECORD_CLASSES[SASL_KEY].__repr__ = _redacted_repr  # type: ignore[method-assign]
 globals().update({cls.__name__: cls for cls in RECORD_CLASSES.values()})
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Malformed(FrameFacts):
     """A frame whose bytes do not fit its command's layout."""
 
@@ -213,12 +236,14 @@ class Malformed(FrameFacts):
         result = self.common_dict()
         result |= {"malformed": True, "reason": self.reason, "offset": self.offset}
         # raw frames may hold credentials (a broken SaslAuthenticate): hide unless asked
-        sensitive = ((self.key or 0) & ~RESPONSE_BIT) == 0x13 and not show_secrets
+        sensitive = ((self.key or 0) & ~RESPONSE_BIT) == SASL_KEY and not show_secrets
         result["raw"] = REDACTED.hex() if sensitive else self.raw.hex()
         return result
 
+    __repr__ = _redacted_repr
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class Unknown(FrameFacts):
     """A frame whose key or version the table does not know; kept as raw bytes."""
 
@@ -232,7 +257,12 @@ class Unknown(FrameFacts):
     command: ClassVar[None] = None
 
     def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
-        return self.common_dict() | {"unknown": True, "raw": self.raw.hex()}
+        # an unknown version of SaslAuthenticate still carries the credentials
+        sensitive = ((self.key or 0) & ~RESPONSE_BIT) == SASL_KEY and not show_secrets
+        raw = REDACTED.hex() if sensitive else self.raw.hex()
+        return self.common_dict() | {"unknown": True, "raw": raw}
+
+    __repr__ = _redacted_repr
 
 
 AnyRecord = Record | Malformed | Unknown
