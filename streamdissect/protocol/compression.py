@@ -18,7 +18,12 @@ _SNAPPY_FEED = 4096  # a framed-snappy chunk inflates to <= 64 KiB, so feeding 4
 
 
 class DecompressionError(Exception):
-    pass
+    """`kind` is "decompression_cap" when a bound stopped the output (a claimed length above
+    the cap, or more output than claimed: a zip bomb), "malformed" for bad data."""
+
+    def __init__(self, message: str, kind: str = "malformed") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def _gzip(data: bytes, limit: int) -> bytes:
@@ -87,12 +92,15 @@ def decompress(
         raise DecompressionError(f"unknown compression code {code}")
     if claimed_length > max_size:
         raise DecompressionError(
-            f"claimed uncompressed length {claimed_length} exceeds the cap {max_size}"
+            f"claimed uncompressed length {claimed_length} exceeds the cap {max_size}",
+            "decompression_cap",
         )
     limit = claimed_length + SLACK
     out = codec(data, limit + 1)
     if len(out) > limit:
-        raise DecompressionError(f"output exceeds the claimed length {claimed_length}")
+        raise DecompressionError(
+            f"output exceeds the claimed length {claimed_length}", "decompression_cap"
+        )
     if len(out) != claimed_length:
         raise DecompressionError(
             f"decompressed {len(out)} bytes, the entry claims {claimed_length}"

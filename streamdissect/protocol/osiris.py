@@ -74,6 +74,7 @@ class Entry:
 class MalformedEntry:
     position: int
     reason: str
+    kind: str = "malformed"  # "decompression_cap" when a decompression bound was hit
 
 
 @dataclass(slots=True)
@@ -134,7 +135,7 @@ def sub_batch_records(
             entry.compression, entry.data, entry.uncompressed_length, max_decompressed
         )
     except DecompressionError as exc:
-        return MalformedEntry(entry.position, str(exc))
+        return MalformedEntry(entry.position, str(exc), exc.kind)
     records, pos = [], 0
     for i in range(entry.num_records):
         if len(body) - pos < 4:
