@@ -82,9 +82,10 @@ def _offset_value_step(buf: Any, pos: int, end: int, values: list) -> int:
 def _last_offset_value_step(buf: Any, pos: int, end: int, values: list) -> int:
     """As above, but 8 bytes ending the frame are read whatever the type (rstream's form)."""
     offset_type = values[-1]
-    if offset_type not in (4, 5) and end - pos < 8:
+    if offset_type not in (4, 5) and end == pos:
         values.append(None)
         return pos
+    # 1 to 7 bytes: the start of rstream's 8 bytes (cut by snaplen) or garbage
     return _read_offset(buf, pos, end, values, offset_type)
 
 
