@@ -81,16 +81,18 @@ def publish_messages(version: int) -> st.SearchStrategy[list[PublishedMessage]]:
 @st.composite
 def chunk_fields(draw: st.DrawFn) -> dict[str, Any]:
     payload = draw(st.binary(max_size=64))
+    data_length = draw(st.integers(0, len(payload)))
+    entries = draw(st.integers(0, data_length // 4))  # each entry takes 4 bytes or more
     header = {
         "magic_version": draw(st.integers(0x50, 0x5F)),
         "chunk_type": draw(st.integers(0, 255)),
-        "num_entries": draw(st.integers(0, 65535)),
-        "num_records": draw(st.integers(0, 2**32 - 1)),
+        "num_entries": entries,
+        "num_records": draw(st.integers(0, entries * 0xFFFF)),  # a sub-batch holds < 2**16
         "timestamp": draw(st.integers(-(2**63), 2**63 - 1)),
         "epoch": draw(st.integers(0, 2**64 - 1)),
         "chunk_id": draw(st.integers(0, 2**64 - 1)),
         "crc": draw(st.integers(0, 2**32 - 1)),
-        "data_length": draw(st.integers(0, len(payload))),
+        "data_length": data_length,
         "trailer_length": draw(st.integers(0, 2**32 - 1)),
         "bloom_size": draw(st.integers(0, 255)),
         "reserved": draw(st.integers(0, 2**24 - 1)),

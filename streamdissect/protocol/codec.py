@@ -102,6 +102,12 @@ def _chunk_header_step(buf: Any, pos: int, end: int, values: list) -> int:
     header = osiris.parse_header(buf, pos)
     if header["magic_version"] >> 4 != 5:
         raise DecodeError(f"bad chunk magic 0x{header['magic_version']:02x}", pos)
+    entries, records = header["num_entries"], header["num_records"]
+    if entries * osiris.MIN_ENTRY_SIZE > header["data_length"]:
+        raise DecodeError(f"chunk header claims {entries} entries in {header['data_length']} "
+                          "bytes of data", pos + 2)  # fmt: skip
+    if records > entries * osiris.MAX_SUB_BATCH_RECORDS:
+        raise DecodeError(f"chunk header claims {records} records in {entries} entries", pos + 4)
     values.append(header)
     return pos + osiris.HEADER_SIZE
 
@@ -312,7 +318,12 @@ def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
             data_length, trailer_length, bloom, res_high, res_low = _DELIVER_V2.unpack_from(frame, 8)  # fmt: skip
     else:
         return None
-    if magic >> 4 != 5 or len(frame) - start < data_length:
+    if (
+        magic >> 4 != 5
+        or len(frame) - start < data_length
+        or entries * 4 > data_length  # impossible counts: the compiled path explains
+        or records > entries * 0xFFFF
+    ):
         return None
     chunk = {
         "magic_version": magic, "chunk_type": ctype, "num_entries": entries,

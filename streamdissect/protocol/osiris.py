@@ -24,6 +24,8 @@ HEADER_FIELDS = (
     "chunk_id", "crc", "data_length", "trailer_length", "bloom_size", "reserved",
 )  # fmt: skip
 SIMPLE_SIZE = struct.Struct(">I")
+MIN_ENTRY_SIZE = 4  # a simple entry's size field; a sub-batch header takes 11
+MAX_SUB_BATCH_RECORDS = 0xFFFF  # num_records is a u16
 SUB_BATCH = struct.Struct(">BHII")  # flags, num_records, uncompressed_length, length
 TRACKING_ID = struct.Struct(">BB")
 U64 = struct.Struct(">Q")
