@@ -20,10 +20,13 @@ from .capture import ACK, SYN, PacketProblem, open_capture, tcp_segment
 from .capture.pcap import Packet
 from .framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
 from .protocol import MESSAGES
+from .protocol.records import record_class
 from .tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
 DEFAULT_PORTS = (5552,)
 TUNE_KEY = 0x0014
+PUBLISH_KEY = 0x0002
+PUBLISH_CLASS = record_class("Publish")
 CLASSIFY_BYTES = 64  # a direction's first bytes the protocol heuristic may look at
 SENDER_OF_KEY = {m.key: m.sender for m in MESSAGES}
 
@@ -100,7 +103,7 @@ class Classifier:
 class StreamConnection:
     """What the dissector keeps per TCP connection (TcpConnection.owner)."""
 
-    __slots__ = ("framers", "frames", "id", "pending", "server_side", "stream", "tcp")
+    __slots__ = ("framers", "frames", "id", "order", "pending", "server_side", "stream", "tcp")
 
     def __init__(self, tcp: TcpConnection, server_side: int | None) -> None:
         self.tcp = tcp
@@ -110,6 +113,7 @@ class StreamConnection:
         self.frames = [0, 0]  # by sending side
         self.pending: list[tuple] = []  # TCP anomalies held until the protocol is known
         self.stream = False
+        self.order = 0  # packet number at which it became a Stream connection
 
     def direction(self, side: int) -> str:
         return "s2c" if side == self.server_side else "c2s"
@@ -124,7 +128,16 @@ class Dissector:
         ooo_cap: int = DEFAULT_OOO_CAP,
         deliver_keep_limit: int | None = DELIVER_KEEP_LIMIT,
         on_read: Callable[[int], None] | None = None,
+        engine: str = "auto",
+        publish_messages: bool = True,
     ) -> None:
+        """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
+        single plain pcap file, else stream); both give the same events.
+        `publish_messages=False`: Publish records keep their ids and counts but not their
+        message list (`messages` is None), which the bulk engine then never copies."""
+        if engine not in ("auto", "bulk", "stream"):
+            raise ValueError(f"unknown engine {engine!r}")
+        self.engine = engine
         self.ports = frozenset(ports)
         self.heuristic = heuristic
         self.max_frame = max_frame or DEFAULT_MAX_FRAME
@@ -136,6 +149,10 @@ class Dissector:
         self._streams: list[StreamConnection] = []
         self._id_uses: dict[str, int] = {}
         self._out: list[FrameEvent | Anomaly] = []
+        self._row = 0  # number of the packet being handled (bulk engine: for ordering)
+        self._bulk = False
+        self._frame_class = FrameEvent
+        self.publish_messages = publish_messages
 
     # --- the run ---------------------------------------------------------------------
 
@@ -144,8 +161,32 @@ class Dissector:
         in time order (a rotated set). CaptureError if a file cannot be read at all."""
         if isinstance(paths, str):
             paths = [paths]
-        packets = self._packets(list(paths))  # opens every file now: errors raise here
+        paths = list(paths)
+        if self.engine != "stream" and len(paths) == 1:
+            from .bulk import BulkPcap, pcap_magic
+
+            magic = pcap_magic(paths[0])
+            if magic is not None:
+                self._bulk = True
+                self._flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
+                return BulkPcap(self, paths[0], magic).run()
+        packets = self._packets(paths)  # opens every file now: errors raise here
         return self._run(packets)
+
+    def _finish(self, ts: int) -> Iterator[FrameEvent | Anomaly]:
+        """Bulk engine: end of capture (the streaming loop does the same inline)."""
+        self._streams.sort(key=lambda s: s.order)
+        self._flows.finish(ts)
+        for stream in self._streams:
+            for framer in stream.framers:
+                framer.finish(ts)
+        out = self._out
+        self.anomalies.extend(ev for ev in out if isinstance(ev, Anomaly))
+        yield from out
+        out.clear()
+
+    def _file_anomaly(self, path: str, kind: str, ts_ns: int | None, offset: int, detail: str) -> None:
+        self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")
 
     def _packets(self, paths: list[str]) -> Iterator[Packet]:
         sources = [open_capture(p, self._file_reporter(p), self.on_read) for p in paths]
@@ -257,6 +298,7 @@ class Dissector:
         base = f"{endpoint_text(*client)}-{endpoint_text(*server)}"
         uses = self._id_uses[base] = self._id_uses.get(base, 0) + 1
         owner.id = base if uses == 1 else f"{base}#{uses}"
+        owner.order = self._row
         owner.stream = True
         owner.framers = [self._framer(owner, side) for side in (0, 1)]
         for side, stream in enumerate(conn.streams):
@@ -269,8 +311,12 @@ class Dissector:
         out = self._out
         frames = owner.frames
 
+        drop_messages = not self.publish_messages
+
         def emit(offset: int, ts_ns: int, record: Any) -> None:
             frames[side] += 1
+            if drop_messages and record.key == PUBLISH_KEY and record.__class__ is PUBLISH_CLASS:
+                record.messages = None
             out.append(FrameEvent(ts_ns, connection, direction, offset, record))
             if record.key == TUNE_KEY and getattr(record, "frame_max", None):
                 for framer in owner.framers:  # the limit holds both ways
@@ -318,7 +364,8 @@ class Dissector:
         detail: str,
     ) -> None:
         anomaly = Anomaly(ts_ns, connection, direction, kind, offset, length, detail)
-        self.anomalies.append(anomaly)
+        if not self._bulk:  # the bulk engine adds them once they are in order
+            self.anomalies.append(anomaly)
         self._out.append(anomaly)
 
 

@@ -1,0 +1,659 @@
+"""The bulk engine: a classic pcap file read in large blocks, packets parsed as columns.
+
+Same results as the streaming pipeline (dissect.Dissector with engine="stream"), event for
+event, at a fraction of the cost per packet:
+
+- the file is read into one reused buffer, BLOCK bytes at a time; record boundaries are
+  walked in Python, with runs of equal-sized records taken in one step;
+- link, IPv4 and TCP headers of Ethernet + IPv4 packets are gathered for the whole block
+  with numpy; any other packet goes through capture.tcp_segment, the exact per-packet code;
+- per TCP connection and direction, sequence numbers are checked with vectorized arithmetic:
+  in-order segments and full retransmissions (the regular case) never reach the per-packet
+  reassembler; from the first irregular packet (gap, out of order, overlap, snaplen cut,
+  SYN-less start, a SYN again) the connection goes through the exact FlowTable code until
+  the end of the block;
+- frames are walked over the in-order segments directly: only the bytes a record needs are
+  copied (the whole frame; a big Deliver's head), the rest is counted.
+
+The state the exact code keeps (FlowTable, TcpConnection, DirectionReassembler, Framer) is
+the one the bulk engine updates, so the two hand over at any packet. Events are tagged with
+the packet that produced them and sorted per block, which gives the streaming order.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
+from .capture.limits import MAX_PACKET
+from .capture.link import ETHERNET
+from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
+from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER
+from .protocol.records import record_class
+from .tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
+
+if TYPE_CHECKING:
+    from .dissect import Dissector
+
+BLOCK = 16 << 20
+RUN = 64  # records checked at once for a run of equal sizes
+PAD = 128  # room after the data so header gathers never index past the buffer
+_header = struct.Struct(">IHH").unpack_from
+ETH_IPV4_TCP = 48  # bytes tcp_segment's one-unpack fast path reads
+PUBLISH_KEY = 0x0002
+PUBLISH = record_class("Publish")
+_publish_head = struct.Struct(">IHHBiQI").unpack  # size key version publisher count id word
+PUBLISH_HEAD = 25  # v1: frame header, publisher id, count, first message's id and entry word
+_MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
+
+
+def pcap_magic(path: str) -> int | None:
+    """The pcap magic when `path` is a plain (not gzip'd) classic pcap file, else None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(FILE_HEADER_SIZE)
+    except OSError:
+        return None
+    if len(head) < FILE_HEADER_SIZE:
+        return None
+    magic = struct.unpack_from("<I", head)[0]
+    return magic if magic in PCAP_MAGICS else None
+
+
+def _header_dtype(order: str) -> np.dtype:
+    return np.dtype(
+        [
+            ("sec", order + "u4"), ("frac", order + "u4"), ("caplen", order + "u4"),
+            ("wirelen", order + "u4"), ("mac", "V12"), ("ethertype", ">u2"), ("vihl", "u1"),
+            ("tos", "u1"), ("total", ">u2"), ("ipid", ">u2"), ("frag", ">u2"), ("ttl", "u1"),
+            ("proto", "u1"), ("ipsum", ">u2"), ("src", ">u4"), ("dst", ">u4"),
+            ("sport", ">u2"), ("dport", ">u2"), ("seq", ">u4"), ("ack", ">u4"),
+            ("off", "u1"), ("flags", "u1"),
+        ]
+    )  # fmt: skip
+
+
+def walk_records(
+    buf: bytearray, pos: int, end: int, u32: Any
+) -> tuple[array, int, bool]:
+    """Record starts from `pos` while whole records are in buf[:end]; (starts, position
+    after the last whole record, True when a record's captured length is absurd)."""
+    starts = array("q")
+    app, ext = starts.append, starts.extend
+    prev = -1
+    while end - pos >= RECORD_HEADER_SIZE:
+        cap = u32(buf, pos + 8)[0]
+        if cap > MAX_PACKET:
+            return starts, pos, True
+        r = RECORD_HEADER_SIZE + cap
+        if pos + r > end:
+            break
+        if cap == prev:
+            # A run of records of one size (full-MSS segments): strided slices of their
+            # length fields say how many follow, each one pointing at the next.
+            lim = min((end - pos) // r, RUN)
+            if lim > 2:
+                q = pos + 8
+                n = lim
+                for b in range(4):
+                    s = buf[q + b : q + b + lim * r : r]
+                    n = min(n, lim - len(s.lstrip(s[0:1])))
+                ext(range(pos, pos + n * r, r))
+                pos += n * r
+                continue
+        prev = cap
+        app(pos)
+        pos += r
+    return starts, pos, False
+
+
+class BulkPcap:
+    """Runs one plain pcap file through a Dissector's state, block by block."""
+
+    def __init__(self, dissector: Dissector, path: str, magic: int) -> None:
+        self.d = dissector
+        self.path = path
+        self.order, self.frac_ns = PCAP_MAGICS[magic]
+        self.dtype = _header_dtype(self.order)
+        self.width = self.dtype.itemsize
+        self.gather = np.arange(self.width, dtype=np.int64)
+        self.rows_before = 0  # packets of earlier blocks (global packet numbers)
+        self.last_ts: int | None = None
+        self.events: list[tuple] = []
+
+    # --- reading ---------------------------------------------------------------------
+
+    def run(self) -> Iterator[Any]:
+        d = self.d
+        u32 = struct.Struct(self.order + "I").unpack_from
+        buf = bytearray(BLOCK + RECORD_HEADER_SIZE + MAX_PACKET + PAD)
+        mv = memoryview(buf)
+        self.buf, self.mv = buf, mv
+        self.np_buf = np.frombuffer(buf, dtype=np.uint8)
+        ts = 0
+        with open(self.path, "rb", buffering=0) as f:
+            header = f.read(FILE_HEADER_SIZE)
+            self.linktype = struct.unpack_from(self.order + "I", header, 20)[0] & 0x0FFFFFFF
+            base = FILE_HEADER_SIZE  # file offset of buf[0]
+            have = 0
+            while True:
+                got = f.readinto(mv[have : have + BLOCK])
+                if d.on_read is not None:
+                    d.on_read(got)
+                end = have + got
+                starts, pos, bad = walk_records(buf, 0, end, u32)
+                if starts:
+                    yield from self._block(np.frombuffer(starts, dtype=np.int64), base)
+                if bad:
+                    cap = u32(buf, pos + 8)[0]
+                    d._file_anomaly(self.path, "bad_record", self.last_ts, base + pos,
+                                    f"captured length {cap} > cap")  # fmt: skip
+                    break
+                rest = end - pos
+                if not got:
+                    if rest:
+                        what = "record header cut" if rest < RECORD_HEADER_SIZE else "record data cut"
+                        d._file_anomaly(self.path, "truncated_file", self.last_ts, base + pos, what)
+                    break
+                buf[:rest] = buf[pos:end]
+                base += pos
+                have = rest
+        ts = self.last_ts or 0
+        yield from d._finish(ts)
+
+    # --- one block -------------------------------------------------------------------
+
+    def _block(self, starts: np.ndarray, base: int) -> Iterator[Any]:
+        d = self.d
+        n = len(starts)
+        h = self.np_buf[starts[:, None] + self.gather].view(self.dtype)[:, 0]
+        caplen = h["caplen"].astype(np.int64)
+        ts = h["sec"].astype(np.int64) * 1_000_000_000 + h["frac"].astype(np.int64) * self.frac_ns
+        self.last_ts = int(ts[-1])
+        flags = h["flags"].astype(np.int64)
+        seq = h["seq"].astype(np.int64)
+        ack = h["ack"].astype(np.int64)
+        total = h["total"].astype(np.int64)
+        off = h["off"].astype(np.int64)
+        tcp_start = 34 + (off >> 4) * 4  # in the packet
+        ip_end = 14 + total
+        if self.linktype == ETHERNET:
+            fast = (
+                (caplen >= ETH_IPV4_TCP)
+                & (h["ethertype"] == 0x0800)
+                & (h["vihl"] == 0x45)
+                & (h["proto"] == 6)
+                & (total >= 40)
+                & ((h["frag"] & 0x3FFF) == 0)
+                & (off >= 0x50)
+                & (tcp_start <= ip_end)
+            )
+        else:
+            fast = np.zeros(n, dtype=bool)
+        data0 = starts + RECORD_HEADER_SIZE
+        pstart = data0 + tcp_start
+        plen = np.maximum(np.minimum(ip_end, caplen) - tcp_start, 0)
+        wlen = ip_end - tcp_start
+        # Flows of the vectorized packets.
+        fid = np.full(n, -1, dtype=np.int64)
+        keys: list[tuple] = []
+        key_ids: dict[tuple, int] = {}
+        first_row: list[int] = []
+        fast_rows = np.flatnonzero(fast)
+        if len(fast_rows):
+            a = (h["src"][fast_rows].astype(np.uint64) << np.uint64(32)) | h["dst"][
+                fast_rows
+            ].astype(np.uint64)
+            p = (h["sport"][fast_rows].astype(np.uint64) << np.uint64(16)) | h["dport"][fast_rows]
+            # Ports tell flows apart almost always; the addresses are checked to be sure.
+            uniq_p, index, inverse = np.unique(p, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            if np.array_equal(a[index][inverse], a):
+                uniq = list(zip(a[index].tolist(), uniq_p.tolist()))
+            else:
+                k = np.empty(len(fast_rows), dtype=[("a", "u8"), ("p", "u8")])
+                k["a"], k["p"] = a, p
+                uniq_k, index, inverse = np.unique(k, return_index=True, return_inverse=True)
+                inverse = inverse.reshape(-1)
+                uniq = uniq_k.tolist()
+            for j, (a, p) in enumerate(uniq):
+                key = ((a >> 32).to_bytes(4, "big"), p >> 16, (a & 0xFFFFFFFF).to_bytes(4, "big"),
+                       p & 0xFFFF)  # fmt: skip
+                key_ids[key] = j
+                keys.append(key)
+                first_row.append(int(fast_rows[index[j]]))
+            fid[fast_rows] = inverse
+        # Everything else, one packet at a time with the exact code.
+        slow: dict[int, tuple] = {}
+        problems: dict[int, PacketProblem] = {}
+        mv = self.mv
+        linktype = self.linktype
+        if len(fast_rows) < n:
+            for r in np.flatnonzero(~fast).tolist():
+                s = int(starts[r]) + RECORD_HEADER_SIZE
+                try:
+                    seg = tcp_segment(linktype, mv[s : s + int(caplen[r])])
+                except PacketProblem as problem:
+                    problems[r] = problem
+                    continue
+                if seg is None:
+                    continue
+                key = (seg[0], seg[1], seg[2], seg[3])
+                j = key_ids.get(key)
+                if j is None:
+                    j = key_ids[key] = len(keys)
+                    keys.append(key)
+                    first_row.append(r)
+                elif r < first_row[j]:
+                    first_row[j] = r
+                fid[r] = j
+                slow[r] = seg
+        self.h, self.ts, self.flags, self.seq, self.ack = h, ts, flags, seq, ack
+        self.pstart, self.plen, self.wlen, self.fid = pstart, plen, wlen, fid
+        self.keys, self.slow = keys, slow
+        self.events = []
+        rb = self.rows_before
+        for r, problem in problems.items():
+            d._row = rb + r
+            d._anomaly(int(ts[r]), None, None, problem.kind, base + int(starts[r]),
+                       int(caplen[r]), problem.detail)  # fmt: skip
+            self._tag(r)
+        if keys:
+            self._flows(first_row)
+        self.rows_before += n
+        events = self.events
+        events.sort()
+        self.events = []
+        for _, _, ev in events:
+            if ev.__class__ is not d._frame_class:
+                d.anomalies.append(ev)
+        for item in events:
+            yield item[2]
+
+    def _tag(self, row: int) -> None:
+        out = self.d._out
+        if out:
+            events = self.events
+            for ev in out:
+                events.append((row, len(events), ev))
+            out.clear()
+
+    # --- connections -----------------------------------------------------------------
+
+    def _flows(self, first_row: list[int]) -> None:
+        d = self.d
+        table = d._flows
+        flows = table._flows
+        keys = self.keys
+        flags = self.flags
+        order = sorted(range(len(keys)), key=first_row.__getitem__)
+        # A SYN on a four-tuple that already has a connection may start another one (port
+        # reuse): such a block goes through the exact code packet by packet.
+        pure_syn = np.flatnonzero((flags & (SYN | ACK)) == SYN)
+        known = set()
+        for j in order:
+            src, sport, dst, dport = keys[j]
+            if (src, sport, dst, dport) in flows or (src, sport, dst, dport) in known:
+                continue
+            known.add((dst, dport, src, sport))
+        for r in pure_syn.tolist():
+            j = int(self.fid[r])
+            if j < 0:
+                continue
+            if keys[j] in flows or keys[j] in known or r != first_row[j]:
+                self._all_exact()
+                return
+        # Open new connections in order of their first packet.
+        rb = self.rows_before
+        ts = self.ts
+        conns: dict[int, Any] = {}  # connection id() -> (conn, [flow ids])
+        side_of = [0] * len(keys)
+        conn_of: list[Any] = [None] * len(keys)
+        for j in order:
+            key = keys[j]
+            found = flows.get(key)
+            if found is None:
+                r = first_row[j]
+                d._row = rb + r
+                found = (table._open(*key, int(ts[r]), int(flags[r])), 0)
+            conn_of[j], side_of[j] = found
+        fid = self.fid
+        valid = fid >= 0
+        rows = np.flatnonzero(valid)
+        if not len(rows):
+            return
+        conn_index = {}
+        cid = np.empty(len(keys), dtype=np.int64)
+        for j in range(len(keys)):
+            cid[j] = conn_index.setdefault(id(conn_of[j]), len(conn_index))
+            conns[cid[j]] = conn_of[j]
+        side_arr = np.array(side_of, dtype=np.int64)
+        row_conn = cid[fid[rows]]
+        row_side = side_arr[fid[rows]]
+        by_conn = np.argsort(row_conn, kind="stable")
+        bounds = np.flatnonzero(np.diff(row_conn[by_conn])) + 1
+        for group in np.split(by_conn, bounds):
+            c = int(row_conn[group[0]])
+            self._connection(conns[c], rows[group], row_side[group])
+
+    def _all_exact(self) -> None:
+        rows = np.flatnonzero(self.fid >= 0).tolist()
+        self._exact(rows)
+
+    def _exact(self, rows: list[int]) -> None:
+        d = self.d
+        segment = d._flows.segment
+        rb = self.rows_before
+        mv = self.mv
+        slow = self.slow
+        keys, fid = self.keys, self.fid
+        seq, ack, flags, pstart, plen, wlen, ts = (
+            self.seq, self.ack, self.flags, self.pstart, self.plen, self.wlen, self.ts
+        )  # fmt: skip
+        for r in rows:
+            d._row = rb + r
+            seg = slow.get(r)
+            if seg is None:
+                src, sport, dst, dport = keys[fid[r]]
+                p = int(pstart[r])
+                seg = (src, sport, dst, dport, int(seq[r]), int(ack[r]), int(flags[r]),
+                       mv[p : p + int(plen[r])], int(wlen[r]))  # fmt: skip
+            segment(seg, int(ts[r]))
+            self._tag(r)
+
+    def _connection(self, conn: Any, rows: np.ndarray, sides: np.ndarray) -> None:
+        if conn.ignored:
+            return
+        owner = conn.owner
+        if (
+            owner is None
+            or not owner.stream
+            or self.slow.keys() & set(rows.tolist())
+            or not all(_clean(s, f) for s, f in zip(conn.streams, owner.framers))
+        ):
+            self._exact(rows.tolist())
+            return
+        flags, seq, wlen, plen = self.flags[rows], self.seq[rows], self.wlen[rows], self.plen[rows]
+        k = len(rows)
+        plans = []
+        for side in (0, 1):
+            where = np.flatnonzero(sides == side)
+            if not len(where):
+                continue
+            stream = conn.streams[side]
+            fl, sq, wl, pl = flags[where], seq[where], wlen[where], plen[where]
+            syn = (fl & SYN) != 0
+            bad = syn.copy()
+            if stream.started:
+                base = stream.next_seq
+            elif syn[0]:
+                base = (int(sq[0]) + 1) & SEQ_MASK
+                bad[0] = False
+            else:
+                k = min(k, int(where[0]))  # midstream start: the exact code reports it
+                continue
+            rel = ((sq + syn) - base) & SEQ_MASK
+            rel[rel >= HALF_SEQ_SPACE] -= 2 * HALF_SEQ_SPACE
+            data = wl > 0
+            ends = rel + wl
+            run = np.maximum.accumulate(np.where(data, ends, 0))
+            prev = np.empty_like(run)
+            prev[0] = 0
+            prev[1:] = run[:-1]
+            np.maximum(prev, 0, out=prev)
+            in_order = data & (rel == prev)
+            retrans = data & (ends <= prev)
+            irregular = bad | (data & ~in_order & ~retrans) | (pl < wl)
+            hit = np.flatnonzero(irregular)
+            if len(hit):
+                k = min(k, int(where[hit[0]]))
+            plans.append((side, where, base, rel, ends, wl, in_order, retrans, syn, fl, prev))
+        self._fast(conn, rows, k, plans)
+        if k < len(rows):
+            self._exact(rows[k:].tolist())
+
+    def _fast(self, conn: Any, rows: np.ndarray, k: int, plans: list) -> None:
+        """Rows before `k` (per connection) are regular: apply them in bulk."""
+        if k <= 0:
+            return
+        d = self.d
+        owner = conn.owner
+        ts = self.ts
+        rb = self.rows_before
+        for side, where, base, rel, ends, wl, in_order, retrans, syn, fl, prev in plans:
+            n = int(np.searchsorted(where, k))
+            if not n:
+                continue
+            stream = conn.streams[side]
+            framer = owner.framers[side]
+            direction = owner.direction(side)
+            if not stream.started:
+                stream.started = True
+                stream.isn = (base - 1) & SEQ_MASK
+                stream.next_seq = base
+            offset0 = stream.offset
+            rrows = rows[where[:n]]
+            io = np.flatnonzero(in_order[:n])
+            for j in np.flatnonzero(retrans[:n]).tolist():
+                r = int(rrows[j])
+                d._row = rb + r
+                d._anomaly(int(ts[r]), owner.id, direction, "retransmission",
+                           offset0 + int(rel[j]), int(wl[j]), "")  # fmt: skip
+                self._tag(r)
+            ends_fin = np.flatnonzero(fl[:n] & FIN)
+            if len(ends_fin) and stream.fin_offset is None:
+                j = int(ends_fin[0])
+                stream.fin_offset = offset0 + int(rel[j]) + int(wl[j])
+            if np.any(fl[:n] & RST):
+                conn.rst = True
+            if np.any((fl[:n] & (FIN | RST)) == FIN):
+                conn.fin[side] = True
+            if len(io):
+                advance = int(ends[io[-1]])
+                stream.next_seq = (base + advance) & SEQ_MASK
+                stream.offset = offset0 + advance
+                seg_rows = rrows[io]
+                self._frames(
+                    framer,
+                    (offset0 + rel[io]).tolist(),
+                    wl[io].tolist(),
+                    self.pstart[seg_rows].tolist(),
+                    seg_rows.tolist(),
+                    ts[seg_rows].tolist(),
+                )
+        conn.packets += k
+        conn.end_ns = int(ts[rows[k - 1]])
+
+    # --- frames over in-order segments -----------------------------------------------
+
+    def _frames(self, framer: Any, so: list, lo: list, po: list, io: list, to: list) -> None:
+        mv = self.mv
+        tag = self._tag
+        send = so[-1] + lo[-1]
+        pos = framer.offset
+
+        pe = [p + n for p, n in zip(po, lo)]
+        get = mv.__getitem__
+
+        def read(a: int, b: int) -> bytes:
+            j = bisect_right(so, a) - 1
+            at = po[j] + a - so[j]
+            if b <= so[j] + lo[j]:
+                return bytes(mv[at : at + b - a])
+            jj = bisect_right(so, b - 1) - 1  # the segment holding the last byte
+            parts = [mv[at : pe[j]]]
+            parts += map(get, map(slice, po[j + 1 : jj], pe[j + 1 : jj]))
+            parts.append(mv[po[jj] : po[jj] + b - so[jj]])
+            return b"".join(parts)
+
+        def last(end: int) -> int:
+            return bisect_right(so, end - 1) - 1
+
+        if framer.cur_start >= 0:  # a frame begun in an earlier block
+            stop = framer.cur_start + framer.cur_total
+            upto = min(stop, send)
+            need = framer.cur_keep - framer.cur_kept
+            if need > 0:
+                piece = read(pos, min(pos + need, upto))
+                framer.cur_parts.append(piece)
+                framer.cur_kept += len(piece)
+            framer.cur_have += upto - pos
+            framer.offset = upto
+            if stop > send:
+                return
+            j = last(stop)
+            framer._finish_frame(to[j])
+            tag(io[j])
+            pos = stop
+        frame_limit = framer.frame_limit
+        keep_limit = framer.deliver_keep_limit
+        heads = not self.d.publish_messages
+        publishes: list[tuple] = []
+        try:
+            self._walk(framer, pos, send, so, lo, po, io, to, read, last, frame_limit,
+                       keep_limit, heads, publishes)  # fmt: skip
+        finally:
+            if publishes:
+                self._publishes(framer, publishes, so, lo, po, read)
+
+    def _walk(self, framer, pos, send, so, lo, po, io, to, read, last, frame_limit,
+              keep_limit, heads, publishes) -> None:  # fmt: skip
+        buf = self.buf
+        tag = self._tag
+        while pos < send:
+            if send - pos < HEADER:
+                self._exact_tail(framer, pos, so, lo, po, io, to)
+                return
+            j = bisect_right(so, pos) - 1
+            if pos + HEADER <= so[j] + lo[j]:
+                size, key, _ = _header(buf, po[j] + pos - so[j])
+            else:
+                size, key, _ = _header(read(pos, pos + HEADER))
+            if size > frame_limit or size < 4:  # absurd, or above the negotiated max
+                self._exact_tail(framer, pos, so, lo, po, io, to)
+                return
+            end = pos + 4 + size
+            big = key == DELIVER_KEY and keep_limit is not None and size > keep_limit
+            if end > send:  # continues in a later block (or never ends)
+                keep = DELIVER_HEAD if big else 4 + size
+                piece = read(pos, min(send, pos + keep))
+                framer.cur_start = pos
+                framer.cur_total = 4 + size
+                framer.cur_keep = keep
+                framer.cur_parts = [piece]
+                framer.cur_kept = len(piece)
+                framer.cur_have = send - pos
+                framer.cur_cut = False
+                framer.offset = send
+                return
+            j = last(end)
+            framer.offset = end
+            if key == PUBLISH_KEY and heads:
+                # Counted in one numpy pass after the walk; its place in the order is kept.
+                publishes.append((pos, end, size, to[j], io[j], len(self.events)))
+                self.events.append(None)
+            elif big:
+                framer._emit_head(pos, to[j], read(pos, pos + DELIVER_HEAD), size)
+            else:
+                framer._decode(pos, to[j], read(pos, end), size, False)
+            tag(io[j])
+            pos = end
+        framer.offset = pos
+
+    def _publishes(self, framer: Any, items: list, so: list, lo: list, po: list, read) -> None:
+        """Publish frames of one direction and block, without copying their messages: v1
+        frames whose messages all have one simple-entry size are checked and their ids read
+        with numpy; any other goes through the codec."""
+        d = self.d
+        events = self.events
+        emit = framer.emit
+        out = d._out
+        plan = []  # (item, publisher id, count, stride)
+        for item in items:
+            pos, end, size, ts, row, slot = item
+            if end - pos >= PUBLISH_HEAD:
+                _, _, version, publisher, count, _, word = _publish_head(read(pos, pos + PUBLISH_HEAD))
+                stride = 12 + word
+                if version == 1 and count > 0 and word < 0x80000000 and 13 + count * stride == 4 + size:
+                    plan.append((item, publisher, count, stride))
+                    continue
+            plan.append((item, None, 0, 0))
+        ok_plan = [p for p in plan if p[1] is not None]
+        ids_of: dict[int, list] = {}
+        if ok_plan:
+            counts = np.array([p[2] for p in ok_plan], dtype=np.int64)
+            strides = np.array([p[3] for p in ok_plan], dtype=np.int64)
+            firsts = np.array([p[0][0] + 13 for p in ok_plan], dtype=np.int64)
+            total = int(counts.sum())
+            frame_of = np.repeat(np.arange(len(ok_plan)), counts)
+            starts_of = np.cumsum(counts) - counts
+            index = np.arange(total, dtype=np.int64) - starts_of[frame_of]
+            at = firsts[frame_of] + index * strides[frame_of]  # stream offsets of messages
+            so_a = np.asarray(so, dtype=np.int64)
+            seg = np.searchsorted(so_a, at, side="right") - 1
+            within = at - so_a[seg]
+            lo_a = np.asarray(lo, dtype=np.int64)
+            inside = within + 12 <= lo_a[seg]
+            bufpos = np.asarray(po, dtype=np.int64)[seg] + within
+            bufpos[~inside] = 0
+            fields = self.np_buf[bufpos[:, None] + np.arange(12)].view(_MESSAGE)[:, 0]
+            ids = fields["id"].astype(np.uint64)
+            words = fields["word"].astype(np.int64)
+            for m in np.flatnonzero(~inside).tolist():  # the few cut by a segment boundary
+                a = int(at[m])
+                mid, mword = struct.unpack(">QI", read(a, a + 12))
+                ids[m] = mid
+                words[m] = mword
+            good = words + 12 == strides[frame_of]
+            bad_frames = set(frame_of[~good].tolist())
+            id_list = ids.tolist()
+            ends = (starts_of + counts).tolist()
+            for f, (item, _, count, _) in enumerate(ok_plan):
+                if f not in bad_frames:
+                    ids_of[item[5]] = id_list[ends[f] - count : ends[f]]
+        for item, publisher, count, _ in plan:
+            pos, end, size, ts, row, slot = item
+            ids = ids_of.get(slot)
+            if ids is not None:
+                emit(pos, ts, PUBLISH(PUBLISH_KEY, 1, size, None, None, False, publisher, None,
+                                      ids, count))  # fmt: skip
+            else:
+                framer._decode(pos, ts, read(pos, end), size, False)
+            for k, ev in enumerate(out):
+                if k == 0:
+                    events[slot] = (row, slot, ev)
+                else:  # (a malformed report comes with its record: keep both, in order)
+                    events.append((row, slot + k / 1024, ev))
+            out.clear()
+
+    def _exact_tail(self, framer: Any, pos: int, so: list, lo: list, po: list, io: list,
+                    to: list) -> None:  # fmt: skip
+        """From `pos` on, feed the segments to the framer itself (odd sizes, resync)."""
+        d = self.d
+        rb = self.rows_before
+        mv = self.mv
+        framer.offset = pos
+        first = bisect_right(so, pos) - 1
+        at = pos - so[first]
+        for j in range(first, len(so)):
+            d._row = rb + io[j]
+            framer.data(mv[po[j] + at : po[j] + lo[j]], to[j])
+            self._tag(io[j])
+            at = 0
+
+
+def _clean(stream: Any, framer: Any) -> bool:
+    """Is this direction in a state the bulk code can take over from?"""
+    return (
+        not stream.pending
+        and framer.synced
+        and not framer.cur_cut
+        and (framer.cur_start < 0 or framer.cur_have >= HEADER)
+        and framer.offset == stream.offset
+    )

@@ -1,0 +1,97 @@
+"""The bulk engine gives exactly the streaming engine's output: every frame event and
+anomaly (ts, connection, direction, offset, record dict), the anomalies and connections
+tables, on every corpus capture and on made-worse copies, with blocks small enough that
+frames, segments and records straddle them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import worsen
+
+from streamdissect import bulk
+from streamdissect.dissect import Dissector, FrameEvent
+
+
+def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:
+    dissector = Dissector(engine=engine, **options)
+    events = []
+    for ev in dissector.run(str(path)):
+        if isinstance(ev, FrameEvent):
+            events.append((ev.ts_ns, ev.connection, ev.direction, ev.stream_offset,
+                           ev.record.to_dict(show_secrets=True)))  # fmt: skip
+        else:
+            events.append((ev.ts_ns, ev.connection, ev.direction, ev.kind, ev.stream_offset,
+                           ev.length, ev.detail))  # fmt: skip
+    anomalies = [(a.ts_ns, a.connection, a.kind, a.stream_offset, a.length, a.detail)
+                 for a in dissector.anomalies]  # fmt: skip
+    return events, anomalies, dissector.connections
+
+
+def assert_same(path: Path, **options) -> None:
+    reference = outcome(path, "stream", **options)
+    assert reference[0], "nothing to compare"
+    for block in (bulk.BLOCK, 70_000, 9_000):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bulk, "BLOCK", block)
+            got = outcome(path, "bulk", **options)
+        for name, ref, new in zip(("events", "anomalies", "connections"), reference, got):
+            assert len(new) == len(ref), (name, block)
+            for i, (a, b) in enumerate(zip(ref, new)):
+                assert a == b, (name, block, i)
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("publish_messages", [True, False])
+def test_corpus_same_as_stream(path, publish_messages):
+    assert_same(path, publish_messages=publish_messages)
+
+
+@pytest.fixture(scope="module")
+def real():
+    return worsen.read_pcap(worsen.real_capture())
+
+
+def _data_rows(packets):
+    return worsen.data_segments(packets)
+
+
+WORSE = {
+    "reordered": lambda p: worsen.reorder(p),
+    "duplicated": lambda p: worsen.duplicate(p),
+    "reordered+duplicated": lambda p: worsen.duplicate(worsen.reorder(p)),
+    "midstream": lambda p: worsen.midstream(p, len(p) // 3),
+    "dropped": lambda p: worsen.drop(p, {_data_rows(p)[len(_data_rows(p)) // 2]}),
+    "snaplen96": lambda p: worsen.snaplen(p, 96),
+    "snaplen200": lambda p: worsen.snaplen(p, 200),
+    "vlan": lambda p: [(ts, worsen.with_vlan_tags(d, 1), n + 4) for ts, d, n in p],
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORSE))
+def test_worsened_same_as_stream(real, tmp_path, name):
+    linktype, packets = real
+    path = worsen.write_pcap(tmp_path / "w.pcap", linktype, WORSE[name](packets))
+    assert_same(path)
+    assert_same(path, publish_messages=False)
+
+
+def test_other_link_layers_and_formats_same_as_stream(real, tmp_path):
+    linktype, packets = real
+    raw = [(ts, worsen.as_raw(d), n - 14) for ts, d, n in packets]
+    assert_same(worsen.write_pcap(tmp_path / "raw.pcap", 101, raw))
+    big = worsen.write_pcap(tmp_path / "be.pcap", linktype, packets, big_endian=True,
+                            nanoseconds=True)  # fmt: skip
+    assert_same(big)
+    assert_same(worsen.to_pcapng(big, tmp_path / "x.pcapng"))
+    assert_same(worsen.gzip_copy(big, tmp_path / "x.pcap.gz"))
+
+
+def test_cut_file_same_as_stream(real, tmp_path):
+    linktype, packets = real
+    whole = worsen.pcap_bytes(linktype, packets)
+    for cut in (len(whole) - 5, len(whole) - 40, len(whole) * 2 // 3):
+        path = tmp_path / f"cut{cut}.pcap"
+        path.write_bytes(whole[:cut])
+        assert_same(path)
