@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .analysis import analyze
-from .analysis.report import to_json, to_text
+from .analysis.report import json_text, to_json, to_text
 from .capture import CaptureError
 from .progress import progress_bar
 
@@ -43,6 +42,7 @@ def run(args) -> int:
             max_frame=args.max_frame,
             at_once_ms=args.at_once_ms,
             on_read=bar.update if bar else None,
+            report_only=True,
         )
     except CaptureError as exc:
         print(f"streamdissect: error: {exc}", file=sys.stderr)
@@ -51,7 +51,7 @@ def run(args) -> int:
         if bar:
             bar.close()
     if args.format == "json":
-        json.dump(to_json(result), sys.stdout, indent=1)
+        sys.stdout.write(json_text(to_json(result)))
         sys.stdout.write("\n")
     else:
         sys.stdout.write(to_text(result))

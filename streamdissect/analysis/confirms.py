@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from ..protocol.codes import code_name
 from .fields import get, pair
@@ -63,10 +64,14 @@ class ConfirmCollector:
         led = self._ledger(ev.connection, pid)
         ids = get(rec, "publishing_ids") or ()
         ts = ev.ts_ns
-        for pub_id in ids:
-            if pub_id in led.outstanding:  # a resend of an id still pending keeps the first time
-                continue
-            led.outstanding[pub_id] = ts
+        outstanding = led.outstanding
+        if outstanding.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+            outstanding.update(zip(ids, repeat(ts)))
+        else:
+            for pub_id in ids:
+                if pub_id in outstanding:  # a resend of an id still pending keeps the first time
+                    continue
+                outstanding[pub_id] = ts
         led.published += len(ids)
         led.records += get(rec, "record_count") or len(ids)
         self._backlog_point(ev, pid, led)
@@ -76,7 +81,18 @@ class ConfirmCollector:
         pid = get(rec, "publisher_id")
         led = self._ledger(ev.connection, pid)
         ts = ev.ts_ns
-        for pub_id in get(rec, "publishing_ids") or ():
+        ids = get(rec, "publishing_ids") or ()
+        if not self.keep_pairs:
+            sent = list(map(led.outstanding.pop, ids, repeat(None)))
+            if None in sent:
+                found = [s for s in sent if s is not None]
+                led.unmatched += len(sent) - len(found)
+                sent = found
+            led.confirmed += len(sent)
+            led.lags_ms += [(ts - s) / 1e6 for s in sent]
+            self._backlog_point(ev, pid, led)
+            return
+        for pub_id in ids:
             sent = led.outstanding.pop(pub_id, None)
             if sent is None:
                 led.unmatched += 1
@@ -84,10 +100,7 @@ class ConfirmCollector:
             led.confirmed += 1
             lag = (ts - sent) / 1e6
             led.lags_ms.append(lag)
-            if self.keep_pairs:
-                self.pairs.append(
-                    (ev.connection, pid, pub_id, sent, ts, lag, "confirmed", None)
-                )
+            self.pairs.append((ev.connection, pid, pub_id, sent, ts, lag, "confirmed", None))
         self._backlog_point(ev, pid, led)
 
     def on_error(self, ev) -> None:

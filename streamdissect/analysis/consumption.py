@@ -16,8 +16,9 @@ NS_PER_S = 1_000_000_000
 
 
 class DeliveryCollector:
-    def __init__(self, keep_rows: bool = True) -> None:
+    def __init__(self, keep_rows: bool = True, crc: bool = True) -> None:
         self.keep_rows = keep_rows
+        self.crc = crc  # False: crc_ok is left None (the report does not show it)
         self.rows: list[tuple] = []
 
     def on_deliver(self, ev) -> None:
@@ -44,7 +45,7 @@ class DeliveryCollector:
                 lag,
                 latency,
                 get(rec, "size"),
-                get(rec, "crc_ok"),
+                get(rec, "crc_ok") if self.crc else None,
             )
         )
 

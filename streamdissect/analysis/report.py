@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING
 
 from .frame_tables import plain_records
@@ -129,3 +131,71 @@ def _throughput_summary(tp: pd.DataFrame) -> pd.DataFrame:
         "peak_per_s": [int(tp[m].max()) for m in measures],
         "seconds": [len(tp)] * len(measures),
     })
+
+
+# --- JSON text ---------------------------------------------------------------------------
+
+
+def _scalar(v) -> str | None:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    t = type(v)
+    if t is int:
+        return int.__repr__(v)
+    if t is str:
+        return encode_basestring_ascii(v)
+    if t is float:
+        if math.isnan(v):
+            return "NaN"
+        if v in (math.inf, -math.inf):
+            return "Infinity" if v > 0 else "-Infinity"
+        return float.__repr__(v)
+    return None
+
+
+def json_text(obj, indent: int = 1) -> str:
+    """Exactly `json.dumps(obj, indent=indent)`, several times faster on the report's many
+    flat rows (the json module's indenting encoder is pure Python)."""
+    parts: list[str] = []
+    _dump(obj, 0, " " * indent, parts)
+    return "".join(parts)
+
+
+def _dump(o, level: int, step: str, out: list[str]) -> None:
+    text = _scalar(o)
+    if text is not None:
+        out.append(text)
+        return
+    if isinstance(o, dict):
+        if not o:
+            out.append("{}")
+            return
+        inner = "\n" + step * (level + 1)
+        first = True
+        for k, v in o.items():
+            out.append(("{" if first else ",") + inner + encode_basestring_ascii(str(k)) + ": ")
+            first = False
+            text = _scalar(v)
+            if text is not None:
+                out.append(text)
+            else:
+                _dump(v, level + 1, step, out)
+        out.append("\n" + step * level + "}")
+        return
+    if isinstance(o, (list, tuple)):
+        if not o:
+            out.append("[]")
+            return
+        inner = "\n" + step * (level + 1)
+        first = True
+        for v in o:
+            out.append(("[" if first else ",") + inner)
+            first = False
+            _dump(v, level + 1, step, out)
+        out.append("\n" + step * level + "]")
+        return
+    out.append(json.dumps(o, indent=len(step)))  # anything else: the json module decides

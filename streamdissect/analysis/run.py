@@ -149,10 +149,16 @@ def _anomaly_row(a) -> dict:
     }
 
 
-def analyze_events(events: Iterable, tcp_connections_after=lambda: [],
-                   at_once_ms: float = AT_ONCE_MS) -> Analysis:
-    """Feed frame events (objects with ts_ns, connection, direction, record) and anomalies."""
+def analyze_events(events: Iterable, tcp_connections_after=list,
+                   at_once_ms: float = AT_ONCE_MS, report_only: bool = False) -> Analysis:
+    """Feed frame events (objects with ts_ns, connection, direction, record) and anomalies.
+
+    `report_only`: keep only what the analyze report shows (no per-id publishes table, no
+    backlog series, no Deliver CRC check), which is what keeps a large capture quick."""
     collectors = Collectors(credit=CreditCollector(at_once_ms=at_once_ms))
+    if report_only:
+        collectors.confirms = ConfirmCollector(keep_pairs=False, keep_backlog=False)
+        collectors.deliveries = DeliveryCollector(crc=False)
     dispatch = collectors.dispatch_table()
     on_any = collectors.lifecycle.on_any
     on_call = collectors.latency.on_frame
@@ -184,17 +190,20 @@ def analyze_events(events: Iterable, tcp_connections_after=lambda: [],
 
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
-            on_read=None) -> Analysis:
+            on_read=None, report_only: bool = False, engine: str = "auto") -> Analysis:
     """Read a capture (several paths: one capture in time order) and run every analysis.
-    `on_read(n)` is told how many file bytes were read (a progress bar)."""
+    `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
+    analyze_events. `engine`: see dissect.Dissector."""
     from ..dissect import Dissector
 
     if isinstance(paths, str):
         paths = [paths]
+    # No analysis reads a Publish's message list: the bulk engine then never copies it.
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
-                          on_read=on_read)
+                          on_read=on_read, engine=engine, publish_messages=False)
     return analyze_events(
         dissector.run(paths),
         tcp_connections_after=lambda: list(dissector.connections),
         at_once_ms=at_once_ms,
+        report_only=report_only,
     )

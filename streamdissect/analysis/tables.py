@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 from .fields import get
