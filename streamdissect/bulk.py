@@ -35,6 +35,7 @@ from .capture.limits import MAX_PACKET
 from .capture.link import ETHERNET
 from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
 from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER
+from .protocol.codec import decode_deliver_head
 from .protocol.records import record_class
 from .tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
@@ -136,6 +137,12 @@ class BulkPcap:
         mv = memoryview(buf)
         self.buf, self.mv = buf, mv
         self.np_buf = np.frombuffer(buf, dtype=np.uint8)
+        # Every record's headers as one row of a (records, width) array: a gather of rows of
+        # this sliding window, no index matrix.
+        self.windows = np.lib.stride_tricks.as_strided(
+            self.np_buf, shape=(len(buf) - self.width + 1, self.width), strides=(1, 1),
+            writeable=False,
+        )
         ts = 0
         with open(self.path, "rb", buffering=0) as f:
             header = f.read(FILE_HEADER_SIZE)
@@ -172,7 +179,7 @@ class BulkPcap:
     def _block(self, starts: np.ndarray, base: int) -> Iterator[Any]:
         d = self.d
         n = len(starts)
-        h = self.np_buf[starts[:, None] + self.gather].view(self.dtype)[:, 0]
+        h = self.windows[starts].view(self.dtype)[:, 0]
         caplen = h["caplen"].astype(np.int64)
         ts = h["sec"].astype(np.int64) * 1_000_000_000 + h["frac"].astype(np.int64) * self.frac_ns
         self.last_ts = int(ts[-1])
@@ -559,7 +566,7 @@ class BulkPcap:
                 publishes.append((pos, end, size, to[j], io[j], len(self.events)))
                 self.events.append(None)
             elif big:
-                framer._emit_head(pos, to[j], read(pos, pos + DELIVER_HEAD), size)
+                framer.emit(pos, to[j], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size))
             else:
                 framer._decode(pos, to[j], read(pos, end), size, False)
             tag(io[j])

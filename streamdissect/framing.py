@@ -210,7 +210,7 @@ class Framer:
             if too_large:
                 too_large = self._above_negotiated(base + pos, size, key, ts_ns)
             if too_large or (key == DELIVER_KEY and keep_limit is not None and size > keep_limit):
-                self._emit_head(base + pos, ts_ns, bytes(view[pos : pos + DELIVER_HEAD]), size)
+                self._emit_head(base + pos, ts_ns, bytes(view[pos : min(end, pos + DELIVER_HEAD)]), size)
             else:
                 self._decode(base + pos, ts_ns, bytes(view[pos:end]), size, False)
             pos = end

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from ..protocol.codes import code_name
-from .fields import get, pair
+from .fields import pair
 from .percentiles import summarize_ms
 
 
@@ -52,17 +52,17 @@ class ConfirmCollector:
 
     def on_declare(self, ev) -> None:
         rec = ev.record
-        if get(rec, "response"):
+        if getattr(rec, "response", None):
             return
-        led = self._ledgers.get((ev.connection, get(rec, "publisher_id")))
+        led = self._ledgers.get((ev.connection, getattr(rec, "publisher_id", None)))
         if led is not None and led.outstanding:
-            self._close_outstanding(ev.connection, get(rec, "publisher_id"), led)
+            self._close_outstanding(ev.connection, getattr(rec, "publisher_id", None), led)
 
     def on_publish(self, ev) -> None:
         rec = ev.record
-        pid = get(rec, "publisher_id")
+        pid = getattr(rec, "publisher_id", None)
         led = self._ledger(ev.connection, pid)
-        ids = get(rec, "publishing_ids") or ()
+        ids = getattr(rec, "publishing_ids", None) or ()
         ts = ev.ts_ns
         outstanding = led.outstanding
         if outstanding.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
@@ -73,15 +73,15 @@ class ConfirmCollector:
                     continue
                 outstanding[pub_id] = ts
         led.published += len(ids)
-        led.records += get(rec, "record_count") or len(ids)
+        led.records += getattr(rec, "record_count", None) or len(ids)
         self._backlog_point(ev, pid, led)
 
     def on_confirm(self, ev) -> None:
         rec = ev.record
-        pid = get(rec, "publisher_id")
+        pid = getattr(rec, "publisher_id", None)
         led = self._ledger(ev.connection, pid)
         ts = ev.ts_ns
-        ids = get(rec, "publishing_ids") or ()
+        ids = getattr(rec, "publishing_ids", None) or ()
         if not self.keep_pairs:
             sent = list(map(led.outstanding.pop, ids, repeat(None)))
             if None in sent:
@@ -105,10 +105,10 @@ class ConfirmCollector:
 
     def on_error(self, ev) -> None:
         rec = ev.record
-        pid = get(rec, "publisher_id")
+        pid = getattr(rec, "publisher_id", None)
         led = self._ledger(ev.connection, pid)
         ts = ev.ts_ns
-        for item in get(rec, "errors") or ():
+        for item in getattr(rec, "errors", None) or ():
             pub_id, code = pair(item, "publishing_id", "code")
             led.errored[code] += 1
             sent = led.outstanding.pop(pub_id, None)

@@ -25,27 +25,33 @@ class DeliveryCollector:
         if not self.keep_rows:
             return
         rec = ev.record
-        chunk = get(rec, "chunk")
-        first = get(chunk, "chunk_id")
-        committed = get(rec, "committed_chunk_id")
-        chunk_ts = get(chunk, "timestamp")
+        chunk = getattr(rec, "chunk", None)
+        if isinstance(chunk, dict):
+            first, chunk_ts = chunk.get("chunk_id"), chunk.get("timestamp")
+            num_records, num_entries = chunk.get("num_records"), chunk.get("num_entries")
+            chunk_type = chunk.get("chunk_type")
+        else:
+            first, chunk_ts = get(chunk, "chunk_id"), get(chunk, "timestamp")
+            num_records, num_entries = get(chunk, "num_records"), get(chunk, "num_entries")
+            chunk_type = get(chunk, "chunk_type")
+        committed = getattr(rec, "committed_chunk_id", None)
         lag = committed - first if committed is not None and first is not None else None
         latency = ev.ts_ns / 1e6 - chunk_ts if chunk_ts is not None else None
         self.rows.append(
             (
                 ev.ts_ns,
                 ev.connection,
-                get(rec, "subscription_id"),
+                getattr(rec, "subscription_id", None),
                 first,
-                get(chunk, "num_records"),
-                get(chunk, "num_entries"),
-                get(chunk, "chunk_type"),
+                num_records,
+                num_entries,
+                chunk_type,
                 chunk_ts,
                 committed,
                 lag,
                 latency,
-                get(rec, "size"),
-                get(rec, "crc_ok") if self.crc else None,
+                getattr(rec, "size", None),
+                getattr(rec, "crc_ok", None) if self.crc else None,
             )
         )
 
@@ -60,17 +66,17 @@ class ThroughputCollector:
     def on_publish(self, ev) -> None:
         b = self._buckets[ev.ts_ns // NS_PER_S]
         rec = ev.record
-        b[0] += get(rec, "record_count") or 0
-        b[1] += (get(rec, "size") or 0) + 4
+        b[0] += getattr(rec, "record_count", None) or 0
+        b[1] += (getattr(rec, "size", None) or 0) + 4
 
     def on_confirm(self, ev) -> None:
-        self._buckets[ev.ts_ns // NS_PER_S][2] += len(get(ev.record, "publishing_ids") or ())
+        self._buckets[ev.ts_ns // NS_PER_S][2] += len(getattr(ev.record, "publishing_ids", None) or ())
 
     def on_deliver(self, ev) -> None:
         b = self._buckets[ev.ts_ns // NS_PER_S]
         rec = ev.record
-        b[3] += get(rec, "record_count") or 0
-        b[4] += (get(rec, "size") or 0) + 4
+        b[3] += getattr(rec, "record_count", None) or 0
+        b[4] += (getattr(rec, "size", None) or 0) + 4
 
     def rows(self) -> list[tuple]:
         return [(sec * NS_PER_S, *vals) for sec, vals in sorted(self._buckets.items())]

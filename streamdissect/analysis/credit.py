@@ -51,31 +51,31 @@ class CreditCollector:
 
     def on_subscribe(self, ev) -> None:
         rec = ev.record
-        if get(rec, "response"):
-            sub = self._pending_subscribe.pop((ev.connection, get(rec, "correlation_id")), None)
-            if sub is not None and get(rec, "code") != 1:
+        if getattr(rec, "response", None):
+            sub = self._pending_subscribe.pop((ev.connection, getattr(rec, "correlation_id", None)), None)
+            if sub is not None and getattr(rec, "code", None) != 1:
                 # refused: this id's ledger is not live; keep the row for the record
                 sub.balance = None
             return
-        sid = get(rec, "subscription_id")
+        sid = getattr(rec, "subscription_id", None)
         old = self._subs.pop((ev.connection, sid), None)
         if old is not None:
             self._end(old, ev.ts_ns, "unsubscribe")
         sub = self._sub(ev.connection, sid)
-        credit = get(rec, "credit")
-        sub.stream = get(rec, "stream")
+        credit = getattr(rec, "credit", None)
+        sub.stream = getattr(rec, "stream", None)
         sub.initial_credit = credit
         sub.balance = credit
-        self._pending_subscribe[(ev.connection, get(rec, "correlation_id"))] = sub
+        self._pending_subscribe[(ev.connection, getattr(rec, "correlation_id", None))] = sub
 
     def on_credit(self, ev) -> None:
         rec = ev.record
-        sid = get(rec, "subscription_id")
+        sid = getattr(rec, "subscription_id", None)
         sub = self._sub(ev.connection, sid)
-        if get(rec, "response"):  # 0x8009: only sent on error
+        if getattr(rec, "response", None):  # 0x8009: only sent on error
             sub.credit_errors += 1
             return
-        credit = get(rec, "credit") or 0
+        credit = getattr(rec, "credit", None) or 0
         sub.granted += credit
         sub.credit_frames += 1
         if sub.balance is None:
@@ -91,9 +91,9 @@ class CreditCollector:
 
     def on_deliver(self, ev) -> None:
         rec = ev.record
-        sub = self._sub(ev.connection, get(rec, "subscription_id"))
+        sub = self._sub(ev.connection, getattr(rec, "subscription_id", None))
         sub.chunks += 1
-        sub.records += get(rec, "record_count") or 0
+        sub.records += getattr(rec, "record_count", None) or 0
         waiting = sub.awaiting_deliver
         if waiting is not None:
             if ev.ts_ns - waiting["end_ns"] <= self.at_once_ns:
@@ -103,8 +103,8 @@ class CreditCollector:
             return
         sub.balance -= 1
         if sub.balance <= 0 and sub.open_stall is None:
-            committed = get(rec, "committed_chunk_id")
-            chunk_id = get(get(rec, "chunk"), "chunk_id")
+            committed = getattr(rec, "committed_chunk_id", None)
+            chunk_id = get(getattr(rec, "chunk", None), "chunk_id")
             ahead = committed is not None and chunk_id is not None and committed > chunk_id
             sub.open_stall = {
                 "connection": ev.connection,
@@ -119,9 +119,9 @@ class CreditCollector:
 
     def on_unsubscribe(self, ev) -> None:
         rec = ev.record
-        if get(rec, "response"):
+        if getattr(rec, "response", None):
             return
-        sub = self._subs.pop((ev.connection, get(rec, "subscription_id")), None)
+        sub = self._subs.pop((ev.connection, getattr(rec, "subscription_id", None)), None)
         if sub is not None:
             self._end(sub, ev.ts_ns, "unsubscribe")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..protocol.codes import code_name
-from .fields import get, pair
+from .fields import pair
 
 OK = 0x01
 
@@ -24,13 +24,13 @@ class ErrorCollector:
     def on_response(self, ev) -> None:
         """Responses carrying a code (Credit's 0x8009 included), and MetadataUpdate."""
         rec = ev.record
-        code = get(rec, "code")
+        code = getattr(rec, "code", None)
         if code is None or code == OK:
             return
-        self._add(ev, get(rec, "command"), code)
+        self._add(ev, getattr(rec, "command", None), code)
 
     def on_publish_error(self, ev) -> None:
-        for item in get(ev.record, "errors") or ():
+        for item in getattr(ev.record, "errors", None) or ():
             _, code = pair(item, "publishing_id", "code")
             self._add(ev, "PublishError", code)
 

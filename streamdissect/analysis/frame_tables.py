@@ -28,12 +28,14 @@ def dataframe(table: str, rows: list) -> pd.DataFrame:
 def _cast(kind: str):
     """The Python value a column of this kind holds once through pandas and back."""
     if kind in ("int64", "int32"):
-        return lambda v: None if v is None or _nan(v) else int(v)
+        return lambda v: v if v.__class__ is int else None if v is None or _nan(v) else int(v)
     if kind == "float64":
-        return lambda v: None if v is None or _nan(v) else float(v)
+        return lambda v: (
+            v if v.__class__ is float and not _nan(v) else None if v is None or _nan(v) else float(v)
+        )
     if kind == "bool":
-        return lambda v: None if v is None or _nan(v) else bool(v)
-    return lambda v: None if v is None or _nan(v) else str(v)
+        return lambda v: v if v.__class__ is bool else None if v is None or _nan(v) else bool(v)
+    return lambda v: v if v.__class__ is str else None if v is None or _nan(v) else str(v)
 
 
 def _nan(v: Any) -> bool:

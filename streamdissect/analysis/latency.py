@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .fields import get
 from .percentiles import summarize_ms
 
 # Commands that are not request/response calls (no correlation id, or answered by a ledger).
@@ -65,22 +64,22 @@ class LatencyCollector:
         row = self.rows[idx]
         row["response_ts_ns"] = ev.ts_ns
         row["latency_ms"] = (ev.ts_ns - row["request_ts_ns"]) / 1e6
-        row["code"] = get(rec, "code")
-        row["code_name"] = get(rec, "code_name")
+        row["code"] = getattr(rec, "code", None)
+        row["code_name"] = getattr(rec, "code_name", None)
         row["status"] = "answered"
 
     def on_frame(self, ev) -> None:
         rec = ev.record
-        command = get(rec, "command")
+        command = getattr(rec, "command", None)
         if command == "Tune":
             self._on_tune(ev, rec)
             return
         if command in NOT_CALLS or command is None:
             return
-        corr = get(rec, "correlation_id")
+        corr = getattr(rec, "correlation_id", None)
         if corr is None:
             return
-        if not get(rec, "response"):
+        if not getattr(rec, "response", None):
             key = (ev.connection, ev.direction, corr)
             previous = self._pending.get(key)
             if previous is not None:
@@ -102,8 +101,8 @@ class LatencyCollector:
                     "request_ts_ns": None,
                     "response_ts_ns": ev.ts_ns,
                     "latency_ms": None,
-                    "code": get(rec, "code"),
-                    "code_name": get(rec, "code_name"),
+                    "code": getattr(rec, "code", None),
+                    "code_name": getattr(rec, "code_name", None),
                     "status": "orphan_response",
                 }
             )

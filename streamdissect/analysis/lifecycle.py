@@ -64,19 +64,19 @@ class LifecycleCollector:
 
     def on_peer_properties(self, ev) -> None:
         c = self._conn(ev.connection)
-        props = get(ev.record, "properties")
-        if get(ev.record, "response"):
+        props = getattr(ev.record, "properties", None)
+        if getattr(ev.record, "response", None):
             c.server_properties = props
         else:
             c.client_properties = props
 
     def on_sasl_authenticate(self, ev) -> None:
         rec = ev.record
-        if get(rec, "response"):
+        if getattr(rec, "response", None):
             return
         c = self._conn(ev.connection)
-        c.sasl_mechanism = get(rec, "mechanism")
-        user = get(rec, "username")
+        c.sasl_mechanism = getattr(rec, "mechanism", None)
+        user = getattr(rec, "username", None)
         if user is not None:
             c.user = user
 
@@ -84,31 +84,31 @@ class LifecycleCollector:
         c = self._conn(ev.connection)
         rec = ev.record
         if ev.direction == "s2c":
-            c.offered_frame_max = get(rec, "frame_max")
-            c.offered_heartbeat = get(rec, "heartbeat")
+            c.offered_frame_max = getattr(rec, "frame_max", None)
+            c.offered_heartbeat = getattr(rec, "heartbeat", None)
             c.frame_max = c.frame_max if c.frame_max is not None else c.offered_frame_max
             c.heartbeat = c.heartbeat if c.heartbeat is not None else c.offered_heartbeat
         else:  # the client's reply is what the connection runs with
-            c.frame_max = get(rec, "frame_max")
-            c.heartbeat = get(rec, "heartbeat")
+            c.frame_max = getattr(rec, "frame_max", None)
+            c.heartbeat = getattr(rec, "heartbeat", None)
 
     def on_open(self, ev) -> None:
         c = self._conn(ev.connection)
         rec = ev.record
-        if not get(rec, "response"):
-            c.vhost = get(rec, "virtual_host")
+        if not getattr(rec, "response", None):
+            c.vhost = getattr(rec, "virtual_host", None)
         elif c.first_ns is not None and c.handshake_ms is None:
             c.handshake_ms = (ev.ts_ns - c.first_ns) / 1e6
 
     def on_close(self, ev) -> None:
         rec = ev.record
-        if get(rec, "response"):
+        if getattr(rec, "response", None):
             return
         c = self._conn(ev.connection)
         if c.closed_by is None:
             c.closed_by = "client" if ev.direction == "c2s" else "server"
-            c.close_code = get(rec, "closing_code")
-            c.close_reason = get(rec, "closing_reason")
+            c.close_code = getattr(rec, "closing_code", None)
+            c.close_reason = getattr(rec, "closing_reason", None)
 
     def rows(self, tcp_connections: list | None = None) -> list[dict]:
         """Merge protocol facts with the TCP-level connections table of the dissector."""

@@ -149,6 +149,26 @@ def _anomaly_row(a) -> dict:
     }
 
 
+class _DictRecord:
+    """A record given as a mapping, read like a record object (absent fields are None)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict) -> None:
+        self._d = d
+
+    def __getattr__(self, name: str):
+        return self._d.get(name)
+
+
+@dataclass(slots=True)
+class _Event:
+    ts_ns: int
+    connection: str
+    direction: str
+    record: object
+
+
 def analyze_events(events: Iterable, tcp_connections_after=list,
                    at_once_ms: float = AT_ONCE_MS, report_only: bool = False) -> Analysis:
     """Feed frame events (objects with ts_ns, connection, direction, record) and anomalies.
@@ -170,6 +190,9 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
         if rec is None:
             anomalies.append(ev)
             continue
+        if isinstance(rec, dict):  # collectors read fields as attributes
+            ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
+            rec = ev.record
         if first_ns is None:
             first_ns = ev.ts_ns
         last_ns = ev.ts_ns
@@ -195,12 +218,15 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
     analyze_events. `engine`: see dissect.Dissector."""
     from ..dissect import Dissector
+    from ..framing import DELIVER_KEEP_LIMIT
 
     if isinstance(paths, str):
         paths = [paths]
     # No analysis reads a Publish's message list: the bulk engine then never copies it.
+    # The report never checks a chunk's CRC: then no Deliver body is kept either.
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
-                          on_read=on_read, engine=engine, publish_messages=False)
+                          on_read=on_read, engine=engine, publish_messages=False,
+                          deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
     return analyze_events(
         dissector.run(paths),
         tcp_connections_after=lambda: list(dissector.connections),

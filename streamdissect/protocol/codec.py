@@ -303,7 +303,8 @@ _CREDIT = struct.Struct(">Bh")
 _PUBLISHER_ID = struct.Struct(">B")
 
 
-def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
+def _fast_deliver(frame: bytes, size: int, version: int, head: bool = False) -> Record | None:
+    """`head`: `frame` is only the first bytes of the frame (the chunk header is enough)."""
     if version == 1:
         start, committed = 57, None
         if len(frame) < start:
@@ -320,7 +321,7 @@ def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
         return None
     if (
         magic >> 4 != 5
-        or len(frame) - start < data_length
+        or (len(frame) - start < data_length and not head)
         or entries * 4 > data_length  # impossible counts: the compiled path explains
         or records > entries * 0xFFFF
     ):
@@ -331,8 +332,23 @@ def _fast_deliver(frame: bytes, size: int, version: int) -> Record | None:
         "crc": crc, "data_length": data_length, "trailer_length": trailer_length,
         "bloom_size": bloom, "reserved": (res_high << 8) | res_low,
     }  # fmt: skip
+    payload = None if head else memoryview(frame)[start:]
     return _Deliver(8, version, size, None, None, False, subscription_id, committed, chunk,
-                    memoryview(frame)[start:], records, entries)  # fmt: skip
+                    payload, records, entries)  # fmt: skip
+
+
+def decode_deliver_head(head: bytes, size: int) -> AnyRecord:
+    """A Deliver of which only `head` (its first bytes, chunk header included) was kept, as
+    the framer reports it: chunk header read, `chunk_payload` None, not truncated."""
+    if len(head) >= 8 and FRAME_HEADER.unpack_from(head)[:2] == (size, 0x0008):
+        record = _fast_deliver(head, size, FRAME_HEADER.unpack_from(head)[2], head=True)
+        if record is not None:
+            return record
+    record = decode_frame(head, declared_size=size)
+    if record.key == 0x0008 and not isinstance(record, Malformed | Unknown):
+        record.truncated = False
+        record.chunk_payload = None
+    return record
 
 
 def _fast_publish(frame: bytes, size: int, version: int) -> Record | None:
