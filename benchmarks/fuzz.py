@@ -1,0 +1,1107 @@
+#!/usr/bin/env python3
+"""Structure-aware fuzz campaign for the codec, the framer, the capture readers and the
+TCP reassembler.
+
+    python benchmarks/fuzz.py --minutes 10              # split between the three targets
+    python benchmarks/fuzz.py --frames 1000000 --pcaps 10000 --streams 20000
+
+Targets (each input is run under a per-input time bound; memory is sampled with
+tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
+
+- frame:  one mutated frame -> decode_frame (with and without a declared size, as snaplen
+          gives), then everything a user can ask of the record: to_dict both ways, repr,
+          the text summary, re-encoding (must give back exactly the bytes: a record that
+          encodes to other bytes would lie), record_from_dict, Deliver entries, records,
+          tracking, bounded decompression, AMQP 1.0 decoding of every record payload.
+- stream: a byte stream of mutated frames -> Framer, fed whole and in random splits with
+          missing bytes at random places; the split feeds must give the same frames and
+          anomalies as the whole feed (TCP segmentation must not change what we report).
+- pcap:   a mutated capture file (pcap or pcapng, sometimes gzip'd) -> the whole Dissector
+          pipeline (capture readers, link/IP/TCP headers, reassembler, framer, codec) with
+          every event turned into its jsonl and text output.
+
+Seeds are real frames and packets of the corpus (captures/*.pcap) plus crafted Deliver
+chunks with sub-batches in every compression. Mutations know the layouts: the size field,
+key, version, integer fields at every offset (string lengths, array counts), the Osiris
+chunk header, sub-batch headers, AMQP 1.0 type codes and sizes; pcap record lengths, link,
+IPv4/IPv6 and TCP header fields, sequence numbers, flags, packet order; plus truncations,
+splices, insertions and deletions.
+
+A finding (uncaught exception, broken invariant, time bound exceeded, memory bound
+exceeded) is printed and its input saved under tests/regressions/ (replayed by
+tests/test_fuzz_regressions.py); the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import resource
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+import tracemalloc
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streamdissect.capture import CaptureError
+from streamdissect.cli import anomaly_dict, frame_dict, summary
+from streamdissect.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.framing import Framer
+from streamdissect.protocol import (
+    MESSAGES,
+    DecompressionError,
+    Malformed,
+    MalformedEntry,
+    Record,
+    SubBatch,
+    Unknown,
+    decode_amqp_message,
+    decode_frame,
+    decompress,
+    encode_record,
+    record_from_dict,
+)
+from streamdissect.protocol.amqp import to_json as amqp_to_json
+
+CAPTURES = ROOT / "captures"
+REGRESSIONS = ROOT / "tests" / "regressions"
+EXTENSIONS = {"frame": ".frame", "stream": ".stream", "pcap": ".pcap"}
+
+# Bounds for one input. Generous against a loaded 2-core machine; a real hang or a
+# quadratic blow-up is far beyond them.
+TIME_BOUND_S = {"frame": 2.0, "stream": 5.0, "pcap": 10.0}
+MEMORY_BOUND = {"frame": 16 << 20, "stream": 16 << 20, "pcap": 32 << 20}
+MAX_DECOMPRESSED = 1 << 20  # what the fuzzer lets a sub-batch inflate to
+FUZZ_MAX_FRAME = 1 << 20  # the framer's cap in the stream target (the default is 8 MiB)
+FUZZ_OOO_CAP = 64 * 1024  # small, so the cap path runs often
+SAMPLE_MEMORY_EVERY = 97  # one input in this many runs under tracemalloc
+
+KNOWN_KEYS = sorted({m.key for m in MESSAGES})
+INTERESTING_32 = (0, 1, 2, 3, 4, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF,
+                  0x10000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF)  # fmt: skip
+INTERESTING_16 = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFE, 0xFFFF)
+INTERESTING_8 = (0, 1, 0x0F, 0x10, 0x40, 0x50, 0x53, 0x70, 0x7F, 0x80, 0xA1, 0xB0, 0xC0,
+                 0xD0, 0xE0, 0xF0, 0xFF)  # fmt: skip
+
+
+class Hang(Exception):
+    pass
+
+
+class Finding(Exception):
+    """An invariant that does not hold: the dissector would lie."""
+
+
+# --------------------------------------------------------------------------------------
+# Seeds
+
+
+def _u32(v: int) -> bytes:
+    return struct.pack(">I", v & 0xFFFFFFFF)
+
+
+def _amqp_message(rng: random.Random) -> bytes:
+    """A small AMQP 1.0 message: properties, application properties, data body."""
+    props = b"\x00\x53\x73\xc0\x0b\x03\xa1\x03abc\x40\xa1\x02to"
+    app = b"\x00\x53\x74\xc1\x0b\x02\xa1\x01k\xa1\x05value"
+    body_bytes = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 20)))
+    body = b"\x00\x53\x75\xa0" + bytes([len(body_bytes)]) + body_bytes
+    nested = b"\x00\x53\x77" + b"\xc0\x03\x01" * 3 + b"\x40"
+    return props + app + body + (nested if rng.random() < 0.3 else b"")
+
+
+def _compress(code: int, data: bytes) -> bytes:
+    if code == 1:
+        return gzip.compress(data)
+    if code == 2:
+        import snappy
+
+        return snappy.StreamCompressor().compress(data)
+    if code == 3:
+        import lz4.frame
+
+        return lz4.frame.compress(data)
+    if code == 4:
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+    return data
+
+
+def _sub_batch(code: int, records: list[bytes]) -> bytes:
+    plain = b"".join(_u32(len(r)) + r for r in records)
+    body = _compress(code, plain)
+    return struct.pack(">BHII", 0x80 | code << 4, len(records), len(plain), len(body)) + body
+
+
+def _deliver(entries: list[bytes], num_records: int, version: int, chunk_type: int = 0,
+             trailer: bytes = b"") -> bytes:  # fmt: skip
+    data = b"".join(entries)
+    header = struct.pack(">BBHIqQQIIIBHB", 0x50, chunk_type, len(entries), num_records,
+                         1_700_000_000_000, 3, 100, zlib.crc32(data), len(data), len(trailer),
+                         0, 0, 0)  # fmt: skip
+    prefix = b"\x01" + (struct.pack(">Q", 99) if version == 2 else b"")
+    body = prefix + header + data + trailer
+    return struct.pack(">IHH", len(body) + 4, 0x0008, version) + body
+
+
+def crafted_frames(rng: random.Random) -> list[bytes]:
+    frames = []
+    for code in range(5):
+        records = [_amqp_message(rng) for _ in range(3)]
+        for version in (1, 2):
+            frames.append(_deliver([_u32(len(records[0])) + records[0],
+                                    _sub_batch(code, records)], 4, version))  # fmt: skip
+        # a Publish (v1) carrying a sub-batch
+        entry = _sub_batch(code, records)
+        body = b"\x07" + struct.pack(">iQ", 1, 42) + entry
+        frames.append(struct.pack(">IHH", len(body) + 4, 0x0002, 1) + body)
+    tracking = b"\x00\x03abc" + struct.pack(">Q", 7)
+    frames.append(_deliver([_u32(len(tracking)) + tracking], 1, 1, chunk_type=1))
+    frames.append(_deliver([_u32(5) + b"hello"], 1, 1, trailer=b"\x00\x02id" + bytes(8)))
+    return frames
+
+
+def corpus_packets() -> list[tuple[int, list[tuple[int, bytes, int]]]]:
+    """(link type, packets) of every corpus capture, read without streamdissect."""
+    out = []
+    for path in sorted(CAPTURES.glob("*.pcap")):
+        raw = path.read_bytes()
+        order = "<" if raw[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+        ns = raw[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+        linktype = struct.unpack_from(order + "I", raw, 20)[0]
+        packets, pos = [], 24
+        while pos + 16 <= len(raw):
+            sec, frac, caplen, wirelen = struct.unpack_from(order + "IIII", raw, pos)
+            data = raw[pos + 16 : pos + 16 + caplen]
+            packets.append((sec * 10**9 + frac * (1 if ns else 1000), data, wirelen))
+            pos += 16 + caplen
+        out.append((linktype, packets))
+    return out
+
+
+def corpus_streams() -> list[bytes]:
+    """Each direction's byte stream of every corpus connection (whole frames only)."""
+    streams: dict[tuple[str, str], list[bytes]] = {}
+    for path in sorted(CAPTURES.glob("*.pcap")):
+        for ev in Dissector(deliver_keep_limit=None).run(str(path)):
+            if isinstance(ev, FrameEvent) and not ev.record.truncated:
+                streams.setdefault((f"{path.name} {ev.connection}", ev.direction), []).append(
+                    encode_frame(ev.record)
+                )
+    return [b"".join(frames) for frames in streams.values() if frames]
+
+
+def encode_frame(record: Any) -> bytes:
+    return bytes(record.raw) if isinstance(record, (Malformed, Unknown)) else encode_record(record)
+
+
+def corpus_frames(streams: list[bytes], per_kind: int = 12) -> list[bytes]:
+    """Up to `per_kind` frames of each (key, version), small ones preferred."""
+    by_kind: dict[tuple[int, int], list[bytes]] = {}
+    for stream in streams:
+        pos = 0
+        while pos + 8 <= len(stream):
+            size, key, version = struct.unpack_from(">IHH", stream, pos)
+            frame = stream[pos : pos + 4 + size]
+            pos += 4 + size
+            if len(frame) <= 32 * 1024:
+                by_kind.setdefault((key, version), []).append(frame)
+    seeds = []
+    for frames in by_kind.values():
+        frames = sorted(set(frames), key=len)
+        step = max(1, len(frames) // per_kind)
+        seeds += frames[::step][:per_kind]
+    return seeds
+
+
+# --------------------------------------------------------------------------------------
+# Mutators
+
+
+def _put(buf: bytearray, at: int, fmt: str, value: int) -> None:
+    size = struct.calcsize(fmt)
+    if 0 <= at and at + size <= len(buf):
+        struct.pack_into(fmt, buf, at, value & ((1 << (8 * size)) - 1))
+
+
+def _deliver_layout(buf: bytes) -> tuple[int, int] | None:
+    """(chunk header offset, data offset) of a Deliver frame, else None."""
+    if len(buf) < 8 or struct.unpack_from(">H", buf, 4)[0] != 0x0008:
+        return None
+    version = struct.unpack_from(">H", buf, 6)[0]
+    header = 9 + (8 if version == 2 else 0)
+    return header, header + 48
+
+
+def _entries(buf: bytes, start: int) -> list[tuple[int, bool]]:
+    """(offset, is sub-batch) of each entry of a data section, as far as it parses."""
+    found, pos = [], start
+    while pos + 4 <= len(buf) and len(found) < 64:
+        if buf[pos] & 0x80:
+            if pos + 11 > len(buf):
+                break
+            length = struct.unpack_from(">I", buf, pos + 7)[0]
+            found.append((pos, True))
+            pos += 11 + length
+        else:
+            found.append((pos, False))
+            pos += 4 + struct.unpack_from(">I", buf, pos)[0]
+    return found
+
+
+class FrameMutator:
+    def __init__(self, rng: random.Random, seeds: list[bytes]) -> None:
+        self.rng = rng
+        self.seeds = seeds
+
+    def interesting(self, width: int, around: int = 0) -> int:
+        rng = self.rng
+        if around and rng.random() < 0.3:
+            return max(0, around + rng.randint(-9, 9))
+        if width == 4:
+            return rng.choice(INTERESTING_32) if rng.random() < 0.8 else rng.getrandbits(32)
+        if width == 2:
+            return rng.choice(INTERESTING_16) if rng.random() < 0.8 else rng.getrandbits(16)
+        return rng.choice(INTERESTING_8) if rng.random() < 0.8 else rng.getrandbits(8)
+
+    def mutate(self, seed: bytes | None = None) -> bytes:
+        rng = self.rng
+        buf = bytearray(seed if seed is not None else rng.choice(self.seeds))
+        for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 5))):
+            self.step(buf)
+        return bytes(buf)
+
+    def step(self, buf: bytearray) -> None:
+        rng = self.rng
+        n = len(buf)
+        what = rng.randrange(16)
+        if n < 9:
+            buf += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+            return
+        if what == 0:  # the size field
+            _put(buf, 0, ">I", self.interesting(4, n - 4))
+        elif what == 1:  # key
+            key = rng.choice(KNOWN_KEYS) | (0x8000 if rng.random() < 0.4 else 0)
+            _put(buf, 4, ">H", key if rng.random() < 0.9 else rng.getrandbits(16))
+        elif what == 2:  # version
+            _put(buf, 6, ">H", rng.choice((0, 1, 2, 3, 0xFFFF)))
+        elif what in (3, 4):  # an integer field: counts, string/bytes lengths, ids
+            width = rng.choice((1, 2, 2, 4, 4, 8))
+            at = rng.randrange(8, max(9, n - width + 1))
+            fmt = {1: ">B", 2: ">H", 4: ">I", 8: ">Q"}[width]
+            value = self.interesting(min(width, 4), n - at)
+            if width == 8 and rng.random() < 0.5:
+                value = rng.choice((0, 1 << 63, (1 << 64) - 1, rng.getrandbits(64)))
+            _put(buf, at, fmt, value)
+        elif what == 5:  # byte flips
+            for _ in range(rng.randrange(1, 4)):
+                at = rng.randrange(n)
+                buf[at] ^= 1 << rng.randrange(8)
+        elif what == 6:  # truncation
+            del buf[rng.randrange(4, n + 1) :]
+        elif what == 7:  # insertion
+            at = rng.randrange(8, n + 1)
+            buf[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 12)))
+        elif what == 8:  # deletion
+            at = rng.randrange(8, n)
+            del buf[at : at + rng.randrange(1, 12)]
+        elif what == 9:  # splice with another seed
+            other = rng.choice(self.seeds)
+            cut = rng.randrange(8, n + 1)
+            buf[cut:] = other[rng.randrange(0, len(other) + 1) :]
+        elif what == 10:  # resize: keep the size field honest after other edits
+            _put(buf, 0, ">I", n - 4)
+        elif what in (11, 12):
+            self.chunk_step(buf)
+        elif what == 13:
+            self.amqp_step(buf)
+        elif what == 14:  # duplicate a slice (repeated entries, repeated map keys)
+            at = rng.randrange(8, n)
+            piece = bytes(buf[at : at + rng.randrange(1, 64)])
+            buf[at:at] = piece * rng.randrange(1, 4)
+        else:  # random bytes over a range
+            at = rng.randrange(8, n)
+            for i in range(at, min(n, at + rng.randrange(1, 16))):
+                buf[i] = rng.randrange(256)
+        if rng.random() < 0.5 and len(buf) >= 4 and what not in (0, 6, 10):
+            _put(buf, 0, ">I", len(buf) - 4)  # most edits keep the frame length consistent
+
+    def chunk_step(self, buf: bytearray) -> None:
+        """Osiris chunk header fields and sub-batch headers of a Deliver frame."""
+        rng = self.rng
+        layout = _deliver_layout(bytes(buf[:8]))
+        if layout is None:
+            return
+        header, data = layout
+        field_at = {
+            "magic": (0, ">B"), "type": (1, ">B"), "entries": (2, ">H"), "records": (4, ">I"),
+            "data_length": (36, ">I"), "trailer_length": (40, ">I"), "bloom": (44, ">B"),
+            "crc": (32, ">I"),
+        }  # fmt: skip
+        if rng.random() < 0.5:
+            name = rng.choice(list(field_at))
+            at, fmt = field_at[name]
+            width = struct.calcsize(fmt)
+            around = len(buf) - data if name == "data_length" else 0
+            value = self.interesting(width, around)
+            if name == "magic" and rng.random() < 0.7:
+                value = 0x50 | rng.randrange(16)
+            if name == "type" and rng.random() < 0.7:
+                value = rng.randrange(4)
+            _put(buf, header + at, fmt, value)
+            return
+        entries = _entries(bytes(buf), data)
+        if not entries:
+            return
+        at, is_sub = rng.choice(entries)
+        if is_sub:
+            choice = rng.randrange(5)
+            if choice == 0:  # flags: compression code, reserved bits
+                buf[at] = 0x80 | rng.randrange(0x80)
+            elif choice == 1:
+                _put(buf, at + 1, ">H", self.interesting(2))  # num_records
+            elif choice == 2:
+                _put(buf, at + 3, ">I", self.interesting(4))  # uncompressed length
+            elif choice == 3:
+                _put(buf, at + 7, ">I", self.interesting(4, len(buf) - at - 11))  # length
+            else:  # a zip bomb in place of the body
+                code = rng.choice((1, 1, 3, 4))
+                bomb = _compress(code, b"\x00" * rng.choice((1 << 16, 1 << 20, 4 << 20)))
+                claimed = rng.choice((10, 1 << 16, 1 << 30, 0xFFFFFFFF))
+                entry = struct.pack(">BHII", 0x80 | code << 4, 1, claimed, len(bomb)) + bomb
+                stop = at + 11 + struct.unpack_from(">I", buf, at + 7)[0]
+                buf[at:stop] = entry
+        else:
+            _put(buf, at, ">I", self.interesting(4, len(buf) - at - 4))
+
+    def amqp_step(self, buf: bytearray) -> None:
+        """Type codes and sizes inside AMQP 1.0 sections (found by their 0x00 0x53 prefix)."""
+        rng = self.rng
+        starts = [i for i in range(8, len(buf) - 3) if buf[i] == 0 and buf[i + 1] == 0x53]
+        if not starts:
+            return
+        at = rng.choice(starts) + 3
+        choice = rng.randrange(4)
+        if choice == 0 and at < len(buf):
+            buf[at] = rng.choice((0xA0, 0xB0, 0xA1, 0xB1, 0xC0, 0xD0, 0xC1, 0xD1, 0xE0, 0xF0,
+                                  0x00, 0x40, 0x45, 0x98, 0x73, 0x55, 0x94))  # fmt: skip
+        elif choice == 1:
+            _put(buf, at + 1, rng.choice((">B", ">I")), self.interesting(4))
+        elif choice == 2:  # deep nesting: list8 of list8 of ...
+            depth = rng.choice((10, 31, 32, 33, 100, 1000))
+            buf[at:at] = b"\xc0\x02\x01" * depth + b"\x40"
+        else:  # described inside described
+            buf[at:at] = b"\x00" * rng.choice((2, 40, 200)) + b"\x40\x40"
+
+
+class StreamMutator:
+    """A direction's byte stream with a few frames mutated, spliced or cut."""
+
+    def __init__(self, rng: random.Random, streams: list[bytes], frames: FrameMutator) -> None:
+        self.rng = rng
+        self.streams = [s[: 64 * 1024] for s in streams]
+        self.frames = frames
+
+    def mutate(self) -> bytes:
+        rng = self.rng
+        stream = rng.choice(self.streams)
+        starts, pos = [], 0
+        while pos + 8 <= len(stream):
+            starts.append(pos)
+            pos += 4 + struct.unpack_from(">I", stream, pos)[0]
+        first = rng.randrange(len(starts))
+        window = starts[first : first + rng.randrange(1, 40)]
+        frames = []
+        for i, start in enumerate(window):
+            end = starts[first + i + 1] if first + i + 1 < len(starts) else len(stream)
+            frame = stream[start:end]
+            if rng.random() < 0.15:
+                frame = self.frames.mutate(frame)
+            frames.append(frame)
+        if rng.random() < 0.2:
+            frames.insert(rng.randrange(len(frames) + 1), rng.choice(self.frames.seeds))
+        out = b"".join(frames)
+        if rng.random() < 0.3:  # start mid-way
+            out = out[rng.randrange(min(len(out), 40)) :]
+        if rng.random() < 0.1:
+            out += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+        return out
+
+
+# --- captures ---------------------------------------------------------------------------
+
+
+def _pcap(linktype: int, packets: list[tuple[int, bytes, int]], *, ns: bool = False,
+          big: bool = False, snaplen: int = 262144) -> bytes:  # fmt: skip
+    order = ">" if big else "<"
+    out = [struct.pack(order + "IHHiIII", 0xA1B23C4D if ns else 0xA1B2C3D4, 2, 4, 0, 0,
+                       snaplen, linktype)]  # fmt: skip
+    for ts, data, wirelen in packets:
+        sec, frac = divmod(ts, 10**9)
+        out.append(struct.pack(order + "IIII", sec & 0xFFFFFFFF, frac if ns else frac // 1000,
+                               len(data), wirelen & 0xFFFFFFFF))  # fmt: skip
+        out.append(data)
+    return b"".join(out)
+
+
+def _pcapng_block(block_type: int, body: bytes) -> bytes:
+    body += b"\x00" * (-len(body) % 4)
+    return struct.pack("<II", block_type, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+def _pcapng(linktype: int, packets: list[tuple[int, bytes, int]], rng: random.Random) -> bytes:
+    out = [_pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)),
+           _pcapng_block(1, struct.pack("<HHI", linktype, 0, 0) + struct.pack("<HH", 9, 1)
+                         + bytes([9, 0, 0, 0]) + struct.pack("<HH", 0, 0))]  # fmt: skip
+    for ts, data, wirelen in packets:
+        kind = rng.random()
+        if kind < 0.05:
+            out.append(_pcapng_block(3, struct.pack("<I", wirelen) + data))
+        elif kind < 0.08:
+            out.append(_pcapng_block(rng.choice((4, 5, 0x0BAD, 0x80000001)), data[:20]))
+        else:
+            out.append(_pcapng_block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF,
+                                                    len(data), wirelen) + data))  # fmt: skip
+    return b"".join(out)
+
+
+def _tcp_at(data: bytes) -> tuple[int, int] | None:
+    """(IP header offset, TCP header offset) of an Ethernet + IPv4 + TCP frame."""
+    if len(data) < 54 or data[12:14] != b"\x08\x00" or data[23] != 6:
+        return None
+    tcp = 14 + (data[14] & 0x0F) * 4
+    return (14, tcp) if tcp + 20 <= len(data) else None
+
+
+class PcapMutator:
+    def __init__(self, rng: random.Random, captures: list, frames: FrameMutator) -> None:
+        self.rng = rng
+        self.captures = captures
+        self.frames = frames
+
+    def mutate(self) -> bytes:
+        rng = self.rng
+        linktype, packets = rng.choice(self.captures)
+        if rng.random() < 0.5:  # a window of the capture
+            start = rng.randrange(len(packets))
+            packets = packets[start : start + rng.randrange(5, 80)]
+        packets = list(packets)
+        for _ in range(rng.choice((1, 1, 2, 3, 6))):
+            self.packet_step(packets)
+        if not packets:
+            packets = [rng.choice(rng.choice(self.captures)[1])]
+        container = rng.random()
+        if container < 0.7:
+            raw = bytearray(
+                _pcap(
+                    linktype,
+                    packets,
+                    ns=rng.random() < 0.3,
+                    big=rng.random() < 0.2,
+                    snaplen=rng.choice((262144, 65535, 96, 2**31, 0xFFFFFFFF)),
+                )
+            )
+            if rng.random() < 0.3:
+                self.record_step(raw)
+        else:
+            raw = bytearray(_pcapng(linktype, packets, rng))
+            if rng.random() < 0.3:
+                self.block_step(raw)
+        if rng.random() < 0.08:
+            del raw[rng.randrange(24, len(raw) + 1) :]
+        if rng.random() < 0.08:
+            raw = bytearray(gzip.compress(bytes(raw), compresslevel=1))
+            if rng.random() < 0.3:
+                del raw[rng.randrange(10, len(raw) + 1) :]
+        return bytes(raw)
+
+    def packet_step(self, packets: list[tuple[int, bytes, int]]) -> None:
+        rng = self.rng
+        if not packets:
+            return
+        i = rng.randrange(len(packets))
+        ts, data, wirelen = packets[i]
+        buf = bytearray(data)
+        where = _tcp_at(data)
+        what = rng.randrange(14)
+        if what == 0 and where:  # sequence number
+            _, tcp = where
+            seq = struct.unpack_from(">I", buf, tcp + 4)[0]
+            delta = rng.choice((1, -1, 1000, -1000, 1 << 31, rng.getrandbits(32)))
+            _put(buf, tcp + 4, ">I", seq + delta)
+        elif what == 1 and where:  # flags
+            buf[where[1] + 13] = rng.choice((0x02, 0x12, 0x10, 0x18, 0x11, 0x04, 0x14, 0x01,
+                                             rng.randrange(256)))  # fmt: skip
+        elif what == 2 and where:  # TCP data offset
+            _, tcp = where
+            buf[tcp + 12] = (rng.randrange(16) << 4) | (buf[tcp + 12] & 0x0F)
+        elif what == 3 and where:  # IHL, total length, protocol, fragment bits, version
+            ip, _ = where
+            choice = rng.randrange(5)
+            if choice == 0:
+                buf[ip] = 0x40 | rng.randrange(16)
+            elif choice == 1:
+                _put(buf, ip + 2, ">H", rng.choice((0, 1, 20, 40, len(buf) - 14 + 7, 0xFFFF)))
+            elif choice == 2:
+                buf[ip + 9] = rng.choice((6, 17, 1, 0))
+            elif choice == 3:
+                _put(buf, ip + 6, ">H", rng.choice((0x2000, 0x0010, 0x3FFF, 0x4000)))
+            else:
+                buf[ip] = (rng.randrange(16) << 4) | (buf[ip] & 0x0F)
+        elif what == 4:  # ethertype / VLAN tags / IPv6 with extension loops
+            choice = rng.randrange(3)
+            if choice == 0:
+                _put(buf, 12, ">H", rng.choice((0x0800, 0x86DD, 0x8100, 0x88A8, 0x0806)))
+            elif choice == 1:
+                buf[12:12] = b"\x81\x00\x00\x01" * rng.randrange(1, 7)
+            elif where:
+                buf = bytearray(self._as_ipv6(bytes(buf), where))
+        elif what == 5 and where:  # the payload: mutate the frame in it
+            _, tcp = where
+            start = tcp + (buf[tcp + 12] >> 4) * 4
+            if start + 8 <= len(buf):
+                payload = self.frames.mutate(bytes(buf[start:]))
+                buf[start:] = payload
+                _put(buf, 16, ">H", len(buf) - 14)
+        elif what == 6:  # drop
+            del packets[i]
+            return
+        elif what == 7:  # duplicate later
+            packets.insert(min(len(packets), i + rng.randrange(1, 5)), packets[i])
+            return
+        elif what == 8 and i + 1 < len(packets):  # reorder
+            j = min(len(packets) - 1, i + rng.randrange(1, 5))
+            packets[i], packets[j] = (packets[i][0], packets[j][1], packets[j][2]), (
+                packets[j][0], data, wirelen)  # fmt: skip
+            return
+        elif what == 9:  # snaplen cut, wire length kept
+            del buf[rng.randrange(0, len(buf) + 1) :]
+        elif what == 10:  # wire length lies
+            wirelen = rng.choice((0, len(buf), len(buf) + 1, 0xFFFFFFFF, rng.getrandbits(32)))
+        elif what == 11:  # splice a packet of another capture
+            packets.insert(i, rng.choice(rng.choice(self.captures)[1]))
+            return
+        elif what == 12:  # resegment: split a data segment in two
+            if where:
+                _, tcp = where
+                start = tcp + (buf[tcp + 12] >> 4) * 4
+                payload_len = len(buf) - start
+                if payload_len > 2:
+                    cut = rng.randrange(1, payload_len)
+                    seq = struct.unpack_from(">I", buf, tcp + 4)[0]
+                    first, second = bytearray(buf[: start + cut]), bytearray(buf[:start])
+                    second += buf[start + cut :]
+                    _put(second, tcp + 4, ">I", seq + cut)
+                    for part in (first, second):
+                        _put(part, 16, ">H", len(part) - 14)
+                    packets[i : i + 1] = [(ts, bytes(first), len(first)),
+                                          (ts, bytes(second), len(second))]  # fmt: skip
+                    return
+        else:  # time going backwards or far ahead
+            ts = max(0, ts + rng.choice((-(10**9), 10**12, -ts)))
+        packets[i] = (ts, bytes(buf), wirelen)
+
+    @staticmethod
+    def _as_ipv6(data: bytes, where: tuple[int, int]) -> bytes:
+        _, tcp = where
+        tcp_bytes = data[tcp:]
+        chain = bytes([60, 0, 1, 4, 0, 0, 0, 0]) * 12  # a chain longer than the bound
+        payload = chain + tcp_bytes
+        header = struct.pack(">IHBB16s16s", 6 << 28, len(payload), 60, 64, b"\x20" * 16,
+                             b"\x21" * 16)  # fmt: skip
+        return data[:12] + b"\x86\xdd" + header + payload
+
+    def record_step(self, raw: bytearray) -> None:
+        """A classic pcap record header or the file header."""
+        rng = self.rng
+        choice = rng.randrange(4)
+        if choice == 0:  # file header snaplen / link type / version
+            _put(raw, 16, "<I", rng.choice((0, 2**31, 0xFFFFFFFF)))
+            if rng.random() < 0.3:
+                _put(raw, 20, "<I", rng.choice((0, 101, 113, 228, 229, 276, 0xFFFFFFFF)))
+            return
+        pos, records = 24, []
+        while pos + 16 <= len(raw):
+            records.append(pos)
+            pos += 16 + struct.unpack_from("<I", raw, pos + 8)[0]
+        if not records:
+            return
+        at = rng.choice(records)
+        value = rng.choice((0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 300 * 1024,
+                            len(raw) - at, len(raw) - at + 100))  # fmt: skip
+        _put(raw, at + (8 if choice != 3 else 12), "<I", value)
+
+    def block_step(self, raw: bytearray) -> None:
+        """A pcapng block's type or length (either of its two length fields)."""
+        rng = self.rng
+        pos, blocks = 0, []
+        while pos + 12 <= len(raw):
+            blocks.append(pos)
+            length = struct.unpack_from("<I", raw, pos + 4)[0]
+            if length < 12:
+                break
+            pos += length
+        if not blocks:
+            return
+        at = rng.choice(blocks)
+        choice = rng.randrange(3)
+        if choice == 0:
+            _put(raw, at, "<I", rng.choice((0, 2, 3, 5, 6, 0x0A0D0D0A, rng.getrandbits(32))))
+        elif choice == 1:
+            _put(raw, at + 4, "<I", rng.choice((0, 8, 12, 13, 30, 1 << 30, 0xFFFFFFFC,
+                                                 rng.getrandbits(32))))  # fmt: skip
+        else:
+            if at + 20 <= len(raw):
+                _put(raw, at + 8 + rng.choice((0, 4, 12, 16)), "<I", self.frames.interesting(4))
+
+
+# --------------------------------------------------------------------------------------
+# Targets
+
+
+def exercise(record: Any, frame: bytes | None) -> None:
+    """Everything a user can ask of a record; raise Finding when an output would lie."""
+    d = record.to_dict()
+    json.dumps(d, default=str)
+    secret = record.to_dict(show_secrets=True)
+    json.dumps(secret, default=str)
+    repr(record)
+    summary(record)
+    if frame is not None:
+        if isinstance(record, (Malformed, Unknown)):
+            if bytes(record.raw) != frame:
+                raise Finding("Malformed/Unknown raw differs from the frame")
+        elif not record.truncated:
+            again = encode_record(record)
+            if again != frame:
+                raise Finding(f"{record.command} re-encodes to other bytes")
+            rebuilt = record_from_dict(secret)
+            if encode_frame(rebuilt) != frame:
+                raise Finding(f"{record.command} to_dict/record_from_dict loses bytes")
+    if not isinstance(record, Record):
+        return
+    if record.command == "Deliver" and not record.response:
+        record.crc_ok  # noqa: B018
+        for entry in record.entries():
+            if isinstance(entry, MalformedEntry):
+                break
+        for item in record.messages(max_decompressed=MAX_DECOMPRESSED):
+            if not isinstance(item, MalformedEntry):
+                _amqp(item.data)
+        record.tracking()
+    elif record.command == "Publish" and record.messages is not None:
+        try:
+            items = list(record.messages)
+        except Exception:
+            if not record.truncated:
+                raise
+            items = []
+        for item in items:
+            entry = item.entry
+            if isinstance(entry, SubBatch):
+                try:
+                    decompress(entry.compression, entry.data, entry.uncompressed_length,
+                               MAX_DECOMPRESSED)  # fmt: skip
+                except DecompressionError:
+                    pass
+            else:
+                _amqp(entry)
+
+
+def _amqp(data: Any) -> None:
+    message = decode_amqp_message(data)
+    json.dumps(message.summary(), default=str)
+    amqp_to_json(message.body)
+
+
+def run_frame(frame: bytes) -> None:
+    record = decode_frame(frame)
+    if "internal error" in getattr(record, "reason", ""):
+        raise Finding(f"decode_frame caught its own bug: {record.reason}")
+    exercise(record, frame)
+    if isinstance(record, Record) and not record.truncated and len(frame) > 8:
+        # what snaplen leaves of a valid frame must not turn malformed (the framer's resync
+        # judges cut candidates this way, so segmentation would change its output)
+        digest = int.from_bytes(hashlib.sha1(frame).digest()[:4], "big")
+        for cut in {8, len(frame) - 1, 8 + digest % (len(frame) - 8)}:
+            prefix = decode_frame(frame[:cut], declared_size=len(frame) - 4)
+            if isinstance(prefix, Malformed):
+                raise Finding(f"{cut}-byte prefix of a valid {record.command} is malformed: "
+                              f"{prefix.reason}")  # fmt: skip
+    if len(frame) >= 4:
+        size = struct.unpack_from(">I", frame)[0]
+        if size > len(frame) - 4:  # as snaplen leaves it
+            cut = decode_frame(frame, declared_size=size)
+            if "internal error" in getattr(cut, "reason", ""):
+                raise Finding(f"decode_frame caught its own bug: {cut.reason}")
+            exercise(cut, None)
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def emit(self, offset: int, ts_ns: int, record: Any) -> None:
+        self.events.append(("frame", offset, record.to_dict(show_secrets=True)))
+
+    def report(self, kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
+        self.events.append(("anomaly", kind, offset, length))
+
+
+def _framer(collect: _Collect) -> Framer:
+    return Framer(collect.emit, collect.report, FUZZ_MAX_FRAME)
+
+
+def run_stream(stream: bytes) -> None:
+    """Whole feed vs random splits (same frames and anomalies), then splits with missing
+    bytes (must not raise, output bounded by the input)."""
+    whole = _Collect()
+    framer = _framer(whole)
+    framer.data(memoryview(stream), 1)
+    framer.finish(1)
+    rng = random.Random(hashlib.sha1(stream).digest())
+    split = _Collect()
+    framer = _framer(split)
+    pos = 0
+    while pos < len(stream):
+        step = rng.choice((1, 2, 3, 7, 8, 9, 64, 1460, 65536))
+        framer.data(memoryview(stream[pos : pos + step]), 1)
+        pos += step
+    framer.finish(1)
+    if split.events != whole.events:
+        first = next(i for i, (a, b) in enumerate(zip(split.events + [None], whole.events + [None]))
+                     if a != b)  # fmt: skip
+        raise Finding(
+            f"framer output depends on segmentation at event {first}: "
+            f"split {split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
+        )
+    gappy = _Collect()
+    framer = _framer(gappy)
+    pos = 0
+    while pos < len(stream):
+        step = rng.randrange(1, 3000)
+        if rng.random() < 0.2:
+            framer.missing(step, 1)
+        else:
+            framer.data(memoryview(stream[pos : pos + step]), 1)
+        pos += step
+    framer.finish(1)
+    if len(framer.rbuf) > FUZZ_MAX_FRAME + 64:
+        raise Finding(f"resync buffer holds {len(framer.rbuf)} bytes")
+    for event in gappy.events:
+        if event[0] == "frame":
+            json.dumps(event[2], default=str)
+
+
+def _event_key(event: Any) -> tuple:
+    if isinstance(event, FrameEvent):
+        return (event.ts_ns, event.connection, event.direction, event.stream_offset,
+                json.dumps(event.record.to_dict(show_secrets=True), default=str))  # fmt: skip
+    return (event.ts_ns, event.connection, event.direction, event.kind, event.stream_offset,
+            event.length, event.detail)  # fmt: skip
+
+
+def run_pcap(data: bytes, path: str) -> None:
+    """The whole pipeline and its outputs; for a plain pcap, the bulk engine must give
+    exactly the events of the streaming (reference) engine."""
+    with open(path, "wb") as f:
+        f.write(data)
+    engines = ("auto", "stream") if "engine" in Dissector.__init__.__code__.co_varnames else ()
+    runs = []
+    for engine in engines or ("auto",):
+        dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, **({"engine": engine} if engines else {}))
+        try:
+            events = list(dissector.run(path))
+        except CaptureError:
+            events = None  # a clear error for a file that is not a capture
+        runs.append((dissector, events))
+    if len(runs) == 2:
+        (_, auto), (_, stream) = runs
+        if (auto is None) != (stream is None):
+            raise Finding("one engine refuses the file, the other reads it")
+        if auto is not None and stream is not None:
+            a, b = [_event_key(e) for e in auto], [_event_key(e) for e in stream]
+            if a != b:
+                first = next(i for i, (x, y) in enumerate(zip(a + [None], b + [None])) if x != y)
+                raise Finding(f"engines disagree at event {first}: auto {a[first:first + 1]} "
+                              f"vs stream {b[first:first + 1]}")  # fmt: skip
+    dissector, events = runs[0]
+    if events is None:
+        return
+    text = io.StringIO()
+    last: dict[tuple[str, str], int] = {}
+    for event in events:
+        if isinstance(event, FrameEvent):
+            row = frame_dict(event, show_secrets=False)
+            json.dumps(row, default=str)
+            text.write(summary(event.record))
+            if event.record.to_dict is None:
+                raise Finding("record without to_dict")
+            key = (event.connection, event.direction)
+            if event.stream_offset < last.get(key, -1):
+                raise Finding(f"frame offsets go backwards on {key}")
+            last[key] = event.stream_offset
+        elif isinstance(event, Anomaly):
+            json.dumps(anomaly_dict(event), default=str)
+        else:
+            raise Finding(f"unexpected event {type(event).__name__}")
+        if text.tell() > 1 << 20:
+            text = io.StringIO()
+    for row in dissector.connections:
+        repr(row)
+
+
+# --------------------------------------------------------------------------------------
+# The campaign
+
+
+@dataclass
+class Stats:
+    inputs: int = 0
+    findings: int = 0
+    seconds: float = 0.0
+    slowest_s: float = 0.0
+    slowest_input: str = ""
+    peak_bytes: int = 0  # largest tracemalloc peak of one sampled input
+    sampled: int = 0
+    saved: list[str] = field(default_factory=list)
+    signatures: dict[str, int] = field(default_factory=dict)  # distinct findings, counted
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang("per-input time bound exceeded")
+
+
+def save(target: str, data: bytes, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{target}-{hashlib.sha1(data).hexdigest()[:12]}{EXTENSIONS[target]}"
+    path.write_bytes(data)
+    return path
+
+
+def replay(target: str, data: bytes, scratch: str | None = None) -> None:
+    """Run one saved input through its target (regression tests use this)."""
+    if target == "frame":
+        run_frame(data)
+    elif target == "stream":
+        run_stream(data)
+    else:
+        if scratch is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                run_pcap(data, os.path.join(tmp, "input.pcap"))
+        else:
+            run_pcap(data, scratch)
+
+
+def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path | None,
+            sample: bool, log: Callable[[str], None]) -> None:  # fmt: skip
+    if sample:
+        tracemalloc.start()
+    signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S[target])
+    started = time.perf_counter()
+    problem = None
+    try:
+        replay(target, data, scratch)
+    except Hang:
+        problem = f"hang: more than {TIME_BOUND_S[target]} s"
+    except RecursionError:
+        problem = "RecursionError:\n" + traceback.format_exc(limit=-8)
+    except Exception:  # noqa: BLE001 - every exception is a finding
+        problem = traceback.format_exc(limit=-8)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    elapsed = time.perf_counter() - started
+    if sample:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        stats.sampled += 1
+        stats.peak_bytes = max(stats.peak_bytes, peak)
+        if peak > MEMORY_BOUND[target] and problem is None:
+            problem = f"memory: peak {peak} bytes > {MEMORY_BOUND[target]}"
+    stats.inputs += 1
+    stats.seconds += elapsed
+    if elapsed > stats.slowest_s:
+        stats.slowest_s = elapsed
+        stats.slowest_input = f"{len(data)} bytes sha1 {hashlib.sha1(data).hexdigest()[:12]}"
+    if problem is not None:
+        stats.findings += 1
+        # the same finding over and over: count it, save and print the first few only
+        signature = re.sub(r"[0-9]+", "N", problem.strip().splitlines()[-1])[:90]
+        seen = stats.signatures[signature] = stats.signatures.get(signature, 0) + 1
+        if seen > 3:
+            return
+        where = save(target, data, out_dir) if out_dir is not None else None
+        if where is not None:
+            stats.saved.append(str(where))
+        log(f"FINDING in {target} ({len(data)} bytes, saved as {where}):\n{problem}")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def campaign(
+    minutes: float | None = None,
+    counts: dict[str, int] | None = None,
+    seed: int = 1,
+    out_dir: Path | None = REGRESSIONS,
+    log: Callable[[str], None] = print,
+    progress_every: float = 60.0,
+) -> dict[str, Any]:
+    """Run the targets round-robin until `minutes` pass or every target has its count."""
+    rng = random.Random(seed)
+    streams = corpus_streams()
+    seeds = corpus_frames(streams) + crafted_frames(rng)
+    frames = FrameMutator(rng, seeds)
+    generators = {
+        "frame": frames.mutate,
+        "stream": StreamMutator(rng, streams, frames).mutate,
+        "pcap": PcapMutator(rng, corpus_packets(), frames).mutate,
+    }
+    # inputs per round of each target, so that time splits roughly evenly
+    batch = {"frame": 200, "stream": 20, "pcap": 4}
+    stats = {name: Stats() for name in generators}
+    old_handler = signal.signal(signal.SIGALRM, _alarm)
+    fd, scratch = tempfile.mkstemp(prefix="streamdissect-fuzz-", suffix=".pcap",
+                                   dir="/dev/shm" if os.path.isdir("/dev/shm") else None)  # fmt: skip
+    os.close(fd)
+    deadline = time.monotonic() + minutes * 60 if minutes else None
+    started = time.monotonic()
+    next_progress = started + progress_every
+    rss_start = rss_after_warmup = None
+    rounds = 0
+    generator_errors = 0
+    try:
+        while True:
+            pending = [
+                n for n in generators if counts is None or stats[n].inputs < counts.get(n, 0)
+            ]
+            if not pending or (deadline is not None and time.monotonic() >= deadline):
+                break
+            for name in pending:
+                for _ in range(batch[name]):
+                    if counts is not None and stats[name].inputs >= counts.get(name, 0):
+                        break
+                    try:
+                        data = generators[name]()
+                    except Exception:  # noqa: BLE001 - a mutator bug, not a finding
+                        generator_errors += 1
+                        if generator_errors <= 3:
+                            log(f"mutator error in {name}:\n{traceback.format_exc(limit=-3)}")
+                        continue
+                    count = stats[name].inputs
+                    sample = count == 10 or count % SAMPLE_MEMORY_EVERY == SAMPLE_MEMORY_EVERY - 1
+                    run_one(name, data, stats[name], scratch, out_dir, sample, log)
+            rounds += 1
+            if rounds == 20:
+                rss_after_warmup = rss_bytes()
+            if rss_start is None:
+                rss_start = rss_bytes()
+            now = time.monotonic()
+            if now >= next_progress:
+                next_progress = now + progress_every
+                log(f"[{(now - started) / 60:.1f} min] " + ", ".join(
+                    f"{n} {s.inputs} ({s.findings} findings)" for n, s in stats.items()))  # fmt: skip
+    finally:
+        signal.signal(signal.SIGALRM, old_handler)
+        os.unlink(scratch)
+    rss_end = rss_bytes()
+    base = rss_after_warmup or rss_start or rss_end
+    return {
+        "seed": seed,
+        "minutes": round((time.monotonic() - started) / 60, 2),
+        "targets": {
+            n: {
+                "inputs": s.inputs,
+                "findings": s.findings,
+                "inputs_per_s": round(s.inputs / s.seconds) if s.seconds else None,
+                "slowest_ms": round(s.slowest_s * 1000, 2),
+                "slowest_input": s.slowest_input,
+                "sampled_for_memory": s.sampled,
+                "peak_traced_kib": round(s.peak_bytes / 1024),
+                "saved": s.saved,
+                "distinct_findings": s.signatures,
+            }
+            for n, s in stats.items()
+        },
+        "findings": sum(s.findings for s in stats.values()),
+        "mutator_errors": generator_errors,
+        "rss_after_warmup_mib": round(base / 2**20, 1),
+        "rss_end_mib": round(rss_end / 2**20, 1),
+        "rss_growth_mib": round((rss_end - base) / 2**20, 1),
+        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+RSS_GROWTH_BOUND_MIB = 64
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, help="stop after this long")
+    parser.add_argument("--frames", type=int, help="frame inputs to run (with --pcaps ...)")
+    parser.add_argument("--streams", type=int, help="stream inputs to run")
+    parser.add_argument("--pcaps", type=int, help="capture inputs to run")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REGRESSIONS,
+        help="where inputs of findings are saved (default tests/regressions)",
+    )
+    parser.add_argument("--json", type=Path, help="write the counts here too")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="run saved inputs (target from the file name) and stop",
+    )
+    args = parser.parse_args(argv)
+    if args.replay:
+        bad = 0
+        for path in args.replay:
+            target = path.name.split("-", 1)[0]
+            try:
+                replay(target, path.read_bytes())
+                print(f"ok   {path}")
+            except Exception:  # noqa: BLE001
+                bad += 1
+                print(f"FAIL {path}\n{traceback.format_exc(limit=-8)}")
+        return 1 if bad else 0
+    counts = None
+    if args.frames or args.streams or args.pcaps:
+        counts = {"frame": args.frames or 0, "stream": args.streams or 0, "pcap": args.pcaps or 0}
+    if counts is None and args.minutes is None:
+        parser.error("give --minutes N and/or counts (--frames, --streams, --pcaps)")
+    result = campaign(args.minutes, counts, args.seed, args.out)
+    if result["rss_growth_mib"] > RSS_GROWTH_BOUND_MIB:
+        print(f"FINDING: RSS grew {result['rss_growth_mib']} MiB over the campaign")
+        result["findings"] += 1
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 1 if result["findings"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

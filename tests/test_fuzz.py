@@ -1,0 +1,74 @@
+"""A short run of the fuzz campaign (the long one is `benchmarks/fuzz.py --minutes N`), and
+proof that the harness reports what it is there to find."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_fuzz_harness import load
+
+from streamdissect import protocol
+
+fuzz = load()
+
+
+def test_short_campaign_finds_nothing(tmp_path):
+    logged: list[str] = []
+    result = fuzz.campaign(
+        counts={"frame": 3000, "stream": 300, "pcap": 60}, seed=20, out_dir=tmp_path,
+        log=logged.append,
+    )  # fmt: skip
+    assert result["findings"] == 0, "\n".join(logged)
+    assert result["mutator_errors"] == 0
+    assert {n: t["inputs"] for n, t in result["targets"].items()} == {
+        "frame": 3000, "stream": 300, "pcap": 60,
+    }  # fmt: skip
+    assert all(t["sampled_for_memory"] for t in result["targets"].values())
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_crash_is_a_finding_saved_with_its_input(tmp_path, monkeypatch):
+    real = fuzz.decode_frame
+
+    def buggy(frame, **kwargs):
+        if len(frame) > 8 and frame[5] == 0x17:  # Heartbeat-looking keys crash
+            raise ValueError("planted bug")
+        return real(frame, **kwargs)
+
+    monkeypatch.setattr(fuzz, "decode_frame", buggy)
+    logged: list[str] = []
+    result = fuzz.campaign(counts={"frame": 3000}, seed=21, out_dir=tmp_path, log=logged.append)
+    assert result["findings"] > 0 and "planted bug" in "\n".join(logged)
+    saved = result["targets"]["frame"]["saved"]
+    assert saved and all(p.startswith(str(tmp_path)) for p in saved)
+    with pytest.raises(ValueError, match="planted bug"):
+        fuzz.replay("frame", (tmp_path / saved[0].rsplit("/", 1)[1]).read_bytes())
+
+
+def test_a_hang_is_cut_by_the_time_bound(tmp_path, monkeypatch):
+    monkeypatch.setitem(fuzz.TIME_BOUND_S, "frame", 0.05)
+    monkeypatch.setattr(fuzz, "run_frame", lambda data: time.sleep(5))
+    logged: list[str] = []
+    started = time.monotonic()
+    result = fuzz.campaign(counts={"frame": 2}, seed=22, out_dir=tmp_path, log=logged.append)
+    assert time.monotonic() - started < 3
+    assert result["findings"] == 2 and "hang" in "\n".join(logged)
+
+
+def test_a_memory_hog_is_a_finding(tmp_path, monkeypatch):
+    monkeypatch.setattr(fuzz, "SAMPLE_MEMORY_EVERY", 1)
+    monkeypatch.setattr(fuzz, "run_frame", lambda data: bytearray(64 << 20))
+    logged: list[str] = []
+    result = fuzz.campaign(counts={"frame": 3}, seed=23, out_dir=tmp_path, log=logged.append)
+    assert result["findings"] >= 1 and "memory" in "\n".join(logged)
+
+
+def test_a_lying_record_is_a_finding(monkeypatch):
+    """A record that re-encodes to other bytes than it was decoded from is reported."""
+    frame = protocol.encode_record(protocol.make_record("Credit", subscription_id=1, credit=5))
+    real = protocol.decode_frame(frame)
+    real.credit = 6
+    monkeypatch.setattr(fuzz, "decode_frame", lambda data, **kw: real)
+    with pytest.raises(fuzz.Finding, match="re-encodes"):
+        fuzz.run_frame(frame)
