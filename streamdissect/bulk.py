@@ -34,7 +34,7 @@ from .capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
 from .capture.limits import MAX_PACKET
 from .capture.link import ETHERNET
 from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
-from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER
+from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
 from .protocol.codec import decode_deliver_head
 from .protocol.records import record_class
 from .tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
@@ -261,6 +261,8 @@ class BulkPcap:
                     first_row[j] = r
                 fid[r] = j
                 slow[r] = seg
+                seq[r], ack[r], flags[r], wlen[r] = seg[4], seg[5], seg[6], seg[8]
+                plen[r] = len(seg[7])
         self.h, self.ts, self.flags, self.seq, self.ack = h, ts, flags, seq, ack
         self.pstart, self.plen, self.wlen, self.fid = pstart, plen, wlen, fid
         self.keys, self.slow = keys, slow
@@ -381,7 +383,7 @@ class BulkPcap:
         if (
             owner is None
             or not owner.stream
-            or self.slow.keys() & set(rows.tolist())
+            or (self.slow and self.slow.keys() & set(rows.tolist()))
             or not all(_clean(s, f) for s, f in zip(conn.streams, owner.framers))
         ):
             self._exact(rows.tolist())
@@ -421,7 +423,18 @@ class BulkPcap:
             if len(hit):
                 k = min(k, int(where[hit[0]]))
             plans.append((side, where, base, rel, ends, wl, in_order, retrans, syn, fl, prev))
+        saved = _save(conn)
+        events = len(self.events)
+        self.check = check = LimitCheck(owner.framers[0].frame_limit,
+                                        min(MIN_LIMIT, owner.framers[0].max_frame))  # fmt: skip
         self._fast(conn, rows, k, plans)
+        if check.changes and check.wrong():
+            # A Tune changed the frame limit while the other direction was walked on its own
+            # clock: do this connection's block again, packet by packet.
+            _restore(conn, saved)
+            del self.events[events:]
+            self._exact(rows.tolist())
+            return
         if k < len(rows):
             self._exact(rows[k:].tolist())
 
@@ -468,6 +481,7 @@ class BulkPcap:
                 seg_rows = rrows[io]
                 self._frames(
                     framer,
+                    side,
                     (offset0 + rel[io]).tolist(),
                     wl[io].tolist(),
                     self.pstart[seg_rows].tolist(),
@@ -479,7 +493,8 @@ class BulkPcap:
 
     # --- frames over in-order segments -----------------------------------------------
 
-    def _frames(self, framer: Any, so: list, lo: list, po: list, io: list, to: list) -> None:
+    def _frames(self, framer: Any, side: int, so: list, lo: list, po: list, io: list,
+                to: list) -> None:  # fmt: skip
         mv = self.mv
         tag = self._tag
         send = so[-1] + lo[-1]
@@ -515,24 +530,30 @@ class BulkPcap:
             if stop > send:
                 return
             j = last(stop)
+            limit = framer.frame_limit
             framer._finish_frame(to[j])
+            if framer.frame_limit != limit:
+                self.check.changes.append((io[j], framer.cur_start, side, framer.frame_limit))
             tag(io[j])
             pos = stop
-        frame_limit = framer.frame_limit
         keep_limit = framer.deliver_keep_limit
         heads = not self.d.publish_messages
         publishes: list[tuple] = []
         try:
-            self._walk(framer, pos, send, so, lo, po, io, to, read, last, frame_limit,
-                       keep_limit, heads, publishes)  # fmt: skip
+            self._walk(framer, side, pos, send, so, lo, po, io, to, read, last, keep_limit,
+                       heads, publishes)  # fmt: skip
         finally:
             if publishes:
                 self._publishes(framer, publishes, so, lo, po, read)
 
-    def _walk(self, framer, pos, send, so, lo, po, io, to, read, last, frame_limit,
-              keep_limit, heads, publishes) -> None:  # fmt: skip
+    def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, last, keep_limit,
+              heads, publishes) -> None:  # fmt: skip
         buf = self.buf
         tag = self._tag
+        check = self.check
+        low = check.low
+        bigs = check.big
+        changes = check.changes
         while pos < send:
             if send - pos < HEADER:
                 self._exact_tail(framer, pos, so, lo, po, io, to)
@@ -542,7 +563,11 @@ class BulkPcap:
                 size, key, _ = _header(buf, po[j] + pos - so[j])
             else:
                 size, key, _ = _header(read(pos, pos + HEADER))
-            if size > framer.frame_limit or size < 4:  # absurd, or above the negotiated max
+            limit = framer.frame_limit  # live: a Tune just walked changes it
+            if size > low:  # its fate depends on the limit at the packet that tells its size
+                at = j if pos + 4 <= so[j] + lo[j] else bisect_right(so, pos + 3) - 1
+                bigs.append((io[at], pos, side, size))
+            if size > limit or size < 4:  # absurd, or above the negotiated max
                 self._exact_tail(framer, pos, so, lo, po, io, to)
                 return
             end = pos + 4 + size
@@ -569,6 +594,8 @@ class BulkPcap:
                 framer.emit(pos, to[j], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size))
             else:
                 framer._decode(pos, to[j], read(pos, end), size, False)
+                if framer.frame_limit != limit:  # a Tune
+                    changes.append((io[j], pos, side, framer.frame_limit))
             tag(io[j])
             pos = end
         framer.offset = pos
@@ -642,6 +669,7 @@ class BulkPcap:
     def _exact_tail(self, framer: Any, pos: int, so: list, lo: list, po: list, io: list,
                     to: list) -> None:  # fmt: skip
         """From `pos` on, feed the segments to the framer itself (odd sizes, resync)."""
+        self.check.tail = True
         d = self.d
         rb = self.rows_before
         mv = self.mv
@@ -653,6 +681,56 @@ class BulkPcap:
             framer.data(mv[po[j] + at : po[j] + lo[j]], to[j])
             self._tag(io[j])
             at = 0
+
+
+MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
+
+
+class LimitCheck:
+    """Did a Tune walked in one direction change the frame limit under the other one?"""
+
+    __slots__ = ("big", "changes", "initial", "low", "tail")
+
+    def __init__(self, initial: int, low: int) -> None:
+        self.initial = initial
+        self.low = low  # frames up to this size are within every limit
+        self.big: list[tuple] = []  # (row that tells the size, offset, side, size)
+        self.changes: list[tuple] = []  # (row of the Tune, offset, side, new limit)
+        self.tail = False  # exact code ran on its own clock
+
+    def wrong(self) -> bool:
+        if self.tail:
+            return True
+        changes = sorted(self.changes)
+        for row, pos, side, size in self.big:
+            limit = self.initial
+            for crow, cpos, cside, new in changes:
+                if crow < row or (crow == row and cside == side and cpos < pos):
+                    limit = new
+            if size > limit:  # walked as within the limit: it was not
+                return True
+        return False
+
+
+def _save(conn: Any) -> list:
+    """The state the bulk walk changes, to undo it."""
+    objects = [*conn.streams, *conn.owner.framers]
+    saved = [(o, [(k, getattr(o, k)) for k in o.__slots__]) for o in objects]
+    framers = conn.owner.framers
+    extra = ([list(f.cur_parts) for f in framers], [bytearray(f.rbuf) for f in framers])
+    return [saved, extra, conn.packets, conn.end_ns, list(conn.fin), conn.rst,
+            list(conn.owner.frames)]  # fmt: skip
+
+
+def _restore(conn: Any, saved: list) -> None:
+    state, (parts, rbufs), conn.packets, conn.end_ns, fin, conn.rst, frames = saved
+    for o, values in state:
+        for k, v in values:
+            setattr(o, k, v)
+    for f, p, r in zip(conn.owner.framers, parts, rbufs):
+        f.cur_parts, f.rbuf = p, r
+    conn.fin[:] = fin
+    conn.owner.frames[:] = frames
 
 
 def _clean(stream: Any, framer: Any) -> bool:

@@ -97,3 +97,18 @@ def test_cut_file_same_as_stream(real, tmp_path):
         path = tmp_path / f"cut{cut}.pcap"
         path.write_bytes(whole[:cut])
         assert_same(path)
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("pcap-*.pcap"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_fuzz_findings_same_as_stream(path):
+    """Inputs on which the fuzz campaign found the engines disagreeing (a Tune changing the
+    frame limit in the same block or the other direction, the roles of a SYN-less
+    connection)."""
+    reference = outcome(path, "stream")
+    for block in (bulk.BLOCK, 9_000):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bulk, "BLOCK", block)
+            assert outcome(path, "bulk") == reference
