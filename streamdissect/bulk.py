@@ -22,6 +22,9 @@ the packet that produced them and sorted per block, which gives the streaming or
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import struct
 from array import array
 from bisect import bisect_right
@@ -114,6 +117,93 @@ def walk_records(
     return starts, pos, False
 
 
+BLOCK_REGION, BAD_REGION, CUT_REGION = 0, 1, 2
+# One item of a file's layout: (kind, file offset, length, record starts within the block).
+# BLOCK_REGION: whole records in [offset, offset + length); BAD_REGION: a record claiming
+# `length` captured bytes (> MAX_PACKET) at offset; CUT_REGION: the file ends `length` bytes
+# into a record at offset.
+Region = tuple[int, int, int, bytes]
+
+
+def layout(f: Any, order: str, buf: bytearray, block: int, owner: Any = None) -> Iterator[Region]:
+    """Where the records of a classic pcap file are, block by block, reading the file `f`
+    (positioned after its header) into `buf`. A BLOCK_REGION's bytes are at buf[:length]
+    when it is yielded and its starts are in `owner.walked` (None is yielded for them), or,
+    without an owner, yielded as bytes."""
+    u32 = struct.Struct(order + "I").unpack_from
+    mv = memoryview(buf)
+    base = FILE_HEADER_SIZE  # file offset of buf[0]
+    have = 0
+    while True:
+        got = f.readinto(mv[have : have + block])
+        end = have + got
+        starts, pos, bad = walk_records(buf, 0, end, u32)
+        if starts:
+            if owner is None:
+                yield BLOCK_REGION, base, pos, starts.tobytes()
+            else:
+                owner.walked = starts
+                yield BLOCK_REGION, base, pos, None
+        if bad:
+            yield BAD_REGION, base + pos, u32(buf, pos + 8)[0], b""
+            return
+        rest = end - pos
+        if not got:
+            if rest:
+                yield CUT_REGION, base + pos, rest, b""
+            return
+        buf[:rest] = buf[pos:end]
+        base += pos
+        have = rest
+
+
+_ITEM = struct.Struct("<BQQQ")  # kind, offset, length, bytes of starts that follow
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+
+
+def helper_layout(path: str, order: str, block: int) -> Iterator[Region]:
+    """`layout` computed by a forked helper process, so that finding record boundaries (a
+    Python loop over every record) runs on another CPU while this one dissects."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the helper: no return from here
+        code = 0
+        try:
+            os.close(read_fd)
+            buf = bytearray(block + RECORD_HEADER_SIZE + MAX_PACKET)
+            with open(write_fd, "wb", buffering=1 << 20) as out, open(path, "rb", buffering=0) as f:
+                f.seek(FILE_HEADER_SIZE)
+                for kind, base, length, starts in layout(f, order, buf, block):
+                    out.write(_ITEM.pack(kind, base, length, len(starts)))
+                    out.write(starts)
+        except BaseException:  # noqa: BLE001 - the parent sees a short stream
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    done = False
+    try:
+        with open(read_fd, "rb", buffering=1 << 20) as src:
+            while True:
+                head = src.read(_ITEM.size)
+                if len(head) < _ITEM.size:
+                    break
+                kind, base, length, n = _ITEM.unpack(head)
+                yield kind, base, length, src.read(n)
+        _, status = os.waitpid(pid, 0)
+        done = True
+        if status:
+            raise OSError(f"{path}: the record-layout helper failed (status {status})")
+    finally:
+        if not done:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
 class BulkPcap:
     """Runs one plain pcap file through a Dissector's state, block by block."""
 
@@ -132,47 +222,48 @@ class BulkPcap:
 
     def run(self) -> Iterator[Any]:
         d = self.d
-        u32 = struct.Struct(self.order + "I").unpack_from
-        buf = bytearray(BLOCK + RECORD_HEADER_SIZE + MAX_PACKET + PAD)
-        mv = memoryview(buf)
-        self.buf, self.mv = buf, mv
-        self.np_buf = np.frombuffer(buf, dtype=np.uint8)
-        # Every record's headers as one row of a (records, width) array: a gather of rows of
-        # this sliding window, no index matrix.
-        self.windows = np.lib.stride_tricks.as_strided(
-            self.np_buf, shape=(len(buf) - self.width + 1, self.width), strides=(1, 1),
-            writeable=False,
-        )
-        ts = 0
         with open(self.path, "rb", buffering=0) as f:
             header = f.read(FILE_HEADER_SIZE)
             self.linktype = struct.unpack_from(self.order + "I", header, 20)[0] & 0x0FFFFFFF
-            base = FILE_HEADER_SIZE  # file offset of buf[0]
-            have = 0
-            while True:
-                got = f.readinto(mv[have : have + BLOCK])
-                if d.on_read is not None:
-                    d.on_read(got)
-                end = have + got
-                starts, pos, bad = walk_records(buf, 0, end, u32)
-                if starts:
-                    yield from self._block(np.frombuffer(starts, dtype=np.int64), base)
-                if bad:
-                    cap = u32(buf, pos + 8)[0]
-                    d._file_anomaly(self.path, "bad_record", self.last_ts, base + pos,
-                                    f"captured length {cap} > cap")  # fmt: skip
-                    break
-                rest = end - pos
-                if not got:
-                    if rest:
-                        what = "record header cut" if rest < RECORD_HEADER_SIZE else "record data cut"
-                        d._file_anomaly(self.path, "truncated_file", self.last_ts, base + pos, what)
-                    break
-                buf[:rest] = buf[pos:end]
-                base += pos
-                have = rest
-        ts = self.last_ts or 0
-        yield from d._finish(ts)
+            block = min(BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
+            buf = bytearray(block + RECORD_HEADER_SIZE + MAX_PACKET + PAD)
+            self.buf = buf
+            self.mv = mv = memoryview(buf)
+            self.np_buf = np.frombuffer(buf, dtype=np.uint8)
+            # Every record's headers as one row of a (records, width) array: a gather of rows
+            # of this sliding window, no index matrix.
+            self.windows = np.lib.stride_tricks.as_strided(
+                self.np_buf, shape=(len(buf) - self.width + 1, self.width), strides=(1, 1),
+                writeable=False,
+            )
+            if d.helper_process and _can_fork():
+                regions = helper_layout(self.path, self.order, block)
+            else:
+                regions = layout(f, self.order, buf, block, self)
+            for kind, base, length, starts in regions:
+                if kind == BLOCK_REGION:
+                    if starts is not None:  # from the helper: the bytes are read here
+                        f.seek(base)
+                        got = f.readinto(mv[:length])
+                        if got != length:  # the file changed under us: end as a cut file
+                            d._file_anomaly(self.path, "truncated_file", self.last_ts,
+                                            base + got, "file shrank while read")  # fmt: skip
+                            break
+                    if d.on_read is not None:
+                        d.on_read(length)
+                    yield from self._block(self.starts_array(starts), base)
+                elif kind == BAD_REGION:
+                    d._file_anomaly(self.path, "bad_record", self.last_ts, base,
+                                    f"captured length {length} > cap")  # fmt: skip
+                else:
+                    what = "record header cut" if length < RECORD_HEADER_SIZE else "record data cut"
+                    d._file_anomaly(self.path, "truncated_file", self.last_ts, base, what)
+        yield from d._finish(self.last_ts or 0)
+
+    def starts_array(self, starts: bytes | None) -> np.ndarray:
+        if starts is None:  # read in this process: the walk left them here
+            starts = self.walked
+        return np.frombuffer(starts, dtype=np.int64)
 
     # --- one block -------------------------------------------------------------------
 
@@ -548,25 +639,31 @@ class BulkPcap:
 
     def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, last, keep_limit,
               heads, publishes) -> None:  # fmt: skip
-        buf = self.buf
-        tag = self._tag
+        buf, mv = self.buf, self.mv
+        events = self.events
+        out = self.d._out
+        decode = framer._decode
+        emit = framer.emit
         check = self.check
         low = check.low
         bigs = check.big
         changes = check.changes
+        j = 0
         while pos < send:
             if send - pos < HEADER:
                 self._exact_tail(framer, pos, so, lo, po, io, to)
                 return
-            j = bisect_right(so, pos) - 1
-            if pos + HEADER <= so[j] + lo[j]:
-                size, key, _ = _header(buf, po[j] + pos - so[j])
+            j = bisect_right(so, pos, j) - 1
+            seg_end = so[j] + lo[j]
+            at = po[j] + pos - so[j]
+            if pos + HEADER <= seg_end:
+                size, key, _ = _header(buf, at)
             else:
                 size, key, _ = _header(read(pos, pos + HEADER))
             limit = framer.frame_limit  # live: a Tune just walked changes it
             if size > low:  # its fate depends on the limit at the packet that tells its size
-                at = j if pos + 4 <= so[j] + lo[j] else bisect_right(so, pos + 3) - 1
-                bigs.append((io[at], pos, side, size))
+                k = j if pos + 4 <= seg_end else bisect_right(so, pos + 3) - 1
+                bigs.append((io[k], pos, side, size))
             if size > limit or size < 4:  # absurd, or above the negotiated max
                 self._exact_tail(framer, pos, so, lo, po, io, to)
                 return
@@ -584,19 +681,25 @@ class BulkPcap:
                 framer.cur_cut = False
                 framer.offset = send
                 return
-            j = last(end)
+            jj = j if end <= seg_end else last(end)  # the segment that completes it
             framer.offset = end
+            row = io[jj]
             if key == PUBLISH_KEY and heads:
                 # Counted in one numpy pass after the walk; its place in the order is kept.
-                publishes.append((pos, end, size, to[j], io[j], len(self.events)))
-                self.events.append(None)
-            elif big:
-                framer.emit(pos, to[j], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size))
+                publishes.append((pos, end, size, to[jj], row, len(events)))
+                events.append(None)
+                pos = end
+                continue
+            if big:
+                emit(pos, to[jj], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size))
             else:
-                framer._decode(pos, to[j], read(pos, end), size, False)
+                decode(pos, to[jj], bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end),
+                       size, False)  # fmt: skip
                 if framer.frame_limit != limit:  # a Tune
-                    changes.append((io[j], pos, side, framer.frame_limit))
-            tag(io[j])
+                    changes.append((row, pos, side, framer.frame_limit))
+            for ev in out:
+                events.append((row, len(events), ev))
+            out.clear()
             pos = end
         framer.offset = pos
 

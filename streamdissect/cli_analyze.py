@@ -43,6 +43,7 @@ def run(args) -> int:
             at_once_ms=args.at_once_ms,
             on_read=bar.update if bar else None,
             report_only=True,
+            helper_process=True,
         )
     except CaptureError as exc:
         print(f"streamdissect: error: {exc}", file=sys.stderr)

@@ -130,11 +130,14 @@ class Dissector:
         on_read: Callable[[int], None] | None = None,
         engine: str = "auto",
         publish_messages: bool = True,
+        helper_process: bool = False,
     ) -> None:
         """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
         single plain pcap file, else stream); both give the same events.
         `publish_messages=False`: Publish records keep their ids and counts but not their
-        message list (`messages` is None), which the bulk engine then never copies."""
+        message list (`messages` is None), which the bulk engine then never copies.
+        `helper_process=True`: the bulk engine finds record boundaries in a forked process
+        (another CPU) while this one dissects."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
         self.engine = engine
@@ -153,6 +156,7 @@ class Dissector:
         self._bulk = False
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
+        self.helper_process = helper_process
 
     # --- the run ---------------------------------------------------------------------
 

@@ -90,6 +90,18 @@ def test_other_link_layers_and_formats_same_as_stream(real, tmp_path):
     assert_same(worsen.gzip_copy(big, tmp_path / "x.pcap.gz"))
 
 
+def test_helper_process_same_as_stream(real, tmp_path):
+    linktype, packets = real
+    path = worsen.write_pcap(tmp_path / "h.pcap", linktype, worsen.duplicate(packets))
+    reference = outcome(path, "stream")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bulk, "BLOCK", 9_000)
+        assert outcome(path, "bulk", helper_process=True) == reference
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-7])
+    assert outcome(path, "bulk", helper_process=True) == outcome(path, "stream")
+
+
 def test_cut_file_same_as_stream(real, tmp_path):
     linktype, packets = real
     whole = worsen.pcap_bytes(linktype, packets)

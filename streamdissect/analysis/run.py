@@ -17,7 +17,7 @@ from .credit import AT_ONCE_MS, CreditCollector
 from .errors import ErrorCollector
 from .fields import get
 from .frame_tables import dataframe
-from .latency import LatencyCollector
+from .latency import NOT_CALLS, LatencyCollector
 from .lifecycle import LifecycleCollector
 
 if TYPE_CHECKING:
@@ -185,6 +185,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     on_code = collectors.errors.on_response
     anomalies: list = []
     first_ns = last_ns = None
+    # command -> what to call after on_any: latency (not for NOT_CALLS), then the dispatch
+    handlers_of: dict = {}
     for ev in events:
         rec = getattr(ev, "record", None)
         if rec is None:
@@ -197,10 +199,16 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             first_ns = ev.ts_ns
         last_ns = ev.ts_ns
         on_any(ev)
-        on_call(ev)
+        command = rec.command
+        handlers = handlers_of.get(command)
+        if handlers is None:
+            calls = () if command is None or command in NOT_CALLS else (on_call,)
+            handlers = handlers_of[command] = (calls, dispatch.get(command, ()))
+        for handler in handlers[0]:
+            handler(ev)
         if getattr(rec, "code", None) is not None:
             on_code(ev)
-        for handler in dispatch.get(rec.command, ()):
+        for handler in handlers[1]:
             handler(ev)
     tcp_connections = tcp_connections_after()
     for conn in tcp_connections:
@@ -213,10 +221,11 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
 
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
-            on_read=None, report_only: bool = False, engine: str = "auto") -> Analysis:
+            on_read=None, report_only: bool = False, engine: str = "auto",
+            helper_process: bool = False) -> Analysis:
     """Read a capture (several paths: one capture in time order) and run every analysis.
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
-    analyze_events. `engine`: see dissect.Dissector."""
+    analyze_events. `engine`, `helper_process`: see dissect.Dissector."""
     from ..dissect import Dissector
     from ..framing import DELIVER_KEEP_LIMIT
 
@@ -226,6 +235,7 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
     # The report never checks a chunk's CRC: then no Deliver body is kept either.
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
                           on_read=on_read, engine=engine, publish_messages=False,
+                          helper_process=helper_process,
                           deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
     return analyze_events(
         dissector.run(paths),
