@@ -883,6 +883,7 @@ class Stats:
     sampled: int = 0
     saved: list[str] = field(default_factory=list)
     signatures: dict[str, int] = field(default_factory=dict)  # distinct findings, counted
+    slowest_data: bytes = b""
 
 
 def _alarm(signum: int, frame: Any) -> None:
@@ -940,6 +941,7 @@ def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path 
     if elapsed > stats.slowest_s:
         stats.slowest_s = elapsed
         stats.slowest_input = f"{len(data)} bytes sha1 {hashlib.sha1(data).hexdigest()[:12]}"
+        stats.slowest_data = data
     if problem is not None:
         stats.findings += 1
         # the same finding over and over: count it, save and print the first few only
@@ -965,6 +967,7 @@ def campaign(
     out_dir: Path | None = REGRESSIONS,
     log: Callable[[str], None] = print,
     progress_every: float = 60.0,
+    slowest_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Run the targets round-robin until `minutes` pass or every target has its count."""
     rng = random.Random(seed)
@@ -1023,6 +1026,10 @@ def campaign(
     finally:
         signal.signal(signal.SIGALRM, old_handler)
         os.unlink(scratch)
+    if slowest_dir is not None:
+        slowest_dir.mkdir(parents=True, exist_ok=True)
+        for name, st in stats.items():
+            (slowest_dir / f"{name}-slowest{EXTENSIONS[name]}").write_bytes(st.slowest_data)
     rss_end = rss_bytes()
     base = rss_after_warmup or rss_start or rss_end
     return {
@@ -1068,6 +1075,8 @@ def main(argv: list[str] | None = None) -> int:
         help="where inputs of findings are saved (default tests/regressions)",
     )
     parser.add_argument("--json", type=Path, help="write the counts here too")
+    parser.add_argument("--slowest", type=Path, metavar="DIR",
+                        help="save each target's slowest input here")  # fmt: skip
     parser.add_argument(
         "--replay",
         type=Path,
@@ -1092,7 +1101,7 @@ def main(argv: list[str] | None = None) -> int:
         counts = {"frame": args.frames or 0, "stream": args.streams or 0, "pcap": args.pcaps or 0}
     if counts is None and args.minutes is None:
         parser.error("give --minutes N and/or counts (--frames, --streams, --pcaps)")
-    result = campaign(args.minutes, counts, args.seed, args.out)
+    result = campaign(args.minutes, counts, args.seed, args.out, slowest_dir=args.slowest)
     if result["rss_growth_mib"] > RSS_GROWTH_BOUND_MIB:
         print(f"FINDING: RSS grew {result['rss_growth_mib']} MiB over the campaign")
         result["findings"] += 1
