@@ -59,6 +59,12 @@ def cli_runs() -> list[tuple[str, list[str]]]:
                 formats = list(action.choices)
         for fmt in formats:
             runs.append((name, [] if fmt is None else ["--format", fmt]))
+        # every on/off switch too (--payloads, ...), in every format
+        for action in parser._actions:
+            if isinstance(action, argparse._StoreTrueAction) and action.dest != "show_secrets":
+                for fmt in formats:
+                    fmt_options = [] if fmt is None else ["--format", fmt]
+                    runs.append((name, [action.option_strings[0], *fmt_options]))
     return runs
 
 
