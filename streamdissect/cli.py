@@ -15,12 +15,15 @@ from typing import Any, TextIO
 
 from .capture import CaptureError
 from .dissect import Anomaly, Dissector, FrameEvent
+from .protocol.records import jsonable, record_class
 from .cli_analyze import add_parser as register_analyze
 from .progress import progress_bar
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
 PAYLOAD_FIELDS = ("chunk_payload", "messages")
+DELIVER_CLASS = record_class("Deliver")
+PAYLOAD_CLASSES = (DELIVER_CLASS, record_class("Publish"))
 ARROWS = {"c2s": "→", "s2c": "←"}
 
 
@@ -81,6 +84,9 @@ def run_frames(args: argparse.Namespace) -> int:
         heuristic=not args.no_heuristic,
         max_frame=args.max_frame,
         on_read=bar.update if bar else None,
+        # Publish message lists are only printed with --payloads: not kept (nor copied) else.
+        publish_messages=args.payloads,
+        helper_process=True,
     )
     try:
         events = dissector.run(args.captures)
@@ -113,6 +119,16 @@ def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) ->
         "direction": event.direction,
         "stream_offset": event.stream_offset,
     }
+    if not payloads and record.__class__ in PAYLOAD_CLASSES:
+        # to_dict less the payload fields, without turning megabytes of payload into hex first
+        fields = record.common_dict()
+        for name in record.body_fields:
+            if name not in PAYLOAD_FIELDS:
+                fields[name] = jsonable(getattr(record, name))
+        if record.__class__ is DELIVER_CLASS:
+            fields["crc_ok"] = record.crc_ok
+        row.update(fields)
+        return row
     fields = record.to_dict(show_secrets=show_secrets)
     if fields.get("command") is None:
         fields["command"] = type(record).__name__  # Malformed or Unknown of an unknown key

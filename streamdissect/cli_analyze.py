@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .analysis import analyze
-from .analysis.report import json_text, to_json, to_text
+from .analysis.report import json_write, to_json, to_text
 from .capture import CaptureError
 from .progress import progress_bar
 
@@ -52,7 +52,7 @@ def run(args) -> int:
         if bar:
             bar.close()
     if args.format == "json":
-        sys.stdout.write(json_text(to_json(result)))
+        json_write(to_json(result, lazy=True), sys.stdout.write)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(to_text(result))

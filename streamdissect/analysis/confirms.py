@@ -10,6 +10,7 @@ publisher id closes the previous ledger's outstanding ids as unconfirmed.
 from __future__ import annotations
 
 import json
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -28,7 +29,7 @@ class _Ledger:
     errored: Counter = field(default_factory=Counter)
     unconfirmed: int = 0
     unmatched: int = 0
-    lags_ms: list[float] = field(default_factory=list)
+    lags_ms: array = field(default_factory=lambda: array("d"))  # 8 bytes a confirm
 
 
 class ConfirmCollector:
@@ -89,7 +90,7 @@ class ConfirmCollector:
                 led.unmatched += len(sent) - len(found)
                 sent = found
             led.confirmed += len(sent)
-            led.lags_ms += [(ts - s) / 1e6 for s in sent]
+            led.lags_ms.extend([(ts - s) / 1e6 for s in sent])
             self._backlog_point(ev, pid, led)
             return
         for pub_id in ids:

@@ -17,6 +17,34 @@ from .fields import get
 AT_ONCE_MS = 50.0
 
 
+class Stall:
+    """One stall; read and written like the dict it is in stall_rows (a slotted object keeps
+    a capture with thousands of stalls small)."""
+
+    FIELDS = ("connection", "subscription_id", "start_ns", "end_ns", "duration_ms", "ended_by",
+              "broker_had_more")  # fmt: skip  (the stalls table's column order)
+    __slots__ = FIELDS  # noqa: RUF023
+
+    def __init__(self, connection: str, subscription_id: int, start_ns: int,
+                 broker_had_more: bool) -> None:  # fmt: skip
+        self.connection = connection
+        self.subscription_id = subscription_id
+        self.start_ns = start_ns
+        self.end_ns: int | None = None
+        self.duration_ms: float | None = None
+        self.ended_by: str | None = None
+        self.broker_had_more = broker_had_more
+
+    def __getitem__(self, name: str):
+        return getattr(self, name)
+
+    def __setitem__(self, name: str, value) -> None:
+        setattr(self, name, value)
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+
 @dataclass(slots=True)
 class _Subscription:
     connection: str
@@ -29,9 +57,9 @@ class _Subscription:
     chunks: int = 0
     records: int = 0
     credit_errors: int = 0
-    stalls: list[dict] = field(default_factory=list)
-    open_stall: dict | None = None
-    awaiting_deliver: dict | None = None  # a just-ended stall waiting for the next Deliver
+    stalls: list[Stall] = field(default_factory=list)
+    open_stall: Stall | None = None
+    awaiting_deliver: Stall | None = None  # a just-ended stall waiting for the next Deliver
 
 
 class CreditCollector:
@@ -106,15 +134,7 @@ class CreditCollector:
             committed = getattr(rec, "committed_chunk_id", None)
             chunk_id = get(getattr(rec, "chunk", None), "chunk_id")
             ahead = committed is not None and chunk_id is not None and committed > chunk_id
-            sub.open_stall = {
-                "connection": ev.connection,
-                "subscription_id": sub.subscription_id,
-                "start_ns": ev.ts_ns,
-                "end_ns": None,
-                "duration_ms": None,
-                "ended_by": None,
-                "broker_had_more": ahead,
-            }
+            sub.open_stall = Stall(ev.connection, sub.subscription_id, ev.ts_ns, ahead)
             sub.stalls.append(sub.open_stall)
 
     def on_unsubscribe(self, ev) -> None:
@@ -171,4 +191,4 @@ class CreditCollector:
         return rows
 
     def stall_rows(self) -> list[dict]:
-        return [stall for sub in self._all() for stall in sub.stalls]
+        return [stall.as_dict() for sub in self._all() for stall in sub.stalls]

@@ -48,7 +48,25 @@ LAG_COLUMNS = [
 ]
 
 
-def to_json(a: Analysis) -> dict:
+class RowStream:
+    """A table's rows as JSON dicts, made one at a time (the report of a large capture is
+    written without ever holding all its row dicts)."""
+
+    def __init__(self, table: str, rows: list, columns: list[str] | None = None) -> None:
+        self.table, self.rows, self.columns = table, rows, columns
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def chunks(self, size: int = 512):
+        rows = self.rows
+        for at in range(0, len(rows), size):
+            yield plain_records(self.table, rows[at : at + size], self.columns)
+
+
+def to_json(a: Analysis, lazy: bool = False) -> dict:
+    """The report as a JSON-able dict; `lazy`: row tables as RowStream (for json_write)."""
+    table = RowStream if lazy else (lambda *args: plain_records(*args))
     credit = []
     for row in a.credit_rows():
         credit.append({k: row[k] for k in (
@@ -57,14 +75,14 @@ def to_json(a: Analysis) -> dict:
             "final_credit", "stalls", "stalled_ms_total")})
     return {
         "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
-        "connections": plain_records("connections", a.rows("connections"), CONNECTION_COLUMNS),
-        "latency": plain_records("latency", a.rows("latency")),
-        "confirms": plain_records("confirms", a.rows("confirms")),
+        "connections": table("connections", a.rows("connections"), CONNECTION_COLUMNS),
+        "latency": table("latency", a.rows("latency")),
+        "confirms": table("confirms", a.rows("confirms")),
         "credit": credit,
-        "consumer_lag": plain_records("deliveries", a.rows("deliveries"), LAG_COLUMNS),
-        "throughput": plain_records("throughput", a.rows("throughput")),
-        "errors": plain_records("errors", a.rows("errors")),
-        "anomalies": plain_records("anomalies", a.rows("anomalies")),
+        "consumer_lag": table("deliveries", a.rows("deliveries"), LAG_COLUMNS),
+        "throughput": table("throughput", a.rows("throughput")),
+        "errors": table("errors", a.rows("errors")),
+        "anomalies": table("anomalies", a.rows("anomalies")),
     }
 
 
@@ -200,11 +218,57 @@ def json_text(obj, indent: int = 1) -> str:
     """Exactly `json.dumps(obj, indent=indent)`, several times faster on the report's many
     flat rows (the json module's indenting encoder is pure Python)."""
     parts: list[str] = []
-    _dump(obj, 0, " " * indent, parts)
+    _dump(obj, 0, " " * indent, _Out(parts.append))
     return "".join(parts)
 
 
-def _dump(o, level: int, step: str, out: list[str]) -> None:
+def json_write(obj, write, indent: int = 1) -> None:
+    """json_text(obj) given to `write` piece by piece (RowStream values welcome)."""
+    out = _Out(write, flush_at=256)
+    _dump(obj, 0, " " * indent, out)
+    out.flush()
+
+
+class _Out:
+    __slots__ = ("flush_at", "parts", "write")
+
+    def __init__(self, write, flush_at: int = 0) -> None:
+        self.write = write
+        self.flush_at = flush_at
+        self.parts: list[str] = []
+
+    def append(self, text: str) -> None:
+        if not self.flush_at:
+            self.write(text)
+            return
+        self.parts.append(text)
+        if len(self.parts) >= self.flush_at:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.write("".join(self.parts))
+            self.parts.clear()
+
+
+def _dump(o, level: int, step: str, out: _Out) -> None:
+    if isinstance(o, RowStream):
+        if not len(o):
+            out.append("[]")
+            return
+        first = True
+        for chunk in o.chunks():
+            text = _flat_rows(chunk, level, step)
+            if text is None:  # not flat after all: the general path, same text
+                parts: list[str] = []
+                _dump(chunk, level, step, _Out(parts.append))
+                text = "".join(parts)
+            # each chunk is a whole list: keep its rows, drop its brackets
+            body = text[1 : -(len(step) * level + 2)]
+            out.append(("[" if first else ",") + body)
+            first = False
+        out.append("\n" + step * level + "]")
+        return
     text = _scalar(o)
     if text is not None:
         out.append(text)

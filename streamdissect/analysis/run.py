@@ -178,7 +178,7 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     collectors = Collectors(credit=CreditCollector(at_once_ms=at_once_ms))
     if report_only:
         collectors.confirms = ConfirmCollector(keep_pairs=False, keep_backlog=False)
-        collectors.deliveries = DeliveryCollector(crc=False)
+        collectors.deliveries = DeliveryCollector(crc=False, compact=True)
     dispatch = collectors.dispatch_table()
     on_any = collectors.lifecycle.on_any
     on_call = collectors.latency.on_frame
