@@ -23,7 +23,7 @@ class Stall:
 
     FIELDS = ("connection", "subscription_id", "start_ns", "end_ns", "duration_ms", "ended_by",
               "broker_had_more")  # fmt: skip  (the stalls table's column order)
-    __slots__ = FIELDS  # noqa: RUF023
+    __slots__ = FIELDS
 
     def __init__(self, connection: str, subscription_id: int, start_ns: int,
                  broker_had_more: bool) -> None:  # fmt: skip
