@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -23,6 +23,10 @@ from .percentiles import summarize_ms
 @dataclass(slots=True)
 class _Ledger:
     outstanding: dict[int, int] = field(default_factory=dict)  # publishing id -> publish ts
+    # The common case kept as runs instead (only while `outstanding` is empty): publishing
+    # ids published in ascending runs, [first, last, publish ts], confirmed from the front.
+    runs: deque = field(default_factory=deque)
+    in_runs: int = 0  # ids in the runs
     published: int = 0
     records: int = 0
     confirmed: int = 0
@@ -49,13 +53,71 @@ class ConfirmCollector:
 
     def _backlog_point(self, ev, publisher_id: int, led: _Ledger) -> None:
         if self.keep_backlog:
-            self.backlog.append((ev.ts_ns, ev.connection, publisher_id, len(led.outstanding)))
+            self.backlog.append(
+                (ev.ts_ns, ev.connection, publisher_id, len(led.outstanding) + led.in_runs)
+            )
+
+    @staticmethod
+    def _to_dict(led: _Ledger) -> None:
+        """Leave the runs for the general ledger (same ids, same order, same times)."""
+        outstanding = led.outstanding
+        for first, last, ts in led.runs:
+            outstanding.update(zip(range(first, last + 1), repeat(ts)))
+        led.runs.clear()
+        led.in_runs = 0
+
+    @staticmethod
+    def _ascending(ids) -> bool:
+        return bool(ids) and ids == list(range(ids[0], ids[0] + len(ids)))
+
+    def _publish_run(self, led: _Ledger, ids, ts: int) -> bool:
+        """Publish as a run when that is exact: ascending ids after every outstanding one."""
+        if led.outstanding or not self._ascending(ids):
+            return False
+        if led.runs and ids[0] <= led.runs[-1][1]:
+            return False
+        led.runs.append([ids[0], ids[-1], ts])
+        led.in_runs += len(ids)
+        return True
+
+    def _confirm_run(self, led: _Ledger, ids, ts: int) -> bool:
+        """Confirm from the front of the runs when the ids are exactly the next outstanding
+        ones; their lags are appended as the general ledger would."""
+        if not led.runs or not self._ascending(ids):
+            return False
+        runs = led.runs
+        want, left = ids[0], len(ids)
+        for first, last, _ in runs:  # check first, change nothing unless it all matches
+            if first != want:
+                return False
+            take = min(left, last - first + 1)
+            left -= take
+            want = first + take
+            if not left:
+                break
+        if left:
+            return False
+        left = len(ids)
+        lags = led.lags_ms
+        while left:
+            run = runs[0]
+            take = min(left, run[1] - run[0] + 1)
+            lags.extend(array("d", [(ts - run[2]) / 1e6]) * take)
+            run[0] += take
+            left -= take
+            if run[0] > run[1]:
+                runs.popleft()
+        led.in_runs -= len(ids)
+        led.confirmed += len(ids)
+        return True
 
     def on_declare(self, ev) -> None:
         rec = ev.record
         if getattr(rec, "response", None):
             return
         led = self._ledgers.get((ev.connection, getattr(rec, "publisher_id", None)))
+        if led is not None and led.runs:
+            self._to_dict(led)
         if led is not None and led.outstanding:
             self._close_outstanding(ev.connection, getattr(rec, "publisher_id", None), led)
 
@@ -65,14 +127,17 @@ class ConfirmCollector:
         led = self._ledger(ev.connection, pid)
         ids = getattr(rec, "publishing_ids", None) or ()
         ts = ev.ts_ns
-        outstanding = led.outstanding
-        if outstanding.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
-            outstanding.update(zip(ids, repeat(ts)))
-        else:
-            for pub_id in ids:
-                if pub_id in outstanding:  # a resend of an id still pending keeps the first time
-                    continue
-                outstanding[pub_id] = ts
+        if not (not self.keep_pairs and self._publish_run(led, ids, ts)):
+            if led.runs:
+                self._to_dict(led)
+            outstanding = led.outstanding
+            if outstanding.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+                outstanding.update(zip(ids, repeat(ts)))
+            else:
+                for pub_id in ids:
+                    if pub_id in outstanding:  # a resend of a pending id keeps the first time
+                        continue
+                    outstanding[pub_id] = ts
         led.published += len(ids)
         led.records += getattr(rec, "record_count", None) or len(ids)
         self._backlog_point(ev, pid, led)
@@ -84,13 +149,16 @@ class ConfirmCollector:
         ts = ev.ts_ns
         ids = getattr(rec, "publishing_ids", None) or ()
         if not self.keep_pairs:
-            sent = list(map(led.outstanding.pop, ids, repeat(None)))
-            if None in sent:
-                found = [s for s in sent if s is not None]
-                led.unmatched += len(sent) - len(found)
-                sent = found
-            led.confirmed += len(sent)
-            led.lags_ms.extend([(ts - s) / 1e6 for s in sent])
+            if not self._confirm_run(led, ids, ts):
+                if led.runs:
+                    self._to_dict(led)
+                sent = list(map(led.outstanding.pop, ids, repeat(None)))
+                if None in sent:
+                    found = [s for s in sent if s is not None]
+                    led.unmatched += len(sent) - len(found)
+                    sent = found
+                led.confirmed += len(sent)
+                led.lags_ms.extend(array("d", [(ts - s) / 1e6 for s in sent]))
             self._backlog_point(ev, pid, led)
             return
         for pub_id in ids:
@@ -108,6 +176,8 @@ class ConfirmCollector:
         rec = ev.record
         pid = getattr(rec, "publisher_id", None)
         led = self._ledger(ev.connection, pid)
+        if led.runs:
+            self._to_dict(led)
         ts = ev.ts_ns
         for item in getattr(rec, "errors", None) or ():
             pub_id, code = pair(item, "publishing_id", "code")
@@ -119,6 +189,8 @@ class ConfirmCollector:
         self._backlog_point(ev, pid, led)
 
     def _close_outstanding(self, connection: str, pid: int, led: _Ledger) -> None:
+        if led.runs:
+            self._to_dict(led)
         led.unconfirmed += len(led.outstanding)
         if self.keep_pairs:
             for pub_id, sent in led.outstanding.items():
@@ -139,7 +211,7 @@ class ConfirmCollector:
                 "records_published": led.records,
                 "confirmed": led.confirmed,
                 "errored": sum(led.errored.values()),
-                "unconfirmed": led.unconfirmed + len(led.outstanding),
+                "unconfirmed": led.unconfirmed + len(led.outstanding) + led.in_runs,
                 "unmatched_confirms": led.unmatched,
                 "errors_by_code": json.dumps(
                     {code_name(c): n for c, n in sorted(led.errored.items())}
