@@ -1,0 +1,100 @@
+"""The analyze report's fast paths give what the general code gives: the publish/confirm
+ledger's runs, compact delivery rows, the JSON writer and the report-only collectors."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from types import SimpleNamespace as NS
+
+import pytest
+import worsen
+
+from streamdissect.analysis import analyze
+from streamdissect.analysis.confirms import ConfirmCollector
+from streamdissect.analysis.consumption import CompactRows
+from streamdissect.analysis.report import json_text, json_write, to_json
+
+HANDLERS = {"p": "on_publish", "c": "on_confirm", "e": "on_error", "d": "on_declare"}
+
+
+def ledger(keep_pairs: bool, script: list) -> tuple:
+    collector = ConfirmCollector(keep_pairs=keep_pairs, keep_backlog=True)
+    for kind, pid, ids, ts in script:
+        record = NS(publisher_id=pid, publishing_ids=ids, record_count=len(ids), response=False,
+                    errors=[(i, 2) for i in ids])  # fmt: skip
+        getattr(collector, HANDLERS[kind])(NS(ts_ns=ts, connection="c", record=record))
+    collector.finish()
+    lags = [list(led.lags_ms) for led in collector._ledgers.values()]
+    return collector.summary(), collector.backlog, lags
+
+
+def script_of(seed: int) -> list:
+    rnd = random.Random(seed)
+    script, pending, nxt, ts = [], [], rnd.randint(0, 5), 0
+    for _ in range(rnd.randint(1, 60)):
+        ts += rnd.randint(0, 3000)
+        r = rnd.random()
+        if r < 0.45:
+            ids = list(range(nxt, nxt + rnd.randint(0, 6)))
+            nxt += len(ids)
+            if rnd.random() < 0.1:
+                ids.reverse()
+            if rnd.random() < 0.1 and pending:
+                ids.append(rnd.choice(pending))  # a resend
+            if rnd.random() < 0.1:
+                nxt += rnd.randint(1, 3)  # ids skipped
+            pending += ids
+            script.append(("p", int(rnd.random() < 0.1), ids, ts))
+        elif r < 0.9 and pending:
+            k = rnd.randint(0, min(len(pending), 8))
+            ids, pending = pending[:k], pending[k:]
+            if rnd.random() < 0.15:
+                ids = ids[1:] + [nxt + 7]  # never published
+            if rnd.random() < 0.1:
+                rnd.shuffle(ids)
+            script.append(("c", 0, ids, ts))
+        elif r < 0.95 and pending:
+            script.append(("e", 0, [pending.pop(0)], ts))
+        else:
+            script.append(("d", 0, [], ts))
+    return script
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_confirm_runs_same_as_per_id_ledger(seed):
+    script = script_of(seed)
+    assert ledger(False, script) == ledger(True, script)
+
+
+def test_compact_rows_read_back_as_the_tuples_given():
+    rows = CompactRows(6)
+    given = []
+    for i in range(1000):
+        row = (i, f"c{i % 3}", None if i % 7 == 0 else 2**63 + i if i == 500 else i * 3,
+               1.5 * i if i % 5 else None, True if i % 2 else None, 2 if i == 900 else 0.5)  # fmt: skip
+        rows.append(row)
+        given.append(row)
+    assert list(rows) == given and len(rows) == 1000
+    assert rows[3:17] == given[3:17] and rows[::3] == given[::3] and rows[-1] == given[-1]
+    assert [type(v) for v in rows[900]] == [type(v) for v in given[900]]
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_report_only_gives_the_same_report_text(path):
+    full = to_json(analyze(str(path)))
+    fast = analyze(str(path), report_only=True)
+    expected = json.dumps(full, indent=1)
+    assert json.dumps(to_json(fast), indent=1) == expected
+    assert json_text(to_json(fast)) == expected
+    out = io.StringIO()
+    json_write(to_json(fast, lazy=True), out.write)
+    assert out.getvalue() == expected
+
+
+def test_json_text_is_json_dumps():
+    value = {"a": [1.5, float("nan"), {"b": []}, {}, [], True, None, "é\n"],
+             "c": {"d": -0.0, "e": 10**30, "f": float("inf")},
+             "r": [{"a": 1, "b": None, "c": "x"}, {}, {"z": [1]}], "q": [{}]}  # fmt: skip
+    assert json_text(value) == json.dumps(value, indent=1)
