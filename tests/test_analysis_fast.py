@@ -11,7 +11,7 @@ from types import SimpleNamespace as NS
 import pytest
 import worsen
 
-from streamdissect.analysis import analyze
+from streamdissect.analysis import analyze, report
 from streamdissect.analysis.confirms import ConfirmCollector
 from streamdissect.analysis.consumption import CompactRows
 from streamdissect.analysis.report import json_text, json_write, to_json
@@ -81,8 +81,10 @@ def test_compact_rows_read_back_as_the_tuples_given():
     assert [type(v) for v in rows[900]] == [type(v) for v in given[900]]
 
 
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 3])
 @pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
-def test_report_only_gives_the_same_report_text(path):
+def test_report_only_gives_the_same_report_text(path, chunk, monkeypatch):
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
     full = to_json(analyze(str(path)))
     fast = analyze(str(path), report_only=True)
     expected = json.dumps(full, indent=1)

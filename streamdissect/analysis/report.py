@@ -7,7 +7,8 @@ import math
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING
 
-from .frame_tables import plain_records
+from .. import schema
+from .frame_tables import _cast, plain_records
 from .run import Analysis
 
 if TYPE_CHECKING:
@@ -48,9 +49,12 @@ LAG_COLUMNS = [
 ]
 
 
+ROW_CHUNK = 512  # rows formatted at a time by json_write
+
+
 class RowStream:
-    """A table's rows as JSON dicts, made one at a time (the report of a large capture is
-    written without ever holding all its row dicts)."""
+    """A table's rows for the JSON report, formatted a chunk at a time, column by column (the
+    report of a large capture is written without ever holding all its row dicts)."""
 
     def __init__(self, table: str, rows: list, columns: list[str] | None = None) -> None:
         self.table, self.rows, self.columns = table, rows, columns
@@ -58,10 +62,88 @@ class RowStream:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def chunks(self, size: int = 512):
+    def chunks(self, size: int = 0):
         rows = self.rows
+        size = size or ROW_CHUNK
         for at in range(0, len(rows), size):
             yield plain_records(self.table, rows[at : at + size], self.columns)
+
+    def texts(self, level: int, step: str):
+        """The rows as json.dumps(indent) writes them inside a list at `level`: one string
+        per chunk, each row preceded by ",\n" + indent (the first by "\n" + indent)."""
+        names = schema.column_names(self.table)
+        kinds = {c.name: c.kind for c in schema.TABLES[self.table]}
+        wanted = self.columns if self.columns is not None else names
+        where = {n: i for i, n in enumerate(names)}
+        item = "\n" + step * (level + 1)
+        field = "\n" + step * (level + 2)
+        template = item + "{" + ",".join(
+            field + encode_basestring_ascii(n).replace("%", "%%") + ": %s" for n in wanted
+        ) + item + "}"  # fmt: skip
+        texts = [_COLUMN_TEXT[kinds[n]] for n in wanted]
+        rows = self.rows
+        dict_rows = bool(rows) and isinstance(rows[0], dict)
+        size = ROW_CHUNK
+        for at in range(0, len(rows), size):
+            chunk = rows[at : at + size]
+            if dict_rows:
+                columns = [[r.get(n) for r in chunk] for n in wanted]
+            else:
+                every = list(zip(*chunk))
+                columns = [every[where[n]] for n in wanted]
+            cells = [text(column) for text, column in zip(texts, columns)]
+            yield ",".join([template % row for row in zip(*cells)])
+
+
+def _int_cell(v) -> str:
+    v = _cast("int64")(v)
+    return "null" if v is None else int.__repr__(v)
+
+
+def _float_cell(v) -> str:
+    v = _cast("float64")(v)
+    return "null" if v is None else _float_text(v)
+
+
+def _str_cell(v) -> str:
+    v = _cast("string")(v)
+    return "null" if v is None else encode_basestring_ascii(v)
+
+
+def _bool_cell(v) -> str:
+    v = _cast("bool")(v)
+    return "null" if v is None else "true" if v else "false"
+
+
+def _int_column(values) -> list[str]:
+    return [
+        int.__repr__(v) if v.__class__ is int else "null" if v is None else _int_cell(v)
+        for v in values
+    ]
+
+
+def _float_column(values) -> list[str]:
+    return [
+        float.__repr__(v) if v.__class__ is float and v - v == 0
+        else "null" if v is None else _float_cell(v)
+        for v in values
+    ]
+
+
+def _str_column(values) -> list[str]:
+    return [
+        encode_basestring_ascii(v) if v.__class__ is str else "null" if v is None else _str_cell(v)
+        for v in values
+    ]
+
+
+def _bool_column(values) -> list[str]:
+    return [_bool_cell(v) for v in values]
+
+
+# column kind -> values -> their JSON texts, as plain_records + json.dumps make them
+_COLUMN_TEXT = {"int64": _int_column, "int32": _int_column, "float64": _float_column,
+                "string": _str_column, "bool": _bool_column}  # fmt: skip
 
 
 def to_json(a: Analysis, lazy: bool = False) -> dict:
@@ -257,15 +339,8 @@ def _dump(o, level: int, step: str, out: _Out) -> None:
             out.append("[]")
             return
         first = True
-        for chunk in o.chunks():
-            text = _flat_rows(chunk, level, step)
-            if text is None:  # not flat after all: the general path, same text
-                parts: list[str] = []
-                _dump(chunk, level, step, _Out(parts.append))
-                text = "".join(parts)
-            # each chunk is a whole list: keep its rows, drop its brackets
-            body = text[1 : -(len(step) * level + 2)]
-            out.append(("[" if first else ",") + body)
+        for text in o.texts(level, step):
+            out.append(("[" if first else ",") + text)
             first = False
         out.append("\n" + step * level + "]")
         return
