@@ -509,7 +509,10 @@ class BulkPcap:
             np.maximum(prev, 0, out=prev)
             in_order = data & (rel == prev)
             retrans = data & (ends <= prev)
-            irregular = bad | (data & ~in_order & ~retrans) | (pl < wl)
+            # far from the run (over 2**30 bytes either way): whether it is ahead or behind
+            # depends on where the stream is at that packet, which the exact code knows
+            far = (rel < -(HALF_SEQ_SPACE >> 1)) | (ends > (HALF_SEQ_SPACE >> 1))
+            irregular = bad | (data & ~in_order & ~retrans) | (pl < wl) | (data & far)
             hit = np.flatnonzero(irregular)
             if len(hit):
                 k = min(k, int(where[hit[0]]))
