@@ -10,20 +10,22 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .capture import CaptureError
-from .dissect import Anomaly, Dissector, FrameEvent
-from .protocol.records import jsonable, record_class
 from .cli_analyze import add_parser as register_analyze
+from .dissect import Anomaly, Dissector, FrameEvent
 from .progress import progress_bar
+from .protocol.records import Record, jsonable, record_class
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
 PAYLOAD_FIELDS = ("chunk_payload", "messages")
 DELIVER_CLASS = record_class("Deliver")
 PAYLOAD_CLASSES = (DELIVER_CLASS, record_class("Publish"))
+PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves as it is
+INT = frozenset((int,))
 ARROWS = {"c2s": "→", "s2c": "←"}
 
 
@@ -119,13 +121,19 @@ def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) ->
         "direction": event.direction,
         "stream_offset": event.stream_offset,
     }
-    if not payloads and record.__class__ in PAYLOAD_CLASSES:
-        # to_dict less the payload fields, without turning megabytes of payload into hex first
+    cls = record.__class__
+    if (not payloads and cls in PAYLOAD_CLASSES) or cls.to_dict is Record.to_dict:
+        # to_dict (less the payload fields), without turning megabytes of payload into hex
+        # first, nor copying lists of publishing ids one int at a time
         fields = record.common_dict()
         for name in record.body_fields:
-            if name not in PAYLOAD_FIELDS:
-                fields[name] = jsonable(getattr(record, name))
-        if record.__class__ is DELIVER_CLASS:
+            if payloads or name not in PAYLOAD_FIELDS:
+                value = getattr(record, name)
+                plain = value.__class__ in PLAIN or (
+                    value.__class__ is list and set(map(type, value)) <= INT
+                )
+                fields[name] = value if plain else jsonable(value)
+        if cls is DELIVER_CLASS:
             fields["crc_ok"] = record.crc_ok
         row.update(fields)
         return row
