@@ -1021,7 +1021,7 @@ def campaign(
             now = time.monotonic()
             if now >= next_progress:
                 next_progress = now + progress_every
-                log(f"[{(now - started) / 60:.1f} min] " + ", ".join(
+                log(f"[{(now - started) / 60:.1f} min, RSS {rss_bytes() / 2**20:.0f} MiB] " + ", ".join(
                     f"{n} {s.inputs} ({s.findings} findings)" for n, s in stats.items()))  # fmt: skip
     finally:
         signal.signal(signal.SIGALRM, old_handler)
