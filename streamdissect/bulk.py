@@ -23,6 +23,7 @@ the packet that produced them and sorted per block, which gives the streaming or
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import signal
 import struct
@@ -157,42 +158,49 @@ def layout(f: Any, order: str, buf: bytearray, block: int, owner: Any = None) ->
         have = rest
 
 
-_ITEM = struct.Struct("<BQQQ")  # kind, offset, length, bytes of starts that follow
+_ITEM = struct.Struct("<BBQQQ")  # kind, slot, offset, length, bytes of starts that follow
+SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
 
 def _can_fork() -> bool:
-    return hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+    """A helper process pays off with a CPU to spare (else it only competes with us)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    idle = (cpus or 1) - os.getloadavg()[0] if hasattr(os, "getloadavg") else 0
+    return hasattr(os, "fork") and hasattr(mmap, "MAP_SHARED") and idle >= 1
 
 
-def helper_layout(path: str, order: str, block: int) -> Iterator[Region]:
-    """`layout` computed by a forked helper process, so that finding record boundaries (a
-    Python loop over every record) runs on another CPU while this one dissects."""
-    read_fd, write_fd = os.pipe()
+def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int):
+    """Blocks of the file read, and their record boundaries found, by a forked helper process
+    (another CPU) into SLOTS shared buffers: (kind, slot, file offset, length, starts) for
+    the parent to dissect in place; a slot goes back to the helper when the parent asks for
+    the next block."""
+    data_r, data_w = os.pipe()
+    free_r, free_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the helper: no return from here
         code = 0
         try:
-            os.close(read_fd)
-            buf = bytearray(block + RECORD_HEADER_SIZE + MAX_PACKET)
-            with open(write_fd, "wb", buffering=1 << 20) as out, open(path, "rb", buffering=0) as f:
-                f.seek(FILE_HEADER_SIZE)
-                for kind, base, length, starts in layout(f, order, buf, block):
-                    out.write(_ITEM.pack(kind, base, length, len(starts)))
-                    out.write(starts)
+            os.close(data_r)
+            os.close(free_w)
+            _helper(path, order, block, shared, slot_size, data_w, free_r)
         except BaseException:  # noqa: BLE001 - the parent sees a short stream
             code = 1
         finally:
             os._exit(code)
-    os.close(write_fd)
+    os.close(data_w)
+    os.close(free_r)
     done = False
     try:
-        with open(read_fd, "rb", buffering=1 << 20) as src:
+        with open(data_r, "rb", buffering=1 << 16) as src, open(free_w, "wb", buffering=0) as free:
             while True:
                 head = src.read(_ITEM.size)
                 if len(head) < _ITEM.size:
                     break
-                kind, base, length, n = _ITEM.unpack(head)
-                yield kind, base, length, src.read(n)
+                kind, slot, base, length, n = _ITEM.unpack(head)
+                yield kind, slot, base, length, src.read(n)
+                if kind == BLOCK_REGION:
+                    with contextlib.suppress(BrokenPipeError):  # (it may be done already)
+                        free.write(bytes((slot,)))  # dissected: the helper may fill it again
         _, status = os.waitpid(pid, 0)
         done = True
         if status:
@@ -202,6 +210,55 @@ def helper_layout(path: str, order: str, block: int) -> Iterator[Region]:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+
+
+def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int,
+            data_w: int, free_r: int) -> None:  # fmt: skip
+    u32 = struct.Struct(order + "I").unpack_from
+    free = list(range(SLOTS))
+
+    def take() -> int:
+        if free:
+            return free.pop(0)
+        got = os.read(free_r, 1)
+        if not got:
+            raise EOFError("the parent went away")
+        return got[0]
+
+    with open(data_w, "wb", buffering=0) as out, open(path, "rb", buffering=0) as f:
+        view = memoryview(shared)
+        f.seek(FILE_HEADER_SIZE)
+        base = FILE_HEADER_SIZE  # file offset of the slot's first byte
+        have = 0
+        slot = take()
+        while True:
+            at = slot * slot_size
+            got = f.readinto(view[at + have : at + have + block])
+            end = have + got
+            starts, pos, bad = walk_records(shared, at, at + end, u32)
+            pos -= at
+            if starts:
+                if at:
+                    starts = array("q", [s - at for s in starts])
+                data = starts.tobytes()
+                out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data)) + data)
+            if bad:
+                cap = u32(shared, at + pos + 8)[0]
+                out.write(_ITEM.pack(BAD_REGION, slot, base + pos, cap, 0))
+                return
+            rest = end - pos
+            if not got:
+                if rest:
+                    out.write(_ITEM.pack(CUT_REGION, slot, base + pos, rest, 0))
+                return
+            following = take()
+            to = following * slot_size
+            view[to : to + rest] = view[at + pos : at + end]
+            if not starts:
+                free.append(slot)
+            slot = following
+            base += pos
+            have = rest
 
 
 class BulkPcap:
@@ -226,39 +283,50 @@ class BulkPcap:
             header = f.read(FILE_HEADER_SIZE)
             self.linktype = struct.unpack_from(self.order + "I", header, 20)[0] & 0x0FFFFFFF
             block = min(BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
-            buf = bytearray(block + RECORD_HEADER_SIZE + MAX_PACKET + PAD)
-            self.buf = buf
-            self.mv = mv = memoryview(buf)
-            self.np_buf = np.frombuffer(buf, dtype=np.uint8)
-            # Every record's headers as one row of a (records, width) array: a gather of rows
-            # of this sliding window, no index matrix.
-            self.windows = np.lib.stride_tricks.as_strided(
-                self.np_buf, shape=(len(buf) - self.width + 1, self.width), strides=(1, 1),
-                writeable=False,
-            )
+            size = block + RECORD_HEADER_SIZE + MAX_PACKET + PAD
             if d.helper_process and _can_fork():
-                regions = helper_layout(self.path, self.order, block)
+                shared = mmap.mmap(-1, SLOTS * size)
+                try:
+                    slots = [self._use(shared, k * size, size) for k in range(SLOTS)]
+                    regions = helper_layout(self.path, self.order, block, shared, size)
+                    yield from self._regions(regions, slots)
+                finally:
+                    self.buf = self.mv = self.np_buf = self.windows = slots = None
+                    with contextlib.suppress(BufferError):
+                        shared.close()
             else:
-                regions = layout(f, self.order, buf, block, self)
-            for kind, base, length, starts in regions:
-                if kind == BLOCK_REGION:
-                    if starts is not None:  # from the helper: the bytes are read here
-                        f.seek(base)
-                        got = f.readinto(mv[:length])
-                        if got != length:  # the file changed under us: end as a cut file
-                            d._file_anomaly(self.path, "truncated_file", self.last_ts,
-                                            base + got, "file shrank while read")  # fmt: skip
-                            break
-                    if d.on_read is not None:
-                        d.on_read(length)
-                    yield from self._block(self.starts_array(starts), base)
-                elif kind == BAD_REGION:
-                    d._file_anomaly(self.path, "bad_record", self.last_ts, base,
-                                    f"captured length {length} > cap")  # fmt: skip
-                else:
-                    what = "record header cut" if length < RECORD_HEADER_SIZE else "record data cut"
-                    d._file_anomaly(self.path, "truncated_file", self.last_ts, base, what)
+                slot = self._use(bytearray(size), 0, size)
+                regions = ((k, 0, b, n, s) for k, b, n, s in layout(f, self.order, slot[0], block, self))
+                yield from self._regions(regions, [slot])
         yield from d._finish(self.last_ts or 0)
+
+    def _use(self, memory: Any, at: int, size: int) -> tuple:
+        """(buffer, memoryview, uint8 array, header windows) over memory[at : at + size]."""
+        mv = memoryview(memory)[at : at + size]
+        np_buf = np.frombuffer(memory, dtype=np.uint8, count=size, offset=at)
+        # Every record's headers as one row of a (records, width) array: a gather of rows
+        # of this sliding window, no index matrix.
+        windows = np.lib.stride_tricks.as_strided(
+            np_buf, shape=(size - self.width + 1, self.width), strides=(1, 1), writeable=False
+        )
+        return (memory if at == 0 and len(memory) == size else mv), mv, np_buf, windows
+
+    def _regions(self, regions: Iterator, slots: list) -> Iterator[Any]:
+        d = self.d
+        for kind, slot, base, length, starts in regions:
+            if kind == BLOCK_REGION:
+                self.buf, self.mv, self.np_buf, self.windows = slots[slot]
+                if d.on_read is not None:
+                    d.on_read(length)
+                yield from self._block(self.starts_array(starts), base)
+            elif kind == BAD_REGION:
+                d._file_anomaly(self.path, "bad_record", self.last_ts, base,
+                                f"captured length {length} > cap")  # fmt: skip
+                return
+            else:
+                what = "record header cut" if length < RECORD_HEADER_SIZE else "record data cut"
+                d._file_anomaly(self.path, "truncated_file", self.last_ts, base, what)
+                return
 
     def starts_array(self, starts: bytes | None) -> np.ndarray:
         if starts is None:  # read in this process: the walk left them here
@@ -573,28 +641,23 @@ class BulkPcap:
                 stream.next_seq = (base + advance) & SEQ_MASK
                 stream.offset = offset0 + advance
                 seg_rows = rrows[io]
-                self._frames(
-                    framer,
-                    side,
-                    (offset0 + rel[io]).tolist(),
-                    wl[io].tolist(),
-                    self.pstart[seg_rows].tolist(),
-                    seg_rows.tolist(),
-                    ts[seg_rows].tolist(),
-                )
+                so_a, lo_a, po_a = offset0 + rel[io], wl[io], self.pstart[seg_rows]
+                self.arrays = (so_a, lo_a, po_a)
+                self._frames(framer, side, so_a.tolist(), lo_a.tolist(), po_a.tolist(),
+                             seg_rows.tolist(), ts[seg_rows].tolist(), (po_a + lo_a).tolist())  # fmt: skip
         conn.packets += k
         conn.end_ns = int(ts[rows[k - 1]])
 
     # --- frames over in-order segments -----------------------------------------------
 
     def _frames(self, framer: Any, side: int, so: list, lo: list, po: list, io: list,
-                to: list) -> None:  # fmt: skip
+                to: list, pe: list) -> None:  # fmt: skip
+        """Frames over one direction's in-order segments of a block: stream offsets `so`,
+        lengths `lo`, buffer positions `po` (and ends `pe`), rows `io`, times `to`."""
         mv = self.mv
         tag = self._tag
         send = so[-1] + lo[-1]
         pos = framer.offset
-
-        pe = [p + n for p, n in zip(po, lo)]
         get = mv.__getitem__
 
         def read(a: int, b: int) -> bytes:
@@ -735,14 +798,13 @@ class BulkPcap:
             starts_of = np.cumsum(counts) - counts
             index = np.arange(total, dtype=np.int64) - starts_of[frame_of]
             at = firsts[frame_of] + index * strides[frame_of]  # stream offsets of messages
-            so_a = np.asarray(so, dtype=np.int64)
+            so_a, lo_a, po_a = self.arrays
             seg = np.searchsorted(so_a, at, side="right") - 1
             within = at - so_a[seg]
-            lo_a = np.asarray(lo, dtype=np.int64)
             inside = within + 12 <= lo_a[seg]
-            bufpos = np.asarray(po, dtype=np.int64)[seg] + within
+            bufpos = po_a[seg] + within
             bufpos[~inside] = 0
-            fields = self.np_buf[bufpos[:, None] + np.arange(12)].view(_MESSAGE)[:, 0]
+            fields = self.windows[bufpos][:, :12].copy().view(_MESSAGE)[:, 0]
             ids = fields["id"].astype(np.uint64)
             words = fields["word"].astype(np.int64)
             for m in np.flatnonzero(~inside).tolist():  # the few cut by a segment boundary

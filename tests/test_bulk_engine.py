@@ -90,7 +90,8 @@ def test_other_link_layers_and_formats_same_as_stream(real, tmp_path):
     assert_same(worsen.gzip_copy(big, tmp_path / "x.pcap.gz"))
 
 
-def test_helper_process_same_as_stream(real, tmp_path):
+def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
+    monkeypatch.setattr(bulk, "_can_fork", lambda: True)
     linktype, packets = real
     path = worsen.write_pcap(tmp_path / "h.pcap", linktype, worsen.duplicate(packets))
     reference = outcome(path, "stream")
