@@ -68,7 +68,9 @@ def test_confirm_runs_same_as_per_id_ledger(seed):
     assert ledger(False, script) == ledger(True, script)
 
 
-def test_compact_rows_read_back_as_the_tuples_given():
+@pytest.mark.parametrize("chunk", [CompactRows.CHUNK, 7])
+def test_compact_rows_read_back_as_the_tuples_given(chunk, monkeypatch):
+    monkeypatch.setattr(CompactRows, "CHUNK", chunk)
     rows = CompactRows(6)
     given = []
     for i in range(1000):
@@ -78,7 +80,10 @@ def test_compact_rows_read_back_as_the_tuples_given():
         given.append(row)
     assert list(rows) == given and len(rows) == 1000
     assert rows[3:17] == given[3:17] and rows[::3] == given[::3] and rows[-1] == given[-1]
-    assert [type(v) for v in rows[900]] == [type(v) for v in given[900]]
+    assert all(type(x) is type(y) for a, b in zip(rows, given) for x, y in zip(a, b))
+    for start in range(0, 1000, 37):
+        for stop in (start, start + 1, start + 13, 1000):
+            assert rows[start:stop] == given[start:stop]
 
 
 @pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 3])

@@ -18,44 +18,24 @@ NS_PER_S = 1_000_000_000
 
 
 class CompactRows:
-    """A list of equal-length tuples kept as one array per column (8 bytes a value, plus a
-    byte saying None) while the values fit; read back as tuples, by index or slice. A value
-    an array cannot hold (a string, an int beyond 64 bits) turns its column into a list."""
+    """A list of equal-length tuples kept, CHUNK rows at a time, as one array per column
+    (8 bytes a value, plus a None mask when needed) wherever a column's values fit one;
+    read back as the same tuples, by index or slice."""
+
+    CHUNK = 4096
 
     def __init__(self, width: int) -> None:
-        self._columns: list = [array("q") for _ in range(width)]
-        self._kinds = ["q"] * width  # "q" int, "d" float, "o" Python objects (a list)
-        self._none = [bytearray() for _ in range(width)]
+        self._width = width
+        self._chunks: list[list] = []  # per chunk: [(values, None mask or None)] by column
+        self._pending: list[tuple] = []
         self._n = 0
 
     def append(self, row: tuple) -> None:
-        n = self._n
-        for i, value in enumerate(row):
-            kind = self._kinds[i]
-            column = self._columns[i]
-            if kind == "o":
-                column.append(value)
-            elif value is None:
-                column.append(0 if kind == "q" else 0.0)
-            else:
-                if kind == "q" and value.__class__ is float and self._none[i].count(0) == 0:
-                    column = self._columns[i] = array("d", bytes(8 * n))  # all None so far
-                    kind = self._kinds[i] = "d"
-                try:
-                    if value.__class__ is not (int if kind == "q" else float):
-                        raise TypeError
-                    column.append(value)
-                except (TypeError, OverflowError):
-                    self._as_objects(i)
-                    self._columns[i].append(value)
-            self._none[i].append(value is None)
+        self._pending.append(row)
         self._n += 1
-
-    def _as_objects(self, i: int) -> None:
-        if self._kinds[i] != "o":
-            none = self._none[i]
-            self._columns[i] = [None if none[k] else v for k, v in enumerate(self._columns[i])]
-            self._kinds[i] = "o"
+        if len(self._pending) == self.CHUNK:
+            self._chunks.append([_column(c) for c in zip(*self._pending)])
+            self._pending = []
 
     def __len__(self) -> int:
         return self._n
@@ -64,13 +44,23 @@ class CompactRows:
         return self._n > 0
 
     def _rows(self, start: int, stop: int) -> list[tuple]:
-        columns = []
-        for kind, values, none in zip(self._kinds, self._columns, self._none):
-            part = values[start:stop]
-            if kind != "o" and any(none[start:stop]):
-                part = [None if n else v for v, n in zip(part, none[start:stop])]
-            columns.append(part)
-        return list(zip(*columns))
+        out: list[tuple] = []
+        at = 0
+        for chunk in self._chunks:
+            size = len(chunk[0][0])
+            if at + size > start and at < stop:
+                lo, hi = max(start - at, 0), min(stop - at, size)
+                columns = []
+                for values, none in chunk:
+                    part = values[lo:hi]
+                    if none is not None:
+                        part = [None if n else v for v, n in zip(part, none[lo:hi])]
+                    columns.append(part)
+                out += zip(*columns)
+            at += size
+        if stop > at:
+            out += self._pending[max(start - at, 0) : stop - at]
+        return out
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -84,8 +74,26 @@ class CompactRows:
         return self._rows(index, index + 1)[0]
 
     def __iter__(self) -> Iterator[tuple]:
-        for at in range(0, self._n, 4096):
-            yield from self._rows(at, min(at + 4096, self._n))
+        for at in range(0, self._n, self.CHUNK):
+            yield from self._rows(at, min(at + self.CHUNK, self._n))
+
+
+def _column(values: tuple) -> tuple:
+    """(values as an array when they all fit one, else as given; None mask or None)."""
+    kinds = set(map(type, values))
+    none = None
+    if type(None) in kinds:
+        kinds.discard(type(None))
+        none = bytes([v is None for v in values])
+    code = "q" if kinds == {int} else "d" if kinds == {float} else None
+    if code is None:
+        return values, None
+    try:
+        filler = 0 if code == "q" else 0.0
+        return array(code, values if none is None else [filler if v is None else v
+                                                        for v in values]), none  # fmt: skip
+    except OverflowError:
+        return values, None
 
 
 class DeliveryCollector:

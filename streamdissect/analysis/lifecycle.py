@@ -49,15 +49,16 @@ class LifecycleCollector:
 
     def on_any(self, ev) -> None:
         """Every frame: first/last time and heartbeat silences."""
-        c = self._conn(ev.connection)
+        ts = ev.ts_ns
+        c = self._conns.get(ev.connection) or self._conn(ev.connection)
         if c.first_ns is None:
-            c.first_ns = ev.ts_ns
-        c.last_ns = ev.ts_ns
-        previous = c.last_seen.get(ev.direction)
-        if previous is not None and c.heartbeat:
-            if ev.ts_ns - previous > 2 * c.heartbeat * NS_PER_S:
-                c.missed_gaps += 1
-        c.last_seen[ev.direction] = ev.ts_ns
+            c.first_ns = ts
+        c.last_ns = ts
+        last_seen = c.last_seen
+        previous = last_seen.get(ev.direction)
+        if previous is not None and c.heartbeat and ts - previous > 2 * c.heartbeat * NS_PER_S:
+            c.missed_gaps += 1
+        last_seen[ev.direction] = ts
 
     def on_heartbeat(self, ev) -> None:
         self._conn(ev.connection).heartbeats[ev.direction] += 1
