@@ -1,19 +1,26 @@
 """The bulk engine: a classic pcap file read in large blocks, packets parsed as columns.
 
 Same results as the streaming pipeline (dissect.Dissector with engine="stream"), event for
-event, at a fraction of the cost per packet:
+event, at a fraction of the cost per packet (tests/test_bulk_engine.py holds it to that):
 
 - the file is read into one reused buffer, BLOCK bytes at a time; record boundaries are
-  walked in Python, with runs of equal-sized records taken in one step;
+  walked in Python, with runs of equal-sized records taken in one step. With
+  `helper_process` (and a CPU to spare) a forked helper reads and walks the file into
+  SLOTS shared buffers that this process dissects in place;
 - link, IPv4 and TCP headers of Ethernet + IPv4 packets are gathered for the whole block
   with numpy; any other packet goes through capture.tcp_segment, the exact per-packet code;
 - per TCP connection and direction, sequence numbers are checked with vectorized arithmetic:
   in-order segments and full retransmissions (the regular case) never reach the per-packet
   reassembler; from the first irregular packet (gap, out of order, overlap, snaplen cut,
-  SYN-less start, a SYN again) the connection goes through the exact FlowTable code until
-  the end of the block;
+  SYN-less start, a SYN again, a packet parsed one by one) the connection goes through the
+  exact FlowTable code until the end of the block; a block with a possible port reuse goes
+  through it whole;
 - frames are walked over the in-order segments directly: only the bytes a record needs are
-  copied (the whole frame; a big Deliver's head), the rest is counted.
+  copied (the whole frame; a big Deliver's head). Without `publish_messages`, Publish
+  frames are not copied at all: their ids are read with one numpy gather per block;
+- a Tune changes the frame limit while a direction is walked: the walk reads it live, and
+  when a Tune of the other direction could have mattered (LimitCheck) the connection's
+  block is undone and done again packet by packet.
 
 The state the exact code keeps (FlowTable, TcpConnection, DirectionReassembler, Framer) is
 the one the bulk engine updates, so the two hand over at any packet. Events are tagged with
