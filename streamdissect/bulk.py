@@ -91,9 +91,7 @@ def _header_dtype(order: str) -> np.dtype:
     )  # fmt: skip
 
 
-def walk_records(
-    buf: bytearray, pos: int, end: int, u32: Any
-) -> tuple[array, int, bool]:
+def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, int, bool]:
     """Record starts from `pos` while whole records are in buf[:end]; (starts, position
     after the last whole record, True when a record's captured length is absurd)."""
     starts = array("q")
@@ -303,7 +301,9 @@ class BulkPcap:
                         shared.close()
             else:
                 slot = self._use(bytearray(size), 0, size)
-                regions = ((k, 0, b, n, s) for k, b, n, s in layout(f, self.order, slot[0], block, self))
+                regions = (
+                    (k, 0, b, n, s) for k, b, n, s in layout(f, self.order, slot[0], block, self)
+                )
                 yield from self._regions(regions, [slot])
         yield from d._finish(self.last_ts or 0)
 
@@ -764,7 +764,9 @@ class BulkPcap:
                 pos = end
                 continue
             if big:
-                emit(pos, to[jj], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size))
+                emit(
+                    pos, to[jj], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size)
+                )
             else:
                 decode(pos, to[jj], bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end),
                        size, False)  # fmt: skip
@@ -788,9 +790,16 @@ class BulkPcap:
         for item in items:
             pos, end, size, ts, row, slot = item
             if end - pos >= PUBLISH_HEAD:
-                _, _, version, publisher, count, _, word = _publish_head(read(pos, pos + PUBLISH_HEAD))
+                _, _, version, publisher, count, _, word = _publish_head(
+                    read(pos, pos + PUBLISH_HEAD)
+                )
                 stride = 12 + word
-                if version == 1 and count > 0 and word < 0x80000000 and 13 + count * stride == 4 + size:
+                if (
+                    version == 1
+                    and count > 0
+                    and word < 0x80000000
+                    and 13 + count * stride == 4 + size
+                ):
                     plan.append((item, publisher, count, stride))
                     continue
             plan.append((item, None, 0, 0))

@@ -189,7 +189,9 @@ class Dissector:
         yield from out
         out.clear()
 
-    def _file_anomaly(self, path: str, kind: str, ts_ns: int | None, offset: int, detail: str) -> None:
+    def _file_anomaly(
+        self, path: str, kind: str, ts_ns: int | None, offset: int, detail: str
+    ) -> None:
         self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")
 
     def _packets(self, paths: list[str]) -> Iterator[Packet]:

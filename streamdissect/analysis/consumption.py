@@ -152,7 +152,9 @@ class ThroughputCollector:
         b[1] += (getattr(rec, "size", None) or 0) + 4
 
     def on_confirm(self, ev) -> None:
-        self._buckets[ev.ts_ns // NS_PER_S][2] += len(getattr(ev.record, "publishing_ids", None) or ())
+        self._buckets[ev.ts_ns // NS_PER_S][2] += len(
+            getattr(ev.record, "publishing_ids", None) or ()
+        )
 
     def on_deliver(self, ev) -> None:
         b = self._buckets[ev.ts_ns // NS_PER_S]

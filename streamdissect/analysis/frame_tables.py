@@ -31,7 +31,11 @@ def _cast(kind: str):
         return lambda v: v if v.__class__ is int else None if v is None or _nan(v) else int(v)
     if kind == "float64":
         return lambda v: (
-            v if v.__class__ is float and not _nan(v) else None if v is None or _nan(v) else float(v)
+            v
+            if v.__class__ is float and not _nan(v)
+            else None
+            if v is None or _nan(v)
+            else float(v)
         )
     if kind == "bool":
         return lambda v: v if v.__class__ is bool else None if v is None or _nan(v) else bool(v)
