@@ -299,6 +299,7 @@ _Confirm, _Credit, _Heartbeat = (
 _DELIVER_V1 = struct.Struct(">B" + osiris.HEADER.format[1:])
 _DELIVER_V2 = struct.Struct(">BQ" + osiris.HEADER.format[1:])
 _CONFIRM_HEAD = struct.Struct(">Bi")
+_U64S: dict[int, Callable] = {}  # count -> unpack_from of that many u64 (confirms' ids)
 _CREDIT = struct.Struct(">Bh")
 _PUBLISHER_ID = struct.Struct(">B")
 
@@ -371,8 +372,12 @@ def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
     publisher_id, count = _CONFIRM_HEAD.unpack_from(frame, 8)
     if count < 0 or 13 + 8 * count != len(frame):
         return None
-    ids = list(struct.unpack_from(f">{count}Q", frame, 13))
-    return _Confirm(0x0003, 1, size, None, None, False, publisher_id, ids)
+    ids_of = _U64S.get(count)
+    if ids_of is None:
+        ids_of = struct.Struct(f">{count}Q").unpack_from
+        if count <= 256:  # the usual counts only: hostile ones must not grow the cache
+            _U64S[count] = ids_of
+    return _Confirm(0x0003, 1, size, None, None, False, publisher_id, list(ids_of(frame, 13)))
 
 
 def _fast_credit(frame: bytes, size: int, version: int) -> Record | None:
