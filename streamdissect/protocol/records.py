@@ -131,13 +131,22 @@ class DeliverMethods:
 
 
 SASL_KEY = 0x0013
+# A desynchronised framer can glue a SaslAuthenticate frame into a bogus one: its header
+# (key 0x0013 v1) or a PLAIN mechanism string inside raw bytes marks them as sensitive too.
+_SASL_MARKERS = (b"\x00\x13\x00\x01", b"\x00\x05PLAIN")
+
+
+def raw_holds_credentials(key: int | None, raw: bytes | None) -> bool:
+    if ((key or 0) & ~RESPONSE_BIT) == SASL_KEY:
+        return True
+    return raw is not None and any(marker in raw for marker in _SASL_MARKERS)
 
 
 def _redacted_repr(self: Any) -> str:
     """The dataclass repr with secrets hidden: a record's repr ends up in logs, tracebacks
     and notebooks, where --show-secrets was never asked for."""
     shown = {f.name: getattr(self, f.name) for f in fields(self)}
-    if ((shown.get("key") or 0) & ~RESPONSE_BIT) == SASL_KEY:
+    if raw_holds_credentials(shown.get("key"), shown.get("raw")):
         if shown.get("raw") is not None:
             shown["raw"] = REDACTED
         if shown.get("sasl_data") is not None:
@@ -236,7 +245,7 @@ class Malformed(FrameFacts):
         result = self.common_dict()
         result |= {"malformed": True, "reason": self.reason, "offset": self.offset}
         # raw frames may hold credentials (a broken SaslAuthenticate): hide unless asked
-        sensitive = ((self.key or 0) & ~RESPONSE_BIT) == SASL_KEY and not show_secrets
+        sensitive = not show_secrets and raw_holds_credentials(self.key, self.raw)
         result["raw"] = REDACTED.hex() if sensitive else self.raw.hex()
         return result
 
@@ -258,7 +267,7 @@ class Unknown(FrameFacts):
 
     def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
         # an unknown version of SaslAuthenticate still carries the credentials
-        sensitive = ((self.key or 0) & ~RESPONSE_BIT) == SASL_KEY and not show_secrets
+        sensitive = not show_secrets and raw_holds_credentials(self.key, self.raw)
         raw = REDACTED.hex() if sensitive else self.raw.hex()
         return self.common_dict() | {"unknown": True, "raw": raw}
 
