@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from .anomalies import Anomaly, AnomalyLog
 from .capture import ACK, SYN, PacketProblem, open_capture, tcp_segment
 from .capture.pcap import Packet
 from .framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
@@ -38,17 +39,6 @@ class FrameEvent:
     direction: str  # "c2s" or "s2c"
     stream_offset: int  # of the frame's size field in its direction's byte stream
     record: Any  # protocol Record, Malformed or Unknown
-
-
-@dataclass(slots=True)
-class Anomaly:
-    ts_ns: int | None
-    connection: str | None  # None for damage in the file or in headers
-    direction: str | None
-    kind: str
-    stream_offset: int | None  # the file offset for damage in the file
-    length: int
-    detail: str
 
 
 @dataclass(slots=True)
@@ -148,7 +138,7 @@ class Dissector:
         self.deliver_keep_limit = deliver_keep_limit
         self.ooo_cap = ooo_cap
         self.on_read = on_read
-        self.anomalies: list[Anomaly] = []
+        self.anomalies = AnomalyLog()
         self._streams: list[StreamConnection] = []
         self._id_uses: dict[str, int] = {}
         self._out: list[FrameEvent | Anomaly] = []

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ..anomalies import AnomalyLog
 from .confirms import ConfirmCollector
 from .consumption import DeliveryCollector, ThroughputCollector
 from .credit import AT_ONCE_MS, CreditCollector
@@ -183,7 +184,7 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     on_any = collectors.lifecycle.on_any
     on_call = collectors.latency.on_frame
     on_code = collectors.errors.on_response
-    anomalies: list = []
+    anomalies = AnomalyLog()
     first_ns = last_ns = None
     # command -> what to call after on_any: latency (not for NOT_CALLS), then the dispatch
     handlers_of: dict = {}
