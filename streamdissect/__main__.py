@@ -1,0 +1,7 @@
+"""`python -m streamdissect ...` is the `streamdissect` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
