@@ -154,3 +154,14 @@ def test_analyze_cli_unreadable_input_is_a_clear_error(tmp_path):
     assert out.returncode == 2
     assert "not a pcap or pcapng capture" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_analyze_json_carries_peer_properties_as_objects():
+    path = CAPTURES / "rbfly-publish-consume-3.10.pcap"
+    out = subprocess.run([sys.executable, "-m", "streamdissect", "analyze", "--format", "json",
+                          str(path)], capture_output=True, text=True, check=True)
+    props = json.loads(out.stdout)["peer_properties"]
+    assert len(props) == 1
+    assert props[0]["server"]["product"] == "RabbitMQ"
+    assert props[0]["server"]["version"].startswith("3.10.")
+    assert props[0]["client"]  # rbfly announces itself

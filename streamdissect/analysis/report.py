@@ -146,6 +146,19 @@ _COLUMN_TEXT = {"int64": _int_column, "int32": _int_column, "float64": _float_co
                 "string": _str_column, "bool": _bool_column}  # fmt: skip
 
 
+def _peer_properties(rows) -> list[dict]:
+    """Each connection's client and server PeerProperties as JSON objects."""
+    out = []
+    for row in rows:
+        row = row if isinstance(row, dict) else dict(zip(schema.column_names("connections"), row))
+        out.append({
+            "connection": row["connection"],
+            "client": json.loads(row["client_properties"] or "null"),
+            "server": json.loads(row["server_properties"] or "null"),
+        })
+    return out
+
+
 def to_json(a: Analysis, lazy: bool = False) -> dict:
     """The report as a JSON-able dict; `lazy`: row tables as RowStream (for json_write)."""
     table = RowStream if lazy else (lambda *args: plain_records(*args))
@@ -158,6 +171,7 @@ def to_json(a: Analysis, lazy: bool = False) -> dict:
     return {
         "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
         "connections": table("connections", a.rows("connections"), CONNECTION_COLUMNS),
+        "peer_properties": _peer_properties(a.rows("connections")),
         "latency": table("latency", a.rows("latency")),
         "confirms": table("confirms", a.rows("confirms")),
         "credit": credit,
