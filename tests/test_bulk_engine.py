@@ -103,6 +103,28 @@ def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
     assert outcome(path, "bulk", helper_process=True) == outcome(path, "stream")
 
 
+def test_helper_choice_is_deterministic(real, tmp_path, monkeypatch):
+    """The helper runs when a second CPU exists and the file has more than one block,
+    whatever the load average says (time and memory must not depend on what ran before)."""
+    monkeypatch.setattr(bulk.os, "getloadavg", lambda: (64.0, 64.0, 64.0), raising=False)
+    monkeypatch.setattr(bulk.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert bulk._can_fork() == hasattr(bulk.os, "fork")
+    monkeypatch.setattr(bulk.os, "sched_getaffinity", lambda pid: {0})
+    assert not bulk._can_fork()
+    monkeypatch.setattr(bulk, "_can_fork", lambda: True)
+    used = []
+    real_layout = bulk.helper_layout
+    monkeypatch.setattr(bulk, "helper_layout", lambda *a: used.append(1) or real_layout(*a))
+    linktype, packets = real
+    path = worsen.write_pcap(tmp_path / "h.pcap", linktype, packets)
+    outcome(path, "bulk", helper_process=True)  # smaller than a block: nothing to overlap
+    assert not used
+    monkeypatch.setattr(bulk, "BLOCK", 9_000)
+    assert path.stat().st_size > 9_000
+    outcome(path, "bulk", helper_process=True)
+    assert used
+
+
 def test_cut_file_same_as_stream(real, tmp_path):
     linktype, packets = real
     whole = worsen.pcap_bytes(linktype, packets)
