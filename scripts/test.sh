@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# .pyc files as a wheel install has them (an editable install under
+# PYTHONDONTWRITEBYTECODE=1 would compile every module again in every CLI test's process)
+python3 -m compileall -q streamdissect
 bash scripts/brokers.sh start
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$(command -v python3)"
 python3 -m pytest -q "$@"
