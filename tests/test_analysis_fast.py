@@ -105,3 +105,20 @@ def test_json_text_is_json_dumps():
              "c": {"d": -0.0, "e": 10**30, "f": float("inf")},
              "r": [{"a": 1, "b": None, "c": "x"}, {}, {"z": [1]}], "q": [{}]}  # fmt: skip
     assert json_text(value) == json.dumps(value, indent=1)
+
+
+def test_json_write_hands_over_bounded_pieces(monkeypatch):
+    """json_write never holds more than about FLUSH_CHARS (plus one piece) before writing,
+    so the report's memory does not grow with the number of rows."""
+    monkeypatch.setattr(report, "ROW_CHUNK", 10)
+    monkeypatch.setattr(report, "FLUSH_CHARS", 1000)
+    rows = [(i * 1000, "10.0.0.1:5000-10.0.0.2:5552", "c2s", "retransmission", i, 1448, "")
+            for i in range(2000)]  # fmt: skip
+    lazy = {"anomalies": report.RowStream("anomalies", rows)}
+    pieces: list[str] = []
+    json_write(lazy, pieces.append)
+    assert "".join(pieces) == json.dumps({"anomalies": report.plain_records("anomalies", rows)},
+                                         indent=1)  # fmt: skip
+    longest_piece = max(len(t) for t in report.RowStream("anomalies", rows).texts(1, " "))
+    assert len(pieces) > 10
+    assert max(map(len, pieces)) < 1000 + longest_piece

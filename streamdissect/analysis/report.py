@@ -320,31 +320,41 @@ def json_text(obj, indent: int = 1) -> str:
 
 def json_write(obj, write, indent: int = 1) -> None:
     """json_text(obj) given to `write` piece by piece (RowStream values welcome)."""
-    out = _Out(write, flush_at=256)
+    out = _Out(write, flush_at=FLUSH_CHARS)
     _dump(obj, 0, " " * indent, out)
     out.flush()
 
 
+# json_write hands `write` about this many characters at a time. Counted in characters, not
+# pieces: a RowStream piece is a whole chunk of rows, and holding a fixed number of those
+# held the whole report (then a joined copy, then the encoded copy), so peak memory grew
+# with the capture.
+FLUSH_CHARS = 1 << 16
+
+
 class _Out:
-    __slots__ = ("flush_at", "parts", "write")
+    __slots__ = ("flush_at", "held", "parts", "write")
 
     def __init__(self, write, flush_at: int = 0) -> None:
         self.write = write
-        self.flush_at = flush_at
+        self.flush_at = flush_at  # characters to gather before writing; 0: write each piece
         self.parts: list[str] = []
+        self.held = 0
 
     def append(self, text: str) -> None:
         if not self.flush_at:
             self.write(text)
             return
         self.parts.append(text)
-        if len(self.parts) >= self.flush_at:
+        self.held += len(text)
+        if self.held >= self.flush_at:
             self.flush()
 
     def flush(self) -> None:
         if self.parts:
             self.write("".join(self.parts))
             self.parts.clear()
+            self.held = 0
 
 
 def _dump(o, level: int, step: str, out: _Out) -> None:
