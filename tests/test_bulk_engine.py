@@ -5,6 +5,7 @@ frames, segments and records straddle them."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,48 @@ def test_fuzz_findings_same_as_stream(path):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(bulk, "BLOCK", block)
             assert outcome(path, "bulk") == reference
+
+
+def _eth_tcp(sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes) -> bytes:
+    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 0x50, flags, 65535, 0, 0)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000, 64, 6,
+                     0, bytes([127, 0, 0, 1]), bytes([127, 0, 0, 2]))  # fmt: skip
+    return b"\x00" * 12 + b"\x08\x00" + ip + tcp + payload
+
+
+def _frame(key: int, version: int, body: bytes) -> bytes:
+    return struct.pack(">IHH", 4 + len(body), key, version) + body
+
+
+def test_small_hot_frames_same_as_stream(tmp_path):
+    """Credit, PublishConfirm and Heartbeat frames the walk decodes by their fast path, and
+    odd ones of each (other version, wrong length, impossible count) it must hand on."""
+    frames = [
+        _frame(0x0017, 1, b""),  # Heartbeat
+        _frame(0x0017, 2, b""),
+        _frame(0x0017, 1, b"\x00\x01"),
+        _frame(0x0009, 1, struct.pack(">Bh", 3, 10)),  # Credit
+        _frame(0x0009, 1, struct.pack(">Bh", 3, -2)),
+        _frame(0x0009, 1, struct.pack(">Bhx", 3, 10)),
+        _frame(0x0009, 2, struct.pack(">Bh", 3, 10)),
+        _frame(0x0003, 1, struct.pack(">Bi3Q", 1, 3, 7, 8, 9)),  # PublishConfirm
+        _frame(0x0003, 1, struct.pack(">BiQ", 1, 0, 7)),
+        _frame(0x0003, 1, struct.pack(">Bi", 1, -1)),
+        _frame(0x0003, 1, struct.pack(">Bi", 1, 0)),
+        _frame(0x0003, 2, struct.pack(">BiQ", 1, 1, 7)),
+    ]
+    ts = 1_700_000_000 * 10**9
+    packets = [(ts, _eth_tcp(40000, 5552, 999, 0, 0x02, b""), 54),
+               (ts + 1000, _eth_tcp(5552, 40000, 4999, 1000, 0x12, b""), 54)]  # fmt: skip
+    seq = [1000, 5000]
+    for i, frame in enumerate(frames * 3):
+        side = i % 2  # both directions, some frames split over two segments
+        parts = [frame[:5], frame[5:]] if i % 5 == 4 else [frame]
+        for part in parts:
+            ports = (40000, 5552) if side == 0 else (5552, 40000)
+            data = _eth_tcp(*ports, seq[side], seq[1 - side], 0x18, part)
+            packets.append((ts + 2000 + len(packets), data, len(data)))
+            seq[side] += len(part)
+    path = worsen.write_pcap(tmp_path / "small.pcap", 1, packets)
+    assert_same(path)
+    assert_same(path, publish_messages=False, deliver_keep_limit=0)

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ..anomalies import AnomalyLog
+from ..protocol.records import RECORD_CLASSES
 from .confirms import ConfirmCollector
 from .consumption import DeliveryCollector, ThroughputCollector
 from .credit import AT_ONCE_MS, CreditCollector
@@ -162,6 +163,9 @@ class _DictRecord:
         return self._d.get(name)
 
 
+_ONE_COMMAND = frozenset(RECORD_CLASSES.values())  # (not Malformed, Unknown, dicts)
+
+
 @dataclass(slots=True)
 class _Event:
     ts_ns: int
@@ -186,25 +190,33 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     on_code = collectors.errors.on_response
     anomalies = AnomalyLog()
     first_ns = last_ns = None
-    # command -> what to call after on_any: latency (not for NOT_CALLS), then the dispatch
+    # command -> (what to call before the code check: on_any, then latency unless NOT_CALLS;
+    # the dispatch after it)
     handlers_of: dict = {}
+    # The same by record class, for the classes of one command: their `command` is a
+    # property, and this skips it once per frame.
+    handlers_of_class: dict = {}
     for ev in events:
         rec = getattr(ev, "record", None)
         if rec is None:
             anomalies.append(ev)
             continue
-        if isinstance(rec, dict):  # collectors read fields as attributes
-            ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
-            rec = ev.record
+        cls = rec.__class__
+        handlers = handlers_of_class.get(cls)
+        if handlers is None:
+            if isinstance(rec, dict):  # collectors read fields as attributes
+                ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
+                rec = ev.record
+            command = rec.command
+            handlers = handlers_of.get(command)
+            if handlers is None:
+                calls = (on_any,) if command is None or command in NOT_CALLS else (on_any, on_call)
+                handlers = handlers_of[command] = (calls, dispatch.get(command, ()))
+            if cls in _ONE_COMMAND:
+                handlers_of_class[cls] = handlers
         if first_ns is None:
             first_ns = ev.ts_ns
         last_ns = ev.ts_ns
-        on_any(ev)
-        command = rec.command
-        handlers = handlers_of.get(command)
-        if handlers is None:
-            calls = () if command is None or command in NOT_CALLS else (on_call,)
-            handlers = handlers_of[command] = (calls, dispatch.get(command, ()))
         for handler in handlers[0]:
             handler(ev)
         if getattr(rec, "code", None) is not None:
