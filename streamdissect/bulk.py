@@ -352,7 +352,9 @@ class BulkPcap:
 
     # --- one block -------------------------------------------------------------------
 
-    def _block(self, starts: np.ndarray, base: int) -> Iterator[Any]:
+    def _block(self, starts: np.ndarray, base: int) -> list[Any]:
+        """The block's frame events and anomalies, in the streaming engine's order (a list,
+        not a generator: the caller's `yield from` then walks it without another frame)."""
         d = self.d
         n = len(starts)
         h = self.windows[starts].view(self.dtype)[:, 0]
@@ -455,11 +457,10 @@ class BulkPcap:
         events = self.events
         events.sort()
         self.events = []
-        for _, _, ev in events:
-            if ev.__class__ is not d._frame_class:
-                d.anomalies.append(ev)
-        for item in events:
-            yield item[2]
+        ordered = [item[2] for item in events]
+        frame_class = d._frame_class
+        d.anomalies.extend(ev for ev in ordered if ev.__class__ is not frame_class)
+        return ordered
 
     def _tag(self, row: int) -> None:
         out = self.d._out
