@@ -661,22 +661,25 @@ class BulkPcap:
                 seg_rows = rrows[io]
                 so_a, lo_a, po_a = offset0 + rel[io], wl[io], self.pstart[seg_rows]
                 self.arrays = (so_a, lo_a, po_a)
+                # Offsets, lengths and positions as lists (the walk bisects and indexes them
+                # all along); rows and times stay arrays: only frame ends read them.
                 self._frames(framer, side, so_a.tolist(), lo_a.tolist(), po_a.tolist(),
-                             seg_rows.tolist(), ts[seg_rows].tolist(), (po_a + lo_a).tolist())  # fmt: skip
+                             seg_rows, ts[seg_rows])  # fmt: skip
         conn.packets += k
         conn.end_ns = int(ts[rows[k - 1]])
 
     # --- frames over in-order segments -----------------------------------------------
 
-    def _frames(self, framer: Any, side: int, so: list, lo: list, po: list, io: list,
-                to: list, pe: list) -> None:  # fmt: skip
+    def _frames(self, framer: Any, side: int, so: list, lo: list, po: list, rows: np.ndarray,
+                times: np.ndarray) -> None:  # fmt: skip
         """Frames over one direction's in-order segments of a block: stream offsets `so`,
-        lengths `lo`, buffer positions `po` (and ends `pe`), rows `io`, times `to`."""
+        lengths `lo`, buffer positions `po`, `rows` and `times` (read as Python ints by io(j)
+        and to(j))."""
+        io, to = rows.item, times.item
         mv = self.mv
         tag = self._tag
         send = so[-1] + lo[-1]
         pos = framer.offset
-        get = mv.__getitem__
 
         def read(a: int, b: int) -> bytes:
             j = bisect_right(so, a) - 1
@@ -684,8 +687,8 @@ class BulkPcap:
             if b <= so[j] + lo[j]:
                 return bytes(mv[at : at + b - a])
             jj = bisect_right(so, b - 1) - 1  # the segment holding the last byte
-            parts = [mv[at : pe[j]]]
-            parts += map(get, map(slice, po[j + 1 : jj], pe[j + 1 : jj]))
+            parts = [mv[at : po[j] + lo[j]]]
+            parts += [mv[p : p + n] for p, n in zip(po[j + 1 : jj], lo[j + 1 : jj])]
             parts.append(mv[po[jj] : po[jj] + b - so[jj]])
             return b"".join(parts)
 
@@ -706,10 +709,10 @@ class BulkPcap:
                 return
             j = last(stop)
             limit = framer.frame_limit
-            framer._finish_frame(to[j])
+            framer._finish_frame(to(j))
             if framer.frame_limit != limit:
-                self.check.changes.append((io[j], framer.cur_start, side, framer.frame_limit))
-            tag(io[j])
+                self.check.changes.append((io(j), framer.cur_start, side, framer.frame_limit))
+            tag(io(j))
             pos = stop
         keep_limit = framer.deliver_keep_limit
         heads = not self.d.publish_messages
@@ -748,7 +751,7 @@ class BulkPcap:
             limit = framer.frame_limit  # live: a Tune just walked changes it
             if size > low:  # its fate depends on the limit at the packet that tells its size
                 k = j if pos + 4 <= seg_end else bisect_right(so, pos + 3) - 1
-                bigs.append((io[k], pos, side, size))
+                bigs.append((io(k), pos, side, size))
             if size > limit or size < 4:  # absurd, or above the negotiated max
                 self._exact_tail(framer, pos, so, lo, po, io, to)
                 return
@@ -768,25 +771,26 @@ class BulkPcap:
                 return
             jj = j if end <= seg_end else last(end)  # the segment that completes it
             framer.offset = end
-            row = io[jj]
+            row = io(jj)
+            ts = to(jj)
             if key == PUBLISH_KEY and heads:
                 # Counted in one numpy pass after the walk; its place in the order is kept.
-                publishes.append((pos, end, size, to[jj], row, len(events)))
+                publishes.append((pos, end, size, ts, row, len(events)))
                 events.append(None)
                 pos = end
                 continue
             if big:
                 emit(
-                    pos, to[jj], decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size)
+                    pos, ts, decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size)
                 )
             else:
                 frame = bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end)
                 fast = direct.get(key)
                 record = None if fast is None else _direct(fast, frame, size, version)
                 if record is not None:
-                    emit(pos, to[jj], record)
+                    emit(pos, ts, record)
                 else:
-                    decode(pos, to[jj], frame, size, False)
+                    decode(pos, ts, frame, size, False)
                 if framer.frame_limit != limit:  # a Tune
                     changes.append((row, pos, side, framer.frame_limit))
             for ev in out:
@@ -868,9 +872,10 @@ class BulkPcap:
                     events.append((row, slot + k / 1024, ev))
             out.clear()
 
-    def _exact_tail(self, framer: Any, pos: int, so: list, lo: list, po: list, io: list,
-                    to: list) -> None:  # fmt: skip
-        """From `pos` on, feed the segments to the framer itself (odd sizes, resync)."""
+    def _exact_tail(self, framer: Any, pos: int, so: list, lo: list, po: list, io: Any,
+                    to: Any) -> None:  # fmt: skip
+        """From `pos` on, feed the segments to the framer itself (odd sizes, resync); `io(j)`
+        and `to(j)`: segment j's row and time."""
         self.check.tail = True
         d = self.d
         rb = self.rows_before
@@ -879,9 +884,9 @@ class BulkPcap:
         first = bisect_right(so, pos) - 1
         at = pos - so[first]
         for j in range(first, len(so)):
-            d._row = rb + io[j]
-            framer.data(mv[po[j] + at : po[j] + lo[j]], to[j])
-            self._tag(io[j])
+            d._row = rb + io(j)
+            framer.data(mv[po[j] + at : po[j] + lo[j]], to(j))
+            self._tag(io(j))
             at = 0
 
 
