@@ -29,7 +29,7 @@ class Anomaly:
 class AnomalyLog:
     """A list-like table of anomalies, bounded per kind."""
 
-    __slots__ = ("_kept", "_per_kind", "kept_by_kind", "suppressed", "_last_ts")
+    __slots__ = ("_kept", "_last_ts", "_per_kind", "kept_by_kind", "suppressed")
 
     def __init__(self, per_kind: int = DEFAULT_PER_KIND) -> None:
         self._kept: list[Anomaly] = []
