@@ -736,6 +736,11 @@ class BulkPcap:
         bigs = check.big
         changes = check.changes
         direct = _DIRECT
+        # emit's count and event made here, for records that are neither Publish nor Tune
+        lane = getattr(emit, "lane", None)
+        if lane is not None:
+            counts, connection, direction = lane
+            make = self.d._frame_class
         j = 0
         while pos < send:
             if send - pos < HEADER:
@@ -780,19 +785,28 @@ class BulkPcap:
                 pos = end
                 continue
             if big:
-                emit(
-                    pos, ts, decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size)
-                )
+                record = decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size)
             else:
                 frame = bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end)
                 fast = direct.get(key)
-                record = None if fast is None else _direct(fast, frame, size, version)
-                if record is not None:
+                record = None
+                if fast is not None:
+                    try:
+                        record = fast(frame, size, version)
+                    except Exception:  # noqa: BLE001 - decode_frame makes the Malformed record
+                        record = None
+                if record is None:
+                    decode(pos, ts, frame, size, False)
+                    if framer.frame_limit != limit:  # a Tune
+                        changes.append((row, pos, side, framer.frame_limit))
+            if record is not None:  # a Deliver's head or a small hot frame: not Publish, Tune
+                if lane is None or out:
                     emit(pos, ts, record)
                 else:
-                    decode(pos, ts, frame, size, False)
-                if framer.frame_limit != limit:  # a Tune
-                    changes.append((row, pos, side, framer.frame_limit))
+                    counts[side] += 1
+                    events.append((row, len(events), make(ts, connection, direction, pos, record)))
+                    pos = end
+                    continue
             for ev in out:
                 events.append((row, len(events), ev))
             out.clear()
@@ -888,14 +902,6 @@ class BulkPcap:
             framer.data(mv[po[j] + at : po[j] + lo[j]], to(j))
             self._tag(io(j))
             at = 0
-
-
-def _direct(fast: Any, frame: bytes, size: int, version: int) -> Any:
-    """The fast path's record of a whole frame, or None (decode_frame then decides)."""
-    try:
-        return fast(frame, size, version)
-    except Exception:  # noqa: BLE001 - decode_frame makes the Malformed record of it
-        return None
 
 
 MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower

@@ -318,6 +318,10 @@ class Dissector:
                 for framer in owner.framers:  # the limit holds both ways
                     framer.negotiated_frame_max(record.frame_max)
 
+        # What the bulk walk needs to emit a record that is neither a Publish nor a Tune
+        # itself (the same count and event, one call less per frame).
+        emit.lane = (frames, connection, direction)  # type: ignore[attr-defined]
+
         def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
             self._anomaly(ts_ns, connection, direction, kind, offset, length, detail)
 

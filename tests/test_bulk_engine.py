@@ -193,3 +193,22 @@ def test_small_hot_frames_same_as_stream(tmp_path):
     path = worsen.write_pcap(tmp_path / "small.pcap", 1, packets)
     assert_same(path)
     assert_same(path, publish_messages=False, deliver_keep_limit=0)
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_walk_lane_same_as_emit(path, monkeypatch):
+    """The walk makes the events of Deliver heads and small hot frames itself (emit.lane):
+    the same events, order and frame counts as through the framer's emit."""
+    options = {"publish_messages": False, "deliver_keep_limit": 0}
+    with_lane = outcome(path, "bulk", **options)
+    plain_framer = Dissector._framer
+
+    def framer_without_lane(self, owner, side):
+        framer = plain_framer(self, owner, side)
+        assert hasattr(framer.emit, "lane")
+        del framer.emit.lane
+        return framer
+
+    monkeypatch.setattr(Dissector, "_framer", framer_without_lane)
+    without = outcome(path, "bulk", **options)
+    assert with_lane[0] and with_lane == without
