@@ -15,7 +15,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "brokers.sh"
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, check=False,
                           timeout=600)
 
 
