@@ -70,73 +70,43 @@ class Analysis:
     def rows(self, table: str) -> list:
         """The rows behind a table (dicts or tuples in schema order), without pandas."""
         c = self._c
-        if table == "connections":
-            return c.lifecycle.rows(self._tcp_connections)
-        if table == "latency":
-            return c.latency.summary()
-        if table == "confirms":
-            return c.confirms.summary()
-        if table == "deliveries":
-            return c.deliveries.rows
-        if table == "throughput":
-            return c.throughput.rows()
-        if table == "errors":
-            return c.errors.rows()
-        if table == "anomalies":
-            return [_anomaly_row(a) for a in self._anomalies]
-        raise KeyError(table)
-
-    @cached_property
-    def connections(self) -> pd.DataFrame:
-        return dataframe("connections", self._c.lifecycle.rows(self._tcp_connections))
-
-    @cached_property
-    def requests(self) -> pd.DataFrame:
-        return dataframe("requests", self._c.latency.rows)
-
-    @cached_property
-    def latency(self) -> pd.DataFrame:
-        return dataframe("latency", self._c.latency.summary())
-
-    @cached_property
-    def publishes(self) -> pd.DataFrame:
-        return dataframe("publishes", self._c.confirms.pairs)
-
-    @cached_property
-    def confirms(self) -> pd.DataFrame:
-        return dataframe("confirms", self._c.confirms.summary())
-
-    @cached_property
-    def backlog(self) -> pd.DataFrame:
-        return dataframe("backlog", self._c.confirms.backlog)
+        sources = {
+            "connections": lambda: c.lifecycle.rows(self._tcp_connections),
+            "requests": lambda: c.latency.rows,
+            "latency": c.latency.summary,
+            "publishes": lambda: c.confirms.pairs,
+            "confirms": c.confirms.summary,
+            "backlog": lambda: c.confirms.backlog,
+            "credit": self.credit_rows,
+            "stalls": c.credit.stall_rows,
+            "deliveries": lambda: c.deliveries.rows,
+            "throughput": c.throughput.rows,
+            "errors": c.errors.rows,
+            "anomalies": lambda: [_anomaly_row(a) for a in self._anomalies],
+        }
+        if table not in sources:
+            raise KeyError(table)
+        return sources[table]()
 
     def credit_rows(self) -> list[dict]:
         """Credit summary rows with each subscription's stalls as a list (for JSON)."""
         return self._c.credit.summary()
 
-    @cached_property
-    def credit(self) -> pd.DataFrame:
-        return dataframe("credit", self.credit_rows())
+    def _frame(self, table: str) -> pd.DataFrame:
+        return dataframe(table, self.rows(table))
 
-    @cached_property
-    def stalls(self) -> pd.DataFrame:
-        return dataframe("stalls", self._c.credit.stall_rows())
-
-    @cached_property
-    def deliveries(self) -> pd.DataFrame:
-        return dataframe("deliveries", self._c.deliveries.rows)
-
-    @cached_property
-    def throughput(self) -> pd.DataFrame:
-        return dataframe("throughput", self._c.throughput.rows())
-
-    @cached_property
-    def errors(self) -> pd.DataFrame:
-        return dataframe("errors", self._c.errors.rows())
-
-    @cached_property
-    def anomalies(self) -> pd.DataFrame:
-        return dataframe("anomalies", [_anomaly_row(a) for a in self._anomalies])
+    connections = cached_property(lambda self: self._frame("connections"))
+    requests = cached_property(lambda self: self._frame("requests"))
+    latency = cached_property(lambda self: self._frame("latency"))
+    publishes = cached_property(lambda self: self._frame("publishes"))
+    confirms = cached_property(lambda self: self._frame("confirms"))
+    backlog = cached_property(lambda self: self._frame("backlog"))
+    credit = cached_property(lambda self: self._frame("credit"))
+    stalls = cached_property(lambda self: self._frame("stalls"))
+    deliveries = cached_property(lambda self: self._frame("deliveries"))
+    throughput = cached_property(lambda self: self._frame("throughput"))
+    errors = cached_property(lambda self: self._frame("errors"))
+    anomalies = cached_property(lambda self: self._frame("anomalies"))
 
 
 def _anomaly_row(a) -> dict:
