@@ -47,7 +47,7 @@ def _nan(v: Any) -> bool:
 
 
 def plain_records(table: str, rows: list, columns: list[str] | None = None) -> list[dict]:
-    """What `report.records(dataframe(table, rows), columns)` gives, without pandas."""
+    """The table's rows as plain JSON-able dicts with the schema's casts, without pandas."""
     names = schema.column_names(table)
     kinds = {c.name: c.kind for c in schema.TABLES[table]}
     wanted = columns if columns is not None else names

@@ -15,28 +15,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def records(df: pd.DataFrame, columns: list[str] | None = None) -> list[dict]:
-    """DataFrame rows as plain JSON-able dicts (missing values -> None, numpy -> Python)."""
-    if columns is not None:
-        df = df[columns]
-    out = []
-    for row in df.astype(object).itertuples(index=False, name=None):
-        out.append({c: _plain(v) for c, v in zip(df.columns, row)})
-    return out
-
-
-def _plain(v):
-    import pandas as pd
-
-    if v is None or v is pd.NA:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    if hasattr(v, "item"):
-        return v.item()
-    return v
-
-
 CONNECTION_COLUMNS = [
     "connection", "client", "server", "start_ns", "end_ns", "handshake_ms", "sasl_mechanism",
     "user", "vhost", "frame_max", "heartbeat", "frames_c2s", "frames_s2c", "bytes_c2s",
