@@ -661,16 +661,18 @@ class BulkPcap:
                 seg_rows = rrows[io]
                 so_a, lo_a, po_a = offset0 + rel[io], wl[io], self.pstart[seg_rows]
                 self.arrays = (so_a, lo_a, po_a)
-                # Offsets, lengths and positions as lists (the walk bisects and indexes them
-                # all along); rows and times stay arrays: only frame ends read them.
-                self._frames(framer, side, so_a.tolist(), lo_a.tolist(), po_a.tolist(),
+                # Offsets, lengths and positions as int64 arrays of the array module: the
+                # walk bisects and indexes them as Python ints, and making one is a copy of
+                # bytes, not a Python int per segment as tolist() is. Rows and times stay
+                # numpy arrays: only frame ends read them.
+                self._frames(framer, side, _ints(so_a), _ints(lo_a), _ints(po_a),
                              seg_rows, ts[seg_rows])  # fmt: skip
         conn.packets += k
         conn.end_ns = int(ts[rows[k - 1]])
 
     # --- frames over in-order segments -----------------------------------------------
 
-    def _frames(self, framer: Any, side: int, so: list, lo: list, po: list, rows: np.ndarray,
+    def _frames(self, framer: Any, side: int, so: array, lo: array, po: array, rows: np.ndarray,
                 times: np.ndarray) -> None:  # fmt: skip
         """Frames over one direction's in-order segments of a block: stream offsets `so`,
         lengths `lo`, buffer positions `po`, `rows` and `times` (read as Python ints by io(j)
@@ -813,7 +815,7 @@ class BulkPcap:
             pos = end
         framer.offset = pos
 
-    def _publishes(self, framer: Any, items: list, so: list, lo: list, po: list, read) -> None:
+    def _publishes(self, framer: Any, items: list, so: array, lo: array, po: array, read) -> None:
         """Publish frames of one direction and block, without copying their messages: v1
         frames whose messages all have one simple-entry size are checked and their ids read
         with numpy; any other goes through the codec."""
@@ -886,7 +888,7 @@ class BulkPcap:
                     events.append((row, slot + k / 1024, ev))
             out.clear()
 
-    def _exact_tail(self, framer: Any, pos: int, so: list, lo: list, po: list, io: Any,
+    def _exact_tail(self, framer: Any, pos: int, so: array, lo: array, po: array, io: Any,
                     to: Any) -> None:  # fmt: skip
         """From `pos` on, feed the segments to the framer itself (odd sizes, resync); `io(j)`
         and `to(j)`: segment j's row and time."""
@@ -902,6 +904,13 @@ class BulkPcap:
             framer.data(mv[po[j] + at : po[j] + lo[j]], to(j))
             self._tag(io(j))
             at = 0
+
+
+def _ints(values: np.ndarray) -> array:
+    """An int64 numpy array as an array.array (indexing gives Python ints quickly)."""
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).view(np.uint8).data)
+    return out
 
 
 MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
