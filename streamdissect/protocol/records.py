@@ -1,16 +1,15 @@
 """Record classes, one per command and direction, generated from the spec table.
 
-Each is a slotted dataclass: the common header fields (key, version, size, correlation_id,
+Each is a slotted class: the common header fields (key, version, size, correlation_id,
 code, truncated) followed by the body fields of the table in snake_case. A few commands get
 behaviour on top through small mixins (Deliver's lazy chunk walking, SASL redaction).
 """
 
 from __future__ import annotations
 
-import functools
 import reprlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from . import osiris
@@ -61,22 +60,30 @@ class FrameFacts:
         return {name: getattr(self, name) for name in COMMON_COLUMNS}
 
 
-@dataclass(slots=True, repr=False, eq=False)
 class Record(FrameFacts):
     """A decoded frame: the common header fields, then its command's body fields.
 
-    repr and == are the dataclass ones, written once here for every record class: the 55
-    generated classes then cost a third of the import time (only __init__ is generated)."""
+    The 55 record classes are slotted classes made from the spec table; their __init__
+    functions are compiled from one generated source (a dataclass per class cost ~30 ms of
+    every start). repr and == are written once here, over `field_names`."""
 
+    __slots__ = COMMON_FIELDS
     key: int
-    version: int = 1
-    size: int | None = None  # the size field: frame length without its own 4 bytes
-    correlation_id: int | None = None
-    code: int | None = None
-    truncated: bool = False  # cut short by snaplen: fields past the cut are None
+    version: int
+    size: int | None  # the size field: frame length without its own 4 bytes
+    correlation_id: int | None
+    code: int | None
+    truncated: bool  # cut short by snaplen: fields past the cut are None
 
     spec: ClassVar[Message]
     body_fields: ClassVar[tuple[str, ...]] = ()
+    field_names: ClassVar[tuple[str, ...]] = COMMON_FIELDS
+
+    def __init__(self, key: int, version: int = 1, size: int | None = None,
+                 correlation_id: int | None = None, code: int | None = None,
+                 truncated: bool = False) -> None:  # fmt: skip
+        self.key, self.version, self.size = key, version, size
+        self.correlation_id, self.code, self.truncated = correlation_id, code, truncated
 
     @property
     def command(self) -> str:
@@ -84,13 +91,13 @@ class Record(FrameFacts):
 
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _field_names(type(self)))
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.field_names)
         return f"{type(self).__qualname__}({shown})"
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        names = _field_names(type(self))
+        names = self.field_names
         return [getattr(self, n) for n in names] == [getattr(other, n) for n in names]
 
     __hash__ = None  # mutable, as a dataclass with eq is
@@ -165,7 +172,8 @@ def raw_holds_credentials(key: int | None, raw: bytes | None) -> bool:
 def _redacted_repr(self: Any) -> str:
     """The dataclass repr with secrets hidden: a record's repr ends up in logs, tracebacks
     and notebooks, where --show-secrets was never asked for."""
-    shown = {f.name: getattr(self, f.name) for f in fields(self)}
+    names = getattr(self, "field_names", None) or [f.name for f in fields(self)]
+    shown = {name: getattr(self, name) for name in names}
     if raw_holds_credentials(shown.get("key"), shown.get("raw")):
         if shown.get("raw") is not None:
             shown["raw"] = REDACTED
@@ -221,31 +229,35 @@ def _stored_names(message: Message) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+def _init_source(index: int, stored: list[str]) -> str:
+    params = "".join(f", {name}=None" for name in stored)
+    body = "".join(f"\n    self.{name} = {name}" for name in (*COMMON_FIELDS, *stored))
+    return (f"def init_{index}(self, key, version=1, size=None, correlation_id=None, code=None,"
+            f" truncated=False{params}):{body}")  # fmt: skip
 
 
-def _make_class(message: Message) -> type[Record]:
-    stored = _stored_names(message)
-    bases = (MIXINS[(message.command, message.response)], Record) if (
-        message.command, message.response) in MIXINS else (Record,)  # fmt: skip
-    cls = make_dataclass(
-        message.class_name,
-        [(name, Any, field(default=None)) for name in stored],
-        bases=bases,
-        slots=True,
-        repr=False,  # Record's
-        eq=False,  # Record's
-        # A docstring given: dataclass would otherwise build one from the signature
-        namespace={"__module__": __name__, "__doc__": f"The {message.class_name} record."},
-    )
-    cls.spec = message
-    cls.body_fields = tuple(stored)
-    return cls
+def _make_classes(messages: tuple[Message, ...] | list[Message]) -> dict[int, type[Record]]:
+    stored_of = [_stored_names(m) for m in messages]
+    inits: dict[str, Any] = {}
+    exec("\n".join(_init_source(i, s) for i, s in enumerate(stored_of)), inits)  # noqa: S102
+    classes = {}
+    for index, (message, stored) in enumerate(zip(messages, stored_of)):
+        mixin = MIXINS.get((message.command, message.response))
+        init = inits[f"init_{index}"]
+        init.__qualname__ = f"{message.class_name}.__init__"
+        classes[message.key] = type(message.class_name, (mixin, Record) if mixin else (Record,), {
+            "__slots__": tuple(stored),
+            "__module__": __name__,
+            "__doc__": f"The {message.class_name} record.",
+            "__init__": init,
+            "spec": message,
+            "body_fields": tuple(stored),
+            "field_names": (*COMMON_FIELDS, *stored),
+        })  # fmt: skip
+    return classes
 
 
-RECORD_CLASSES: dict[int, type[Record]] = {m.key: _make_class(m) for m in MESSAGES}
+RECORD_CLASSES: dict[int, type[Record]] = _make_classes(MESSAGES)
 RECORD_CLASSES[SASL_KEY].__repr__ = _redacted_repr  # type: ignore[method-assign]
 globals().update({cls.__name__: cls for cls in RECORD_CLASSES.values()})
 
