@@ -9,7 +9,7 @@ width category instead of failing.
 from __future__ import annotations
 
 import struct
-import uuid
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +126,8 @@ class _Decoder:
             return (chr(point) if point < 0x110000 else Opaque(code, buf[pos : pos + 4])), pos + 4
         if code == 0x98:
             _need(pos, 16, end, "uuid")
+            import uuid  # here: with `platform` it is ~5 ms of every start, and rare
+
             return uuid.UUID(bytes=buf[pos : pos + 16]), pos + 16
         high = code >> 4
         if high in (0xA, 0xB):  # variable width: binary, string, symbol
@@ -273,10 +275,15 @@ class AmqpMessage:
         }
 
 
+def _is_uuid(value: Any) -> bool:
+    uuid = sys.modules.get("uuid")  # none can exist before a uuid is decoded
+    return uuid is not None and isinstance(value, uuid.UUID)
+
+
 def to_json(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
-    if isinstance(value, (Symbol, uuid.UUID)):
+    if isinstance(value, Symbol) or _is_uuid(value):
         return str(value)
     if isinstance(value, dict):
         return {str(to_json(k)): to_json(v) for k, v in value.items()}
