@@ -54,9 +54,13 @@ if TYPE_CHECKING:
     from .dissect import Dissector
 
 # Fixed sizes, never taken from the file: peak memory is the same for any large capture.
-# 4 MiB blocks cost no measurable time against 16 MiB ones (the per-block work is small
-# next to the per-frame work) and keep the buffers at ~4.3 MiB, or 3 x that with the helper.
-BLOCK = 4 << 20
+# The per-block work is ~150 numpy calls whatever the block's size: 16 MiB blocks take
+# ~0.1 s less CPU than 4 MiB ones on the 621 MB benchmark capture (benchmarks/README.md),
+# for ~16.3 MiB of buffer, or 3 x that with the helper. A block is dissected MAX_ROWS
+# packets at a time, so that a file of tiny packets (16 bytes a record) cannot make the
+# per-packet columns (~250 bytes a packet, temporaries included) grow past ~16 MiB.
+BLOCK = 16 << 20
+MAX_ROWS = 1 << 16
 RUN = 64  # records checked at once for a run of equal sizes
 PAD = 128  # room after the data so header gathers never index past the buffer
 _header = struct.Struct(">IHH").unpack_from
@@ -335,7 +339,9 @@ class BulkPcap:
                 self.buf, self.mv, self.np_buf, self.windows = slots[slot]
                 if d.on_read is not None:
                     d.on_read(length)
-                yield from self._block(self.starts_array(starts), base)
+                starts = self.starts_array(starts)
+                for at in range(0, len(starts), MAX_ROWS):
+                    yield from self._block(starts[at : at + MAX_ROWS], base)
             elif kind == BAD_REGION:
                 d._file_anomaly(self.path, "bad_record", self.last_ts, base,
                                 f"captured length {length} > cap")  # fmt: skip

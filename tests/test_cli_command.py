@@ -13,7 +13,8 @@ BIG = CAPTURES / "rstream-consume-credit-3.10.pcap"  # > 64 KiB of jsonl with --
 
 def test_output_flushed_before_the_quick_exit():
     out = subprocess.run([sys.executable, "-m", "streamdissect", "analyze", "--format", "json",
-                          str(CAPTURE)], capture_output=True, text=True, timeout=120)
+                          str(CAPTURE)], check=False, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)  # the whole document, not a cut one
     assert report["credit"][0]["credit_frames"] == 38
@@ -21,7 +22,7 @@ def test_output_flushed_before_the_quick_exit():
 
 def test_exit_status_kept():
     out = subprocess.run([sys.executable, "-m", "streamdissect", "analyze", "/nonexistent.pcap"],
-                         capture_output=True, text=True, timeout=60)
+                         check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "cannot open" in out.stderr
 
@@ -29,8 +30,8 @@ def test_exit_status_kept():
 def test_reader_gone_early_is_quiet():
     # more output than a pipe holds, so the writer does meet the closed pipe
     argv = ["frames", "--format", "jsonl", "--payloads", str(BIG)]
-    whole = subprocess.run([sys.executable, "-m", "streamdissect", *argv], capture_output=True,
-                           timeout=120).stdout
+    whole = subprocess.run([sys.executable, "-m", "streamdissect", *argv], check=True,
+                           capture_output=True, timeout=120).stdout
     assert len(whole) > 1 << 16  # a pipe holds 64 KiB
     proc = subprocess.Popen([sys.executable, "-m", "streamdissect", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
