@@ -310,7 +310,7 @@ class BulkPcap:
                     regions = helper_layout(self.path, self.order, block, shared, size)
                     yield from self._regions(regions, slots)
                 finally:
-                    self.buf = self.mv = self.np_buf = self.windows = slots = None
+                    self.buf = self.mv = self.headers = self.messages = slots = None
                     with contextlib.suppress(BufferError):
                         shared.close()
             else:
@@ -322,21 +322,17 @@ class BulkPcap:
         yield from d._finish(self.last_ts or 0)
 
     def _use(self, memory: Any, at: int, size: int) -> tuple:
-        """(buffer, memoryview, uint8 array, header windows) over memory[at : at + size]."""
+        """(buffer, memoryview, header view, message view) over memory[at : at + size]."""
         mv = memoryview(memory)[at : at + size]
-        np_buf = np.frombuffer(memory, dtype=np.uint8, count=size, offset=at)
-        # Every record's headers as one row of a (records, width) array: a gather of rows
-        # of this sliding window, no index matrix.
-        windows = np.lib.stride_tricks.as_strided(
-            np_buf, shape=(size - self.width + 1, self.width), strides=(1, 1), writeable=False
-        )
-        return (memory if at == 0 and len(memory) == size else mv), mv, np_buf, windows
+        headers = _sliding(memory, at, size, self.dtype)
+        messages = _sliding(memory, at, size, _MESSAGE)
+        return (memory if at == 0 and len(memory) == size else mv), mv, headers, messages
 
     def _regions(self, regions: Iterator, slots: list) -> Iterator[Any]:
         d = self.d
         for kind, slot, base, length, starts in regions:
             if kind == BLOCK_REGION:
-                self.buf, self.mv, self.np_buf, self.windows = slots[slot]
+                self.buf, self.mv, self.headers, self.messages = slots[slot]
                 if d.on_read is not None:
                     d.on_read(length)
                 starts = self.starts_array(starts)
@@ -363,7 +359,7 @@ class BulkPcap:
         not a generator: the caller's `yield from` then walks it without another frame)."""
         d = self.d
         n = len(starts)
-        h = self.windows[starts].view(self.dtype)[:, 0]
+        h = self.headers[starts]
         caplen = h["caplen"].astype(np.int64)
         ts = h["sec"].astype(np.int64) * 1_000_000_000 + h["frac"].astype(np.int64) * self.frac_ns
         self.last_ts = int(ts[-1])
@@ -863,8 +859,7 @@ class BulkPcap:
             inside = within + 12 <= lo_a[seg]
             bufpos = po_a[seg] + within
             bufpos[~inside] = 0
-            # 12-byte rows (id, entry word) of a stride-1 view: no full header rows copied
-            fields = self.windows[:, :12][bufpos].view(_MESSAGE)[:, 0]
+            fields = self.messages[bufpos]  # (id, entry word) of each message
             ids = fields["id"].astype(np.uint64)
             words = fields["word"].astype(np.int64)
             for m in np.flatnonzero(~inside).tolist():  # the few cut by a segment boundary
@@ -910,6 +905,16 @@ class BulkPcap:
             framer.data(mv[po[j] + at : po[j] + lo[j]], to(j))
             self._tag(io(j))
             at = 0
+
+
+def _sliding(memory: Any, at: int, size: int, dtype: np.dtype) -> np.ndarray:
+    """memory[at : at + size] as items of `dtype` starting at every byte (stride 1): indexing
+    it with record or message positions gathers their fields in one copy of whole items
+    (a 2-D byte window gathers byte by byte, ~2.5x slower)."""
+    items = np.ndarray(shape=(size - dtype.itemsize + 1,), dtype=dtype, buffer=memory,
+                       offset=at, strides=(1,))  # fmt: skip
+    items.flags.writeable = False  # (overlapping items)
+    return items
 
 
 def _ints(values: np.ndarray) -> array:
