@@ -289,14 +289,15 @@ class BulkPcap:
         self.order, self.frac_ns = PCAP_MAGICS[magic]
         self.dtype = _header_dtype(self.order)
         self.width = self.dtype.itemsize
-        self.gather = np.arange(self.width, dtype=np.int64)
         self.rows_before = 0  # packets of earlier blocks (global packet numbers)
         self.last_ts: int | None = None
         self.events: list[tuple] = []
 
     # --- reading ---------------------------------------------------------------------
 
-    def run(self) -> Iterator[Any]:
+    def batches(self) -> Iterator[list]:
+        """The events in order, a list at a time (a block's, then the end's): the caller
+        chains them in C (itertools.chain), without a generator step per event."""
         d = self.d
         with open(self.path, "rb", buffering=0) as f:
             header = f.read(FILE_HEADER_SIZE)
@@ -319,7 +320,7 @@ class BulkPcap:
                     (k, 0, b, n, s) for k, b, n, s in layout(f, self.order, slot[0], block, self)
                 )
                 yield from self._regions(regions, [slot])
-        yield from d._finish(self.last_ts or 0)
+        yield list(d._finish(self.last_ts or 0))
 
     def _use(self, memory: Any, at: int, size: int) -> tuple:
         """(buffer, memoryview, header view, message view) over memory[at : at + size]."""
@@ -328,7 +329,7 @@ class BulkPcap:
         messages = _sliding(memory, at, size, _MESSAGE.itemsize)
         return (memory if at == 0 and len(memory) == size else mv), mv, headers, messages
 
-    def _regions(self, regions: Iterator, slots: list) -> Iterator[Any]:
+    def _regions(self, regions: Iterator, slots: list) -> Iterator[list]:
         d = self.d
         for kind, slot, base, length, starts in regions:
             if kind == BLOCK_REGION:
@@ -337,7 +338,7 @@ class BulkPcap:
                     d.on_read(length)
                 starts = self.starts_array(starts)
                 for at in range(0, len(starts), MAX_ROWS):
-                    yield from self._block(starts[at : at + MAX_ROWS], base)
+                    yield self._block(starts[at : at + MAX_ROWS], base)
             elif kind == BAD_REGION:
                 d._file_anomaly(self.path, "bad_record", self.last_ts, base,
                                 f"captured length {length} > cap")  # fmt: skip
@@ -355,8 +356,7 @@ class BulkPcap:
     # --- one block -------------------------------------------------------------------
 
     def _block(self, starts: np.ndarray, base: int) -> list[Any]:
-        """The block's frame events and anomalies, in the streaming engine's order (a list,
-        not a generator: the caller's `yield from` then walks it without another frame)."""
+        """The block's frame events and anomalies, in the streaming engine's order."""
         d = self.d
         n = len(starts)
         h = self.headers[starts].view(self.dtype)

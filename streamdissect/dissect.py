@@ -13,6 +13,7 @@ import heapq
 import ipaddress
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -163,7 +164,7 @@ class Dissector:
             if magic is not None:
                 self._bulk = True
                 self._flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
-                return BulkPcap(self, paths[0], magic).run()
+                return chain.from_iterable(BulkPcap(self, paths[0], magic).batches())
         packets = self._packets(paths)  # opens every file now: errors raise here
         return self._run(packets)
 

@@ -1,7 +1,5 @@
 """The RabbitMQ Stream codec: frames in, typed records out, and back (I/O-free, like h11)."""
 
-from .amqp import AmqpMessage, looks_like_amqp
-from .amqp import decode_message as decode_amqp_message
 from .codec import decode_frame, encode_record, make_record, record_from_dict
 from .codes import (
     ChunkType,
@@ -57,3 +55,15 @@ __all__ = [
     "record_class",
     "record_from_dict",
 ]  # fmt: skip
+
+# AMQP 1.0 decoding is asked for, never needed to dissect: imported on first use.
+_AMQP_NAMES = {"AmqpMessage": "AmqpMessage", "looks_like_amqp": "looks_like_amqp",
+               "decode_amqp_message": "decode_message"}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _AMQP_NAMES:
+        from . import amqp
+
+        return getattr(amqp, _AMQP_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
