@@ -344,6 +344,18 @@ def env_info() -> dict:
             "git": git_rev()}
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs from /proc/stat: on a virtual machine, time the
+    hypervisor gave to other guests. CPU-bound tools slow down by it, `cat` of a cached file
+    much less, so their ratio moves with it."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
 def git_rev() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=ROOT, check=False).stdout.strip()
@@ -424,8 +436,12 @@ def main(argv=None) -> int:
                 t.bytes = os.path.getsize(t.path)
         warm(path)
         load0 = os.getloadavg()
+        ticks0 = cpu_ticks()
         log("measuring (%d repeats, round-robin) ..." % args.repeats)
         measure(tools, args.repeats, args.timeout, args.repeat_cap, env, log)
+        ticks1 = cpu_ticks()
+        if ticks0 and ticks1 and ticks1[1] > ticks0[1]:
+            info["cpu_steal"] = round((ticks1[0] - ticks0[0]) / (ticks1[1] - ticks0[1]), 4)
 
     flat = None
     if args.flatness:
@@ -473,6 +489,9 @@ def main(argv=None) -> int:
     print("  load average (1/5/15 min) before %s, after %s: other work on the machine shows as "
           "spread\n" % ("/".join("%.2f" % x for x in info["loadavg_before"]),
                         "/".join("%.2f" % x for x in info["loadavg_after"])))
+    if info.get("cpu_steal") is not None:
+        print("  CPU steal during the runs: %.1f %% of all CPU time (the hypervisor serving "
+              "other guests)\n" % (100 * info["cpu_steal"]))
     print(table(tools))
     for t in tools:
         if t.name == "scapy" and t.ok:
