@@ -869,11 +869,20 @@ class BulkPcap:
                 words[m] = mword
             good = words + 12 == strides[frame_of]
             bad_frames = set(frame_of[~good].tolist())
-            id_list = ids.tolist()
-            ends = (starts_of + counts).tolist()
+            # A frame whose ids go up one by one (what clients send) gets them as a range
+            # (what emit makes of such a list): no Python int per message.
+            steps = (ids[1:] - ids[:-1]) != 1
+            broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
+            firsts_of = ids[starts_of].tolist()
+            starts_list = starts_of.tolist()
             for f, (item, _, count, _) in enumerate(ok_plan):
-                if f not in bad_frames:
-                    ids_of[item[5]] = id_list[ends[f] - count : ends[f]]
+                if f in bad_frames:
+                    continue
+                if f in broken:
+                    at = starts_list[f]
+                    ids_of[item[5]] = ids[at : at + count].tolist()
+                else:
+                    ids_of[item[5]] = range(firsts_of[f], firsts_of[f] + count)
         for item, publisher, count, _ in plan:
             pos, end, size, ts, row, slot = item
             ids = ids_of.get(slot)

@@ -58,6 +58,16 @@ class ConnectionSummary:
     tcp_end: str  # fin, rst or open
 
 
+def id_run(ids: Any) -> Any:
+    """Publishing ids first, first + 1, ... as a range (two ints, not one per message), any
+    others as they are."""
+    if ids.__class__ is list and ids:
+        first, n = ids[0], len(ids)
+        if ids[-1] - first == n - 1 and ids == list(range(first, first + n)):
+            return range(first, first + n)
+    return ids
+
+
 def endpoint_text(address: bytes, port: int) -> str:
     ip = ipaddress.ip_address(address)
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
@@ -126,7 +136,8 @@ class Dissector:
         """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
         single plain pcap file, else stream); both give the same events.
         `publish_messages=False`: Publish records keep their ids and counts but not their
-        message list (`messages` is None), which the bulk engine then never copies.
+        message list (`messages` is None), which the bulk engine then never copies; ids
+        that go up one by one are a `range` (equal as JSON, to_dict gives the list).
         `helper_process=True`: the bulk engine finds record boundaries in a forked process
         (another CPU) while this one dissects."""
         if engine not in ("auto", "bulk", "stream"):
@@ -314,6 +325,7 @@ class Dissector:
             frames[side] += 1
             if drop_messages and record.key == PUBLISH_KEY and record.__class__ is PUBLISH_CLASS:
                 record.messages = None
+                record.publishing_ids = id_run(record.publishing_ids)
             out.append(FrameEvent(ts_ns, connection, direction, offset, record))
             if record.key == TUNE_KEY and getattr(record, "frame_max", None):
                 for framer in owner.framers:  # the limit holds both ways

@@ -216,3 +216,58 @@ def test_walk_lane_same_as_emit(path, monkeypatch):
     monkeypatch.setattr(Dissector, "_framer", framer_without_lane)
     without = outcome(path, "bulk", **options)
     assert with_lane[0] and with_lane == without
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_publish_id_runs_same_type_as_stream(path):
+    """Without message lists, ids that go up one by one are a range in both engines (to_dict,
+    which the other tests compare, turns both into lists)."""
+
+    def id_kinds(engine):
+        dissector = Dissector(engine=engine, publish_messages=False)
+        return [(type(ev.record.publishing_ids), list(ev.record.publishing_ids))
+                for ev in dissector.run(str(path))
+                if isinstance(ev, FrameEvent) and ev.record.__class__.__name__ == "Publish"]
+
+    stream = id_kinds("stream")
+    assert id_kinds("bulk") == stream
+    for kind, ids in stream:
+        consecutive = bool(ids) and ids == list(range(ids[0], ids[0] + len(ids)))
+        assert (kind is range) == consecutive
+
+
+def test_id_run():
+    from streamdissect.dissect import id_run
+
+    assert id_run([5, 6, 7]) == range(5, 8) and type(id_run([5, 6, 7])) is range
+    for ids in ([5, 7, 6], [5, 5, 6], [7, 6, 5], [], None, [2**64 - 1]):
+        got = id_run(ids)
+        assert got is ids or (ids == [2**64 - 1] and got == range(2**64 - 1, 2**64))
+
+
+def test_publish_ids_in_any_order_same_as_stream(tmp_path):
+    """Publish v1 frames the bulk engine reads with numpy: ids going up one by one, and ids
+    out of order, repeated or going down (kept as lists), in one block and across frames."""
+
+    def publish(ids: list[int], body: bytes = b"x" * 20) -> bytes:
+        messages = b"".join(struct.pack(">QI", i, len(body)) + body for i in ids)
+        return _frame(0x0002, 1, struct.pack(">Bi", 7, len(ids)) + messages)
+
+    frames = [publish(ids) for ids in ([1, 2, 3], [4], [6, 5, 7], [8, 8, 9], [12, 11, 10],
+                                       [13, 14, 15, 16], [2**64 - 2, 2**64 - 1])]  # fmt: skip
+    ts = 1_700_000_000 * 10**9
+    packets = [(ts, _eth_tcp(40000, 5552, 999, 0, 0x02, b""), 54),
+               (ts + 1000, _eth_tcp(5552, 40000, 4999, 1000, 0x12, b""), 54)]  # fmt: skip
+    seq = 1000
+    for i, frame in enumerate(frames * 2):
+        parts = [frame[:30], frame[30:]] if i % 3 == 2 else [frame]  # some split mid-message
+        for part in parts:
+            data = _eth_tcp(40000, 5552, seq, 5000, 0x18, part)
+            packets.append((ts + 2000 + len(packets), data, len(data)))
+            seq += len(part)
+    path = worsen.write_pcap(tmp_path / "publishes.pcap", 1, packets)
+    assert_same(path, publish_messages=False, deliver_keep_limit=0)
+    kinds = [type(ev.record.publishing_ids).__name__
+             for ev in Dissector(engine="bulk", publish_messages=False).run(str(path))
+             if isinstance(ev, FrameEvent) and ev.record.key == 0x0002]
+    assert kinds == ["range", "range", "list", "list", "list", "range", "range"] * 2

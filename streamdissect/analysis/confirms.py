@@ -68,6 +68,8 @@ class ConfirmCollector:
 
     @staticmethod
     def _ascending(ids) -> bool:
+        if ids.__class__ is range:  # (a Publish's ids as the dissector gives them)
+            return ids.step == 1 and len(ids) > 0
         return bool(ids) and ids == list(range(ids[0], ids[0] + len(ids)))
 
     def _publish_run(self, led: _Ledger, ids, ts: int) -> bool:

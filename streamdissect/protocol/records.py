@@ -32,6 +32,8 @@ def jsonable(value: Any) -> Any:
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [jsonable(v) for v in value]
+    if isinstance(value, range):  # publishing ids that go up one by one
+        return list(value)
     if isinstance(value, PublishMessages):
         return value.to_list()
     return value
