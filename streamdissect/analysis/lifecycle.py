@@ -55,9 +55,10 @@ class LifecycleCollector:
             c.first_ns = ts
         c.last_ns = ts
         last_seen = c.last_seen
-        previous = last_seen.get(ev.direction)
-        if previous is not None and c.heartbeat and ts - previous > 2 * c.heartbeat * NS_PER_S:
-            c.missed_gaps += 1
+        if c.heartbeat:
+            previous = last_seen.get(ev.direction)
+            if previous is not None and ts - previous > 2 * c.heartbeat * NS_PER_S:
+                c.missed_gaps += 1
         last_seen[ev.direction] = ts
 
     def on_heartbeat(self, ev) -> None:

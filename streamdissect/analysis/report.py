@@ -94,6 +94,8 @@ def _bool_cell(v) -> str:
 
 
 def _int_column(values) -> list[str]:
+    if set(map(type, values)) <= _INT:  # the usual column: one C-level map
+        return list(map(int.__repr__, values))
     return [
         int.__repr__(v) if v.__class__ is int else "null" if v is None else _int_cell(v)
         for v in values
@@ -101,11 +103,16 @@ def _int_column(values) -> list[str]:
 
 
 def _float_column(values) -> list[str]:
+    if set(map(type, values)) <= _FLOAT and all(map(math.isfinite, values)):
+        return list(map(float.__repr__, values))
     return [
         float.__repr__(v) if v.__class__ is float and v - v == 0
         else "null" if v is None else _float_cell(v)
         for v in values
     ]
+
+
+_INT, _FLOAT = frozenset((int,)), frozenset((float,))
 
 
 def _str_column(values) -> list[str]:

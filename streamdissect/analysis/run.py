@@ -160,8 +160,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     on_code = collectors.errors.on_response
     anomalies = AnomalyLog()
     first_ns = last_ns = None
-    # command -> (what to call before the code check: on_any, then latency unless NOT_CALLS;
-    # the dispatch after it)
+    # (command, has a code field) -> what to call, in order: on_any, latency (unless
+    # NOT_CALLS), the errors collector (it skips OK codes itself), the command's collectors
     handlers_of: dict = {}
     # The same by record class, for the classes of one command: their `command` is a
     # property, and this skips it once per frame.
@@ -178,20 +178,20 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
                 ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
                 rec = ev.record
             command = rec.command
-            handlers = handlers_of.get(command)
+            # a record class whose frames have no code field never reaches the errors table
+            spec = getattr(cls, "spec", None) if cls in _ONE_COMMAND else None
+            coded = spec is None or bool(spec.code)
+            handlers = handlers_of.get((command, coded))
             if handlers is None:
                 calls = (on_any,) if command is None or command in NOT_CALLS else (on_any, on_call)
-                handlers = handlers_of[command] = (calls, dispatch.get(command, ()))
+                handlers = handlers_of[(command, coded)] = (
+                    *calls, *((on_code,) if coded else ()), *dispatch.get(command, ()))
             if cls in _ONE_COMMAND:
                 handlers_of_class[cls] = handlers
-        if first_ns is None:
-            first_ns = ev.ts_ns
         last_ns = ev.ts_ns
-        for handler in handlers[0]:
-            handler(ev)
-        if getattr(rec, "code", None) is not None:
-            on_code(ev)
-        for handler in handlers[1]:
+        if first_ns is None:
+            first_ns = last_ns
+        for handler in handlers:
             handler(ev)
     tcp_connections = tcp_connections_after()
     for conn in tcp_connections:
