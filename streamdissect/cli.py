@@ -267,11 +267,14 @@ def command() -> None:
     """The `streamdissect` command: main(), then out of the process at once.
 
     The objects made while importing live as long as the process: frozen, the cyclic
-    garbage collector stops walking them again and again during a run. At the end, the
-    interpreter's teardown (freeing every module and object one by one, ~0.05 s after a
-    large capture) does nothing a finished command needs, so the output is flushed and the
-    process exits without it."""
+    garbage collector stops walking them again and again during a run. The records and
+    events of a run make no reference cycles, so the collector runs every 10,000
+    allocations instead of 700 (~0.03 s of 1 s on the benchmark capture, same peak RSS). At
+    the end, the interpreter's teardown (freeing every module and object one by one, ~0.05 s
+    after a large capture) does nothing a finished command needs, so the output is flushed
+    and the process exits without it."""
     gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
