@@ -75,6 +75,7 @@ _MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
 # record is the same, without three calls of checks per frame. Anything a fast path
 # declines (or trips over) goes the usual way, which explains it.
 _DIRECT = {key: FAST_PATHS[key] for key in (0x0003, 0x0009, 0x0017)}
+_DELIVER_HEAD = FAST_PATHS[DELIVER_KEY]  # (frame, size, version, head=True): a Deliver's head
 
 
 def pcap_magic(path: str) -> int | None:
@@ -679,7 +680,7 @@ class BulkPcap:
         """Frames over one direction's in-order segments of a block: stream offsets `so`,
         lengths `lo`, buffer positions `po`, `rows` and `times` (read as Python ints by io(j)
         and to(j))."""
-        io, to = rows.item, times.item
+        io, to = _ints(rows).__getitem__, _ints(times).__getitem__
         mv = self.mv
         tag = self._tag
         send = so[-1] + lo[-1]
@@ -789,7 +790,10 @@ class BulkPcap:
                 pos = end
                 continue
             if big:
-                record = decode_deliver_head(read(pos, min(end, pos + DELIVER_HEAD)), size)
+                stop = min(end, pos + DELIVER_HEAD)
+                head = bytes(mv[at : at + stop - pos]) if stop <= seg_end else read(pos, stop)
+                # (the header is the one just read: decode_deliver_head's checks hold)
+                record = _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
             else:
                 frame = bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end)
                 fast = direct.get(key)
