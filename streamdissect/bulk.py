@@ -46,7 +46,7 @@ from .capture.limits import MAX_PACKET
 from .capture.link import ETHERNET
 from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
 from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
-from .protocol.codec import FAST_PATHS, decode_deliver_head
+from .protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
 from .protocol.records import record_class
 from .tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
@@ -462,7 +462,8 @@ class BulkPcap:
         self.events = []
         ordered = [item[2] for item in events]
         frame_class = d._frame_class
-        d.anomalies.extend(ev for ev in ordered if ev.__class__ is not frame_class)
+        d.anomalies.extend(ev for ev in ordered
+                           if ev.__class__ is not frame_class and ev.__class__ is not tuple)
         return ordered
 
     def _tag(self, row: int) -> None:
@@ -746,6 +747,9 @@ class BulkPcap:
         if lane is not None:
             counts, connection, direction = lane
             make = self.d._frame_class
+        # lean (Dissector docstring): no record for the hottest frames, a tuple of their fields
+        lean = lane is not None and self.d.lean
+        fields_of = FIELD_PATHS
         j = 0
         while pos < send:
             if send - pos < HEADER:
@@ -792,10 +796,29 @@ class BulkPcap:
             if big:
                 stop = min(end, pos + DELIVER_HEAD)
                 head = bytes(mv[at : at + stop - pos]) if stop <= seg_end else read(pos, stop)
+                if lean and not out:
+                    fields = deliver_fields(head, size, version, True)
+                    if fields is not None:
+                        counts[side] += 1
+                        events.append((row, len(events), (DELIVER_KEY, ts, connection, direction,
+                                                          size, *fields[:3])))  # fmt: skip
+                        pos = end
+                        continue
                 # (the header is the one just read: decode_deliver_head's checks hold)
                 record = _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
             else:
                 frame = bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end)
+                if lean and not out and key in fields_of:
+                    try:
+                        fields = fields_of[key](frame, size, version)
+                    except Exception:  # noqa: BLE001 - the record path explains it
+                        fields = None
+                    if fields is not None:
+                        counts[side] += 1
+                        events.append((row, len(events), (key, ts, connection, direction,
+                                                          *fields)))  # fmt: skip
+                        pos = end
+                        continue
                 fast = direct.get(key)
                 record = None
                 if fast is not None:

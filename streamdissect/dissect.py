@@ -132,6 +132,7 @@ class Dissector:
         engine: str = "auto",
         publish_messages: bool = True,
         helper_process: bool = False,
+        lean: bool = False,
     ) -> None:
         """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
         single plain pcap file, else stream); both give the same events.
@@ -139,7 +140,12 @@ class Dissector:
         message list (`messages` is None), which the bulk engine then never copies; ids
         that go up one by one are a `range` (equal as JSON, to_dict gives the list).
         `helper_process=True`: the bulk engine finds record boundaries in a forked process
-        (another CPU) while this one dissects."""
+        (another CPU) while this one dissects.
+        `lean=True` (the analyze report, which needs no records of its hottest frames): the
+        bulk engine gives well-formed Credit, PublishConfirm and Heartbeat frames and Deliver
+        heads as tuples (key, ts_ns, connection, direction, fields...) with the fields of
+        codec.FIELD_PATHS / deliver_fields (Deliver: size, then deliver_fields without its
+        last item) instead of FrameEvents; analysis.analyze_events reads both."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
         self.engine = engine
@@ -158,6 +164,7 @@ class Dissector:
         self._bulk = False
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
+        self.lean = lean
         self.helper_process = helper_process
 
     # --- the run ---------------------------------------------------------------------

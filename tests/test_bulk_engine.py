@@ -165,6 +165,24 @@ def _frame(key: int, version: int, body: bytes) -> bytes:
     return struct.pack(">IHH", 4 + len(body), key, version) + body
 
 
+def frames_capture(path: Path, frames: list[bytes]) -> Path:
+    """A capture of one connection carrying `frames` three times over, alternately in each
+    direction, some split over two segments."""
+    ts = 1_700_000_000 * 10**9
+    packets = [(ts, _eth_tcp(40000, 5552, 999, 0, 0x02, b""), 54),
+               (ts + 1000, _eth_tcp(5552, 40000, 4999, 1000, 0x12, b""), 54)]  # fmt: skip
+    seq = [1000, 5000]
+    for i, frame in enumerate(frames * 3):
+        side = i % 2
+        parts = [frame[:5], frame[5:]] if i % 5 == 4 else [frame]
+        for part in parts:
+            ports = (40000, 5552) if side == 0 else (5552, 40000)
+            data = _eth_tcp(*ports, seq[side], seq[1 - side], 0x18, part)
+            packets.append((ts + 2000 + len(packets), data, len(data)))
+            seq[side] += len(part)
+    return worsen.write_pcap(path, 1, packets)
+
+
 def test_small_hot_frames_same_as_stream(tmp_path):
     """Credit, PublishConfirm and Heartbeat frames the walk decodes by their fast path, and
     odd ones of each (other version, wrong length, impossible count) it must hand on."""
@@ -182,19 +200,7 @@ def test_small_hot_frames_same_as_stream(tmp_path):
         _frame(0x0003, 1, struct.pack(">Bi", 1, 0)),
         _frame(0x0003, 2, struct.pack(">BiQ", 1, 1, 7)),
     ]
-    ts = 1_700_000_000 * 10**9
-    packets = [(ts, _eth_tcp(40000, 5552, 999, 0, 0x02, b""), 54),
-               (ts + 1000, _eth_tcp(5552, 40000, 4999, 1000, 0x12, b""), 54)]  # fmt: skip
-    seq = [1000, 5000]
-    for i, frame in enumerate(frames * 3):
-        side = i % 2  # both directions, some frames split over two segments
-        parts = [frame[:5], frame[5:]] if i % 5 == 4 else [frame]
-        for part in parts:
-            ports = (40000, 5552) if side == 0 else (5552, 40000)
-            data = _eth_tcp(*ports, seq[side], seq[1 - side], 0x18, part)
-            packets.append((ts + 2000 + len(packets), data, len(data)))
-            seq[side] += len(part)
-    path = worsen.write_pcap(tmp_path / "small.pcap", 1, packets)
+    path = frames_capture(tmp_path / "small.pcap", frames)
     assert_same(path)
     assert_same(path, publish_messages=False, deliver_keep_limit=0)
 

@@ -51,11 +51,10 @@ class ConfirmCollector:
             led = self._ledgers[key] = _Ledger()
         return led
 
-    def _backlog_point(self, ev, publisher_id: int, led: _Ledger) -> None:
+    def _backlog_point(self, ts: int, connection: str, publisher_id: int, led: _Ledger) -> None:
         if self.keep_backlog:
-            self.backlog.append(
-                (ev.ts_ns, ev.connection, publisher_id, len(led.outstanding) + led.in_runs)
-            )
+            self.backlog.append((ts, connection, publisher_id,
+                                 len(led.outstanding) + led.in_runs))  # fmt: skip
 
     @staticmethod
     def _to_dict(led: _Ledger) -> None:
@@ -142,14 +141,16 @@ class ConfirmCollector:
                     outstanding[pub_id] = ts
         led.published += len(ids)
         led.records += getattr(rec, "record_count", None) or len(ids)
-        self._backlog_point(ev, pid, led)
+        self._backlog_point(ev.ts_ns, ev.connection, pid, led)
 
     def on_confirm(self, ev) -> None:
         rec = ev.record
-        pid = getattr(rec, "publisher_id", None)
-        led = self._ledger(ev.connection, pid)
-        ts = ev.ts_ns
-        ids = getattr(rec, "publishing_ids", None) or ()
+        self.confirm(ev.connection, ev.ts_ns, getattr(rec, "publisher_id", None),
+                     getattr(rec, "publishing_ids", None) or ())
+
+    def confirm(self, connection: str, ts: int, pid: int | None, ids) -> None:
+        """A PublishConfirm's ids (on_confirm without the record)."""
+        led = self._ledger(connection, pid)
         if not self.keep_pairs:
             if not self._confirm_run(led, ids, ts):
                 if led.runs:
@@ -161,7 +162,7 @@ class ConfirmCollector:
                     sent = found
                 led.confirmed += len(sent)
                 led.lags_ms.extend(array("d", [(ts - s) / 1e6 for s in sent]))
-            self._backlog_point(ev, pid, led)
+            self._backlog_point(ts, connection, pid, led)
             return
         for pub_id in ids:
             sent = led.outstanding.pop(pub_id, None)
@@ -171,8 +172,8 @@ class ConfirmCollector:
             led.confirmed += 1
             lag = (ts - sent) / 1e6
             led.lags_ms.append(lag)
-            self.pairs.append((ev.connection, pid, pub_id, sent, ts, lag, "confirmed", None))
-        self._backlog_point(ev, pid, led)
+            self.pairs.append((connection, pid, pub_id, sent, ts, lag, "confirmed", None))
+        self._backlog_point(ts, connection, pid, led)
 
     def on_error(self, ev) -> None:
         rec = ev.record
@@ -188,7 +189,7 @@ class ConfirmCollector:
             if self.keep_pairs:
                 lag = None if sent is None else (ts - sent) / 1e6
                 self.pairs.append((ev.connection, pid, pub_id, sent, ts, lag, "errored", code))
-        self._backlog_point(ev, pid, led)
+        self._backlog_point(ev.ts_ns, ev.connection, pid, led)
 
     def _close_outstanding(self, connection: str, pid: int, led: _Ledger) -> None:
         if led.runs:

@@ -116,26 +116,22 @@ class DeliveryCollector:
             first, chunk_ts = get(chunk, "chunk_id"), get(chunk, "timestamp")
             num_records, num_entries = get(chunk, "num_records"), get(chunk, "num_entries")
             chunk_type = get(chunk, "chunk_type")
-        committed = getattr(rec, "committed_chunk_id", None)
+        self.deliver(ev.connection, ev.ts_ns, getattr(rec, "subscription_id", None),
+                     getattr(rec, "committed_chunk_id", None), first, chunk_ts, num_records,
+                     num_entries, chunk_type, getattr(rec, "size", None),
+                     getattr(rec, "crc_ok", None) if self.crc else None)  # fmt: skip
+
+    def deliver(self, connection: str, ts: int, sid: int | None, committed: int | None,
+                first: int | None, chunk_ts: int | None, num_records: int | None,
+                num_entries: int | None, chunk_type: int | None, size: int | None,
+                crc_ok: bool | None = None) -> None:  # fmt: skip
+        """A Deliver's row, from its fields (on_deliver without the record)."""
+        if not self.keep_rows:
+            return
         lag = committed - first if committed is not None and first is not None else None
-        latency = ev.ts_ns / 1e6 - chunk_ts if chunk_ts is not None else None
-        self.rows.append(
-            (
-                ev.ts_ns,
-                ev.connection,
-                getattr(rec, "subscription_id", None),
-                first,
-                num_records,
-                num_entries,
-                chunk_type,
-                chunk_ts,
-                committed,
-                lag,
-                latency,
-                getattr(rec, "size", None),
-                getattr(rec, "crc_ok", None) if self.crc else None,
-            )
-        )
+        latency = ts / 1e6 - chunk_ts if chunk_ts is not None else None
+        self.rows.append((ts, connection, sid, first, num_records, num_entries, chunk_type,
+                          chunk_ts, committed, lag, latency, size, crc_ok))  # fmt: skip
 
 
 class ThroughputCollector:
@@ -152,15 +148,19 @@ class ThroughputCollector:
         b[1] += (getattr(rec, "size", None) or 0) + 4
 
     def on_confirm(self, ev) -> None:
-        self._buckets[ev.ts_ns // NS_PER_S][2] += len(
-            getattr(ev.record, "publishing_ids", None) or ()
-        )
+        self.confirmed(ev.ts_ns, len(getattr(ev.record, "publishing_ids", None) or ()))
+
+    def confirmed(self, ts: int, ids: int) -> None:
+        self._buckets[ts // NS_PER_S][2] += ids
 
     def on_deliver(self, ev) -> None:
-        b = self._buckets[ev.ts_ns // NS_PER_S]
         rec = ev.record
-        b[3] += getattr(rec, "record_count", None) or 0
-        b[4] += (getattr(rec, "size", None) or 0) + 4
+        self.delivered(ev.ts_ns, getattr(rec, "record_count", None), getattr(rec, "size", None))
+
+    def delivered(self, ts: int, record_count: int | None, size: int | None) -> None:
+        b = self._buckets[ts // NS_PER_S]
+        b[3] += record_count or 0
+        b[4] += (size or 0) + 4
 
     def rows(self) -> list[tuple]:
         return [(sec * NS_PER_S, *vals) for sec, vals in sorted(self._buckets.items())]

@@ -103,7 +103,14 @@ class CreditCollector:
         if getattr(rec, "response", None):  # 0x8009: only sent on error
             sub.credit_errors += 1
             return
-        credit = getattr(rec, "credit", None) or 0
+        self._granted(sub, ev.ts_ns, getattr(rec, "credit", None) or 0)
+
+    def credit(self, connection: str, ts: int, sid: int, credit: int) -> None:
+        """A Credit request (on_credit without the record)."""
+        self._granted(self._subs.get((connection, sid)) or self._sub(connection, sid), ts, credit)
+
+    @staticmethod
+    def _granted(sub: _Subscription, ts: int, credit: int) -> None:
         sub.granted += credit
         sub.credit_frames += 1
         if sub.balance is None:
@@ -111,30 +118,34 @@ class CreditCollector:
         sub.balance += credit
         if sub.open_stall is not None and sub.balance > 0:
             stall = sub.open_stall
-            stall["end_ns"] = ev.ts_ns
-            stall["ended_by"] = "credit"
-            stall["duration_ms"] = (ev.ts_ns - stall["start_ns"]) / 1e6
+            stall.end_ns = ts
+            stall.ended_by = "credit"
+            stall.duration_ms = (ts - stall.start_ns) / 1e6
             sub.open_stall = None
             sub.awaiting_deliver = stall
 
     def on_deliver(self, ev) -> None:
         rec = ev.record
-        sub = self._sub(ev.connection, getattr(rec, "subscription_id", None))
+        self.deliver(ev.connection, ev.ts_ns, getattr(rec, "subscription_id", None),
+                     getattr(rec, "record_count", None), getattr(rec, "committed_chunk_id", None),
+                     get(getattr(rec, "chunk", None), "chunk_id"))  # fmt: skip
+
+    def deliver(self, connection: str, ts: int, sid: int, record_count: int | None,
+                committed: int | None, chunk_id: int | None) -> None:  # fmt: skip
+        sub = self._subs.get((connection, sid)) or self._sub(connection, sid)
         sub.chunks += 1
-        sub.records += getattr(rec, "record_count", None) or 0
+        sub.records += record_count or 0
         waiting = sub.awaiting_deliver
         if waiting is not None:
-            if ev.ts_ns - waiting["end_ns"] <= self.at_once_ns:
-                waiting["broker_had_more"] = True
+            if ts - waiting.end_ns <= self.at_once_ns:
+                waiting.broker_had_more = True
             sub.awaiting_deliver = None
         if sub.balance is None:
             return
         sub.balance -= 1
         if sub.balance <= 0 and sub.open_stall is None:
-            committed = getattr(rec, "committed_chunk_id", None)
-            chunk_id = get(getattr(rec, "chunk", None), "chunk_id")
             ahead = committed is not None and chunk_id is not None and committed > chunk_id
-            sub.open_stall = Stall(ev.connection, sub.subscription_id, ev.ts_ns, ahead)
+            sub.open_stall = Stall(connection, sub.subscription_id, ts, ahead)
             sub.stalls.append(sub.open_stall)
 
     def on_unsubscribe(self, ev) -> None:

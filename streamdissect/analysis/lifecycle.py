@@ -49,20 +49,25 @@ class LifecycleCollector:
 
     def on_any(self, ev) -> None:
         """Every frame: first/last time and heartbeat silences."""
-        ts = ev.ts_ns
-        c = self._conns.get(ev.connection) or self._conn(ev.connection)
+        self.seen(ev.connection, ev.direction, ev.ts_ns)
+
+    def seen(self, connection: str, direction: str, ts: int) -> None:
+        c = self._conns.get(connection) or self._conn(connection)
         if c.first_ns is None:
             c.first_ns = ts
         c.last_ns = ts
         last_seen = c.last_seen
         if c.heartbeat:
-            previous = last_seen.get(ev.direction)
+            previous = last_seen.get(direction)
             if previous is not None and ts - previous > 2 * c.heartbeat * NS_PER_S:
                 c.missed_gaps += 1
-        last_seen[ev.direction] = ts
+        last_seen[direction] = ts
 
     def on_heartbeat(self, ev) -> None:
-        self._conn(ev.connection).heartbeats[ev.direction] += 1
+        self.heartbeat(ev.connection, ev.direction)
+
+    def heartbeat(self, connection: str, direction: str) -> None:
+        self._conn(connection).heartbeats[direction] += 1
 
     def on_peer_properties(self, ev) -> None:
         c = self._conn(ev.connection)

@@ -304,22 +304,23 @@ _CREDIT = struct.Struct(">Bh")
 _PUBLISHER_ID = struct.Struct(">B")
 
 
-def _fast_deliver(frame: bytes, size: int, version: int, head: bool = False) -> Record | None:
-    """`head`: `frame` is only the first bytes of the frame (the chunk header is enough)."""
+def deliver_fields(frame: bytes, size: int, version: int, head: bool = False) -> tuple | None:
+    """A well-formed Deliver's (subscription id, committed chunk id or None, the 12 chunk
+    header fields in CHUNK_FIELDS order, where its data starts), else None. `head`: `frame`
+    is only the first bytes of the frame (the chunk header is enough)."""
     if version == 1:
         start, committed = 57, None
         if len(frame) < start:
             return None
-        subscription_id, magic, ctype, entries, records, ts, epoch, chunk_id, crc, data_length, \
-            trailer_length, bloom, res_high, res_low = _DELIVER_V1.unpack_from(frame, 8)  # fmt: skip
+        subscription_id, *chunk = _DELIVER_V1.unpack_from(frame, 8)
     elif version == 2:
         start = 65
         if len(frame) < start:
             return None
-        subscription_id, committed, magic, ctype, entries, records, ts, epoch, chunk_id, crc, \
-            data_length, trailer_length, bloom, res_high, res_low = _DELIVER_V2.unpack_from(frame, 8)  # fmt: skip
+        subscription_id, committed, *chunk = _DELIVER_V2.unpack_from(frame, 8)
     else:
         return None
+    magic, _, entries, records, _, _, _, _, data_length = chunk[:9]
     if (
         magic >> 4 != 5
         or (len(frame) - start < data_length and not head)
@@ -327,15 +328,25 @@ def _fast_deliver(frame: bytes, size: int, version: int, head: bool = False) -> 
         or records > entries * 0xFFFF
     ):
         return None
-    chunk = {
-        "magic_version": magic, "chunk_type": ctype, "num_entries": entries,
-        "num_records": records, "timestamp": ts, "epoch": epoch, "chunk_id": chunk_id,
-        "crc": crc, "data_length": data_length, "trailer_length": trailer_length,
-        "bloom_size": bloom, "reserved": (res_high << 8) | res_low,
-    }  # fmt: skip
+    chunk[11] = (chunk[11] << 8) | chunk.pop()  # reserved: u8 + u16 as one number
+    return subscription_id, committed, chunk, start
+
+
+# The chunk header as Deliver records keep it (a dict), in wire order.
+CHUNK_FIELDS = ("magic_version", "chunk_type", "num_entries", "num_records", "timestamp",
+                "epoch", "chunk_id", "crc", "data_length", "trailer_length", "bloom_size",
+                "reserved")  # fmt: skip
+
+
+def _fast_deliver(frame: bytes, size: int, version: int, head: bool = False) -> Record | None:
+    """`head`: `frame` is only the first bytes of the frame (the chunk header is enough)."""
+    fields = deliver_fields(frame, size, version, head)
+    if fields is None:
+        return None
+    subscription_id, committed, chunk, start = fields
     payload = None if head else memoryview(frame)[start:]
-    return _Deliver(8, version, size, None, None, False, subscription_id, committed, chunk,
-                    payload, records, entries)  # fmt: skip
+    return _Deliver(8, version, size, None, None, False, subscription_id, committed,
+                    dict(zip(CHUNK_FIELDS, chunk)), payload, chunk[3], chunk[2])  # fmt: skip
 
 
 def decode_deliver_head(head: bytes, size: int) -> AnyRecord:
@@ -366,7 +377,8 @@ def _fast_publish(frame: bytes, size: int, version: int) -> Record | None:
     return _Publish(0x0002, version, size, None, None, False, frame[8], messages, ids, records)
 
 
-def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
+def confirm_fields(frame: bytes, size: int, version: int) -> tuple | None:
+    """A well-formed PublishConfirm's (publisher id, publishing ids), else None."""
     if version != 1 or len(frame) < 13:
         return None
     publisher_id, count = _CONFIRM_HEAD.unpack_from(frame, 8)
@@ -377,20 +389,43 @@ def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
         ids_of = struct.Struct(f">{count}Q").unpack_from
         if count <= 256:  # the usual counts only: hostile ones must not grow the cache
             _U64S[count] = ids_of
-    return _Confirm(0x0003, 1, size, None, None, False, publisher_id, list(ids_of(frame, 13)))
+    return publisher_id, list(ids_of(frame, 13))
+
+
+def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
+    fields = confirm_fields(frame, size, version)
+    return None if fields is None else _Confirm(0x0003, 1, size, None, None, False, *fields)
+
+
+def credit_fields(frame: bytes, size: int, version: int) -> tuple | None:
+    """A well-formed Credit request's (subscription id, credit), else None."""
+    if version != 1 or len(frame) != 11:
+        return None
+    return _CREDIT.unpack_from(frame, 8)
 
 
 def _fast_credit(frame: bytes, size: int, version: int) -> Record | None:
-    if version != 1 or len(frame) != 11:
-        return None
-    subscription_id, credit = _CREDIT.unpack_from(frame, 8)
-    return _Credit(0x0009, 1, size, None, None, False, subscription_id, credit)
+    fields = credit_fields(frame, size, version)
+    return None if fields is None else _Credit(0x0009, 1, size, None, None, False, *fields)
+
+
+def heartbeat_fields(frame: bytes, size: int, version: int) -> tuple | None:
+    """() for a well-formed Heartbeat, else None."""
+    return () if version == 1 and len(frame) == 8 else None
 
 
 def _fast_heartbeat(frame: bytes, size: int, version: int) -> Record | None:
-    if version != 1 or len(frame) != 8:
-        return None
-    return _Heartbeat(0x0017, 1, size, None, None, False)
+    return None if heartbeat_fields(frame, size, version) is None else _Heartbeat(
+        0x0017, 1, size, None, None, False)
+
+
+# What the fast paths above accept, as plain fields (the bulk engine's report mode makes no
+# record of these frames): key -> (frame, size, version) -> fields or None.
+FIELD_PATHS: dict[int, Callable[[bytes, int, int], tuple | None]] = {
+    0x0003: confirm_fields,
+    0x0009: credit_fields,
+    0x0017: heartbeat_fields,
+}
 
 
 FAST_PATHS: dict[int, Callable[[bytes, int, int], Record | None]] = {

@@ -1,0 +1,89 @@
+"""The analyze report made from lean frames (the bulk engine's tuples of fields for Credit,
+PublishConfirm, Heartbeat and Deliver heads, no records) is the report made from records by
+the streaming engine, byte for byte: on the corpus, on made-worse copies, on odd hot frames
+(other versions, wrong lengths, impossible counts) and on the fuzz findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import worsen
+from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
+
+from streamdissect import bulk
+from streamdissect.analysis.report import json_write, to_json
+from streamdissect.analysis.run import analyze_events
+from streamdissect.dissect import Dissector
+
+OPTIONS = {"publish_messages": False, "deliver_keep_limit": 0}
+
+
+def report(path: Path, engine: str, lean: bool) -> str:
+    dissector = Dissector(engine=engine, lean=lean, **OPTIONS)
+    result = analyze_events(dissector.run(str(path)), report_only=True,
+                            tcp_connections_after=lambda: list(dissector.connections))  # fmt: skip
+    parts: list[str] = []
+    json_write(to_json(result, lazy=True), parts.append)
+    return "".join(parts)
+
+
+def assert_same_report(path: Path) -> None:
+    reference = report(path, "stream", lean=False)
+    for block in (bulk.BLOCK, 9_000):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bulk, "BLOCK", block)
+            assert report(path, "bulk", lean=True) == reference, block
+
+
+def lean_kinds(path: Path) -> set[int]:
+    return {ev[0] for ev in Dissector(engine="bulk", lean=True, **OPTIONS).run(str(path))
+            if ev.__class__ is tuple}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_corpus_report_same(path):
+    assert_same_report(path)
+
+
+def test_lean_frames_are_made():
+    kinds = set()
+    for path in worsen.corpus_captures():
+        kinds |= lean_kinds(path)
+    assert kinds == {0x0003, 0x0008, 0x0009, 0x0017}
+
+
+@pytest.mark.parametrize("name", sorted(WORSE))
+def test_worsened_report_same(tmp_path, name):
+    linktype, packets = worsen.read_pcap(worsen.real_capture())
+    assert_same_report(worsen.write_pcap(tmp_path / "w.pcap", linktype, WORSE[name](packets)))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_fuzz_findings_report_same(path):
+    assert_same_report(path)
+
+
+def test_odd_hot_frames_report_same(tmp_path):
+    """Well-formed ones become lean frames, odd ones records (and malformed reports)."""
+    import struct
+
+    # an Osiris chunk header (facts §3): one entry of one record, 12 data bytes
+    chunk = struct.pack(">BBHIqQQIIIBHB", 0x50, 0, 1, 1, 1_700_000_000_000, 1, 0, 0, 12, 0,
+                        0, 0, 0)  # fmt: skip
+    entry = struct.pack(">I", 8) + b"x" * 8  # one simple entry: size, then its bytes
+    frames = [
+        _frame(0x0017, 1, b""), _frame(0x0017, 2, b""), _frame(0x0017, 1, b"\x00\x01"),
+        _frame(0x0009, 1, struct.pack(">Bh", 3, 10)), _frame(0x0009, 1, struct.pack(">Bh", 3, -2)),
+        _frame(0x0009, 1, struct.pack(">Bhx", 3, 10)), _frame(0x0009, 2, struct.pack(">Bh", 3, 10)),
+        _frame(0x0009, 1, struct.pack(">Bh", 3, 0)),
+        _frame(0x0003, 1, struct.pack(">Bi3Q", 1, 3, 7, 8, 9)),
+        _frame(0x0003, 1, struct.pack(">Bi", 1, -1)), _frame(0x0003, 2, struct.pack(">BiQ", 1, 1, 7)),
+        _frame(0x0008, 1, struct.pack(">B", 0) + chunk + entry),
+        _frame(0x0008, 2, struct.pack(">BQ", 0, 5) + chunk + entry),
+        _frame(0x0008, 1, struct.pack(">B", 0) + b"\x40" + chunk[1:] + entry),  # bad magic
+        _frame(0x0008, 3, struct.pack(">B", 0) + chunk + entry),  # unknown version
+    ]  # fmt: skip
+    path = frames_capture(tmp_path / "odd.pcap", frames)
+    assert lean_kinds(path) == {0x0003, 0x0008, 0x0009, 0x0017}
+    assert_same_report(path)
