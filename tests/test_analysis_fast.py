@@ -105,6 +105,12 @@ def test_json_text_is_json_dumps():
              "c": {"d": -0.0, "e": 10**30, "f": float("inf")},
              "r": [{"a": 1, "b": None, "c": "x"}, {}, {"z": [1]}], "q": [{}]}  # fmt: skip
     assert json_text(value) == json.dumps(value, indent=1)
+    # rows of the same keys (formatted column by column): every kind of value, a % in a key
+    rows = [{"n": i, "x": i / 3, "s": f"{i}%s", "b": i % 2 == 0, "z%d": None,
+             "m": [float("nan"), -0.0, 10**30, float("-inf")][i % 4], "k": 2**70 * (i % 2)}
+            for i in range(9)]  # fmt: skip
+    for table in (rows, rows[:1], [*rows, {"n": 1}], [*rows, {"n": [1]} | rows[0]]):
+        assert json_text({"t": table}) == json.dumps({"t": table}, indent=1)
 
 
 def test_json_write_hands_over_bounded_pieces(monkeypatch):

@@ -192,9 +192,9 @@ class CreditCollector:
                     "credit_errors": sub.credit_errors,
                     "final_credit": sub.balance,
                     "stall_count": len(sub.stalls),
-                    "stalled_ms_total": sum(s["duration_ms"] or 0.0 for s in sub.stalls),
+                    "stalled_ms_total": sum(s.duration_ms or 0.0 for s in sub.stalls),
                     "stalls": [
-                        {k: s[k] for k in ("start_ns", "end_ns", "duration_ms")}
+                        {"start_ns": s.start_ns, "end_ns": s.end_ns, "duration_ms": s.duration_ms}
                         for s in sub.stalls
                     ],
                 }

@@ -276,23 +276,47 @@ _TEXT = {
 def _flat_rows(rows: list, level: int, step: str) -> str | None:
     """A list of dicts of plain values, as the json module indents it (None: not that)."""
     inner = "\n" + step * (level + 2)
-    keys: dict = {}
-    text = _TEXT
-    out = []
+    head = "\n" + step * (level + 1)
+    close = "\n" + step * (level + 1) + "}"
     try:
-        for row in rows:
-            out.append(",".join([
+        out = _same_key_rows(rows, inner)
+        if out is None:
+            keys: dict = {}
+            text = _TEXT
+            out = [",".join([
                 inner + (keys.get(k) or keys.setdefault(k, encode_basestring_ascii(k) + ": "))
                 + text[v.__class__](v)
                 for k, v in row.items()
-            ]))  # fmt: skip
+            ]) for row in rows]  # fmt: skip
     except (KeyError, AttributeError, TypeError):
         return None
-    head = "\n" + step * (level + 1)
-    close = "\n" + step * (level + 1) + "}"
     return "[" + ",".join([head + "{" + r + close if r else head + "{}" for r in out]) + (
         "\n" + step * level + "]"
     )
+
+
+def _same_key_rows(rows: list, inner: str) -> list[str] | None:
+    """_flat_rows' row texts, column by column, when every row has the first one's keys in
+    its order (a table's rows: thousands of stalls); None otherwise."""
+    if not rows or rows[0].__class__ is not dict or not rows[0]:
+        return None
+    names = tuple(rows[0])
+    if any(r.__class__ is not dict or tuple(r) != names for r in rows):
+        return None
+    template = ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": %s"
+                        for k in names)  # fmt: skip
+    columns = [_cells(column) for column in zip(*[r.values() for r in rows])]
+    return [template % row for row in zip(*columns)]
+
+
+def _cells(values: tuple) -> list[str]:
+    kinds = set(map(type, values))
+    if kinds <= _INT:
+        return list(map(int.__repr__, values))
+    if kinds <= _FLOAT and all(map(math.isfinite, values)):
+        return list(map(float.__repr__, values))
+    text = _TEXT
+    return [text[v.__class__](v) for v in values]
 
 
 def json_text(obj, indent: int = 1) -> str:

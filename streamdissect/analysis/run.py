@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from ..anomalies import AnomalyLog
+from ..anomalies import Anomaly, AnomalyLog
 from ..protocol.records import RECORD_CLASSES
 from .confirms import ConfirmCollector
 from .consumption import DeliveryCollector, ThroughputCollector
@@ -110,6 +110,10 @@ class Analysis:
 
 
 def _anomaly_row(a) -> dict:
+    if a.__class__ is Anomaly:  # (the dissector's own: plain attributes)
+        return {"ts_ns": a.ts_ns, "connection": a.connection, "direction": a.direction,
+                "kind": a.kind, "stream_offset": a.stream_offset, "length": a.length,
+                "detail": None if a.detail is None else str(a.detail)}  # fmt: skip
     return {
         "ts_ns": get(a, "ts_ns"),
         "connection": get(a, "connection"),
