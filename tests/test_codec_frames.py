@@ -353,3 +353,21 @@ def test_nothing_raises_for_non_bytes_inputs() -> None:
     assert decode_frame(memoryview(raw)).credit == 3
     assert isinstance(decode_frame(b""), Malformed)
     assert isinstance(decode_frame(b"\x00\x00\x00\x00\x00"), Malformed)
+
+
+def test_record_init_compiled_on_first_use_keeps_signature() -> None:
+    from streamdissect.protocol.records import record_class
+
+    cls = record_class("QueryOffset", response=True)
+
+    class Mine(cls):  # a user's subclass whose __init__ runs once
+        calls = 0
+
+        def __init__(self, *args, **kwargs):
+            type(self).calls += 1
+            super().__init__(*args, **kwargs)
+
+    one = Mine(0x800B, 1, 12, 5, 1, False, 42)
+    assert Mine.calls == 1 and one.offset == 42 and one.correlation_id == 5
+    two = cls(0x800B, 1, 12, 5, 1, False, offset=42)
+    assert two.offset == 42 and "offset" in str(__import__("inspect").signature(cls.__init__))

@@ -65,9 +65,9 @@ class FrameFacts:
 class Record(FrameFacts):
     """A decoded frame: the common header fields, then its command's body fields.
 
-    The 55 record classes are slotted classes made from the spec table; their __init__
-    functions are compiled from one generated source (a dataclass per class cost ~30 ms of
-    every start). repr and == are written once here, over `field_names`."""
+    The 55 record classes are slotted classes made from the spec table; each one's __init__
+    is compiled from generated source when its first record is made (a dataclass per class
+    cost ~30 ms of every start). repr and == are written once here, over `field_names`."""
 
     __slots__ = COMMON_FIELDS
     key: int
@@ -231,27 +231,39 @@ def _stored_names(message: Message) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _init_source(index: int, stored: list[str]) -> str:
-    params = "".join(f", {name}=None" for name in stored)
-    body = "".join(f"\n    self.{name} = {name}" for name in (*COMMON_FIELDS, *stored))
-    return (f"def init_{index}(self, key, version=1, size=None, correlation_id=None, code=None,"
-            f" truncated=False{params}):{body}")  # fmt: skip
+def _compiled_init(cls: type) -> Any:
+    """cls.__init__ as compiled source: positional and keyword arguments in field order."""
+    params = "".join(f", {name}=None" for name in cls.body_fields)
+    body = "".join(f"\n    self.{name} = {name}" for name in cls.field_names)
+    namespace: dict[str, Any] = {}
+    exec(f"def __init__(self, key, version=1, size=None, correlation_id=None, code=None,"  # noqa: S102
+         f" truncated=False{params}):{body}", namespace)  # fmt: skip
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__name__}.__init__"
+    return init
+
+
+def _first_init(self: Record, *args: Any, **kwargs: Any) -> None:
+    """Every record class's __init__ until its first record: compiles the real one (most
+    captures use a dozen of the 55 classes; compiling all at import took ~8 ms a start)."""
+    for owner in type(self).__mro__:  # the generated class, should a user subclass it
+        if owner.__dict__.get("__init__") is _first_init:
+            owner.__init__ = _compiled_init(owner)  # type: ignore[misc]
+            owner.__init__(self, *args, **kwargs)
+            return
+    raise TypeError(f"{type(self).__name__}: no record class to initialise")
 
 
 def _make_classes(messages: tuple[Message, ...] | list[Message]) -> dict[int, type[Record]]:
-    stored_of = [_stored_names(m) for m in messages]
-    inits: dict[str, Any] = {}
-    exec("\n".join(_init_source(i, s) for i, s in enumerate(stored_of)), inits)  # noqa: S102
     classes = {}
-    for index, (message, stored) in enumerate(zip(messages, stored_of)):
+    for message in messages:
+        stored = _stored_names(message)
         mixin = MIXINS.get((message.command, message.response))
-        init = inits[f"init_{index}"]
-        init.__qualname__ = f"{message.class_name}.__init__"
         classes[message.key] = type(message.class_name, (mixin, Record) if mixin else (Record,), {
             "__slots__": tuple(stored),
             "__module__": __name__,
             "__doc__": f"The {message.class_name} record.",
-            "__init__": init,
+            "__init__": _first_init,
             "spec": message,
             "body_fields": tuple(stored),
             "field_names": (*COMMON_FIELDS, *stored),
