@@ -94,8 +94,11 @@ def _bool_cell(v) -> str:
 
 
 def _int_column(values) -> list[str]:
-    if set(map(type, values)) <= _INT:  # the usual column: one C-level map
+    kinds = set(map(type, values))
+    if kinds <= _INT:  # the usual column: one C-level map
         return list(map(int.__repr__, values))
+    if kinds == _NONE:  # (a v1 Deliver's committed chunk id and lag)
+        return ["null"] * len(values)
     return [
         int.__repr__(v) if v.__class__ is int else "null" if v is None else _int_cell(v)
         for v in values
@@ -103,8 +106,11 @@ def _int_column(values) -> list[str]:
 
 
 def _float_column(values) -> list[str]:
-    if set(map(type, values)) <= _FLOAT and all(map(math.isfinite, values)):
+    kinds = set(map(type, values))
+    if kinds <= _FLOAT and all(map(math.isfinite, values)):
         return list(map(float.__repr__, values))
+    if kinds == _NONE:
+        return ["null"] * len(values)
     return [
         float.__repr__(v) if v.__class__ is float and v - v == 0
         else "null" if v is None else _float_cell(v)
@@ -112,10 +118,13 @@ def _float_column(values) -> list[str]:
     ]
 
 
-_INT, _FLOAT = frozenset((int,)), frozenset((float,))
+_INT, _FLOAT, _STR = frozenset((int,)), frozenset((float,)), frozenset((str,))
+_NONE = frozenset((type(None),))
 
 
 def _str_column(values) -> list[str]:
+    if set(map(type, values)) <= _STR:
+        return list(map(encode_basestring_ascii, values))
     return [
         encode_basestring_ascii(v) if v.__class__ is str else "null" if v is None else _str_cell(v)
         for v in values
