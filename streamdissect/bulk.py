@@ -68,6 +68,7 @@ ETH_IPV4_TCP = 48  # bytes tcp_segment's one-unpack fast path reads
 PUBLISH_KEY = 0x0002
 PUBLISH = record_class("Publish")
 _publish_head = struct.Struct(">IHHBiQI").unpack  # size key version publisher count id word
+_publish_head_at = struct.Struct(">IHHBiQI").unpack_from
 PUBLISH_HEAD = 25  # v1: frame header, publisher id, count, first message's id and entry word
 _MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
 # Small hot frames (Credit, PublishConfirm, Heartbeat) decoded by their codec fast path
@@ -728,7 +729,7 @@ class BulkPcap:
                        heads, publishes)  # fmt: skip
         finally:
             if publishes:
-                self._publishes(framer, publishes, so, lo, po, read)
+                self._publishes(framer, side, publishes, so, lo, po, read)
 
     def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, last, keep_limit,
               heads, publishes) -> None:  # fmt: skip
@@ -789,7 +790,7 @@ class BulkPcap:
             ts = to(jj)
             if key == PUBLISH_KEY and heads:
                 # Counted in one numpy pass after the walk; its place in the order is kept.
-                publishes.append((pos, end, size, ts, row, len(events)))
+                publishes.append((pos, end, size, ts, row, len(events), at, seg_end))
                 events.append(None)
                 pos = end
                 continue
@@ -844,7 +845,8 @@ class BulkPcap:
             pos = end
         framer.offset = pos
 
-    def _publishes(self, framer: Any, items: list, so: array, lo: array, po: array, read) -> None:
+    def _publishes(self, framer: Any, side: int, items: list, so: array, lo: array, po: array,
+                   read) -> None:  # fmt: skip
         """Publish frames of one direction and block, without copying their messages: v1
         frames whose messages all have one simple-entry size are checked and their ids read
         with numpy; any other goes through the codec."""
@@ -853,12 +855,14 @@ class BulkPcap:
         emit = framer.emit
         out = d._out
         plan = []  # (item, publisher id, count, stride)
+        buf = self.buf
         for item in items:
-            pos, end, size, ts, row, slot = item
+            pos, end, size, ts, row, slot, at, seg_end = item
             if end - pos >= PUBLISH_HEAD:
-                _, _, version, publisher, count, _, word = _publish_head(
-                    read(pos, pos + PUBLISH_HEAD)
-                )
+                _, _, version, publisher, count, _, word = (
+                    _publish_head_at(buf, at) if pos + PUBLISH_HEAD <= seg_end
+                    else _publish_head(read(pos, pos + PUBLISH_HEAD))
+                )  # fmt: skip
                 stride = 12 + word
                 if (
                     version == 1
@@ -910,9 +914,17 @@ class BulkPcap:
                     ids_of[item[5]] = ids[at : at + count].tolist()
                 else:
                     ids_of[item[5]] = range(firsts_of[f], firsts_of[f] + count)
+        lane = getattr(emit, "lane", None)  # lean: see _walk
+        lean = lane is not None and d.lean
         for item, publisher, count, _ in plan:
-            pos, end, size, ts, row, slot = item
+            pos, end, size, ts, row, slot = item[:6]
             ids = ids_of.get(slot)
+            if ids is not None and lean and not out:
+                frames, connection, direction = lane
+                frames[side] += 1
+                events[slot] = (row, slot, (PUBLISH_KEY, ts, connection, direction, publisher,
+                                            ids, count, size))  # fmt: skip
+                continue
             if ids is not None:
                 emit(pos, ts, PUBLISH(PUBLISH_KEY, 1, size, None, None, False, publisher, None,
                                       ids, count))  # fmt: skip

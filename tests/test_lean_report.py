@@ -1,5 +1,5 @@
-"""The analyze report made from lean frames (the bulk engine's tuples of fields for Credit,
-PublishConfirm, Heartbeat and Deliver heads, no records) is the report made from records by
+"""The analyze report made from lean frames (the bulk engine's tuples of fields for Publish,
+Credit, PublishConfirm, Heartbeat and Deliver heads, no records) is the report made from records by
 the streaming engine, byte for byte: on the corpus, on made-worse copies, on odd hot frames
 (other versions, wrong lengths, impossible counts) and on the fuzz findings."""
 
@@ -50,7 +50,7 @@ def test_lean_frames_are_made():
     kinds = set()
     for path in worsen.corpus_captures():
         kinds |= lean_kinds(path)
-    assert kinds == {0x0003, 0x0008, 0x0009, 0x0017}
+    assert kinds == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
 
 
 @pytest.mark.parametrize("name", sorted(WORSE))
@@ -86,4 +86,26 @@ def test_odd_hot_frames_report_same(tmp_path):
     ]  # fmt: skip
     path = frames_capture(tmp_path / "odd.pcap", frames)
     assert lean_kinds(path) == {0x0003, 0x0008, 0x0009, 0x0017}
+    assert_same_report(path)
+
+
+def test_publishes_and_confirms_report_same(tmp_path):
+    """Publish ids going up one by one (ranges), out of order, repeated, going down; confirms
+    of them, of some twice and of unknown ids: the confirm ledger's runs and its general
+    path, from lean frames and from records."""
+    import struct
+
+    def publish(ids: list[int]) -> bytes:
+        messages = b"".join(struct.pack(">QI", i, 20) + b"x" * 20 for i in ids)
+        return _frame(0x0002, 1, struct.pack(">Bi", 7, len(ids)) + messages)
+
+    def confirm(ids: list[int]) -> bytes:
+        return _frame(0x0003, 1, struct.pack(f">Bi{len(ids)}Q", 7, len(ids), *ids))
+
+    groups = ([1, 2, 3], [4], [6, 5, 7], [8, 8, 9], [12, 11, 10], [13, 14, 15, 16])
+    frames = [publish(ids) for ids in groups]
+    frames += [confirm([1, 2]), confirm([3, 4]), confirm([5, 6, 7]), confirm([9, 8]),
+               confirm([99]), confirm([13, 14, 15, 16]), confirm([13])]  # fmt: skip
+    path = frames_capture(tmp_path / "publish.pcap", frames)
+    assert {0x0002, 0x0003} <= lean_kinds(path)
     assert_same_report(path)

@@ -124,10 +124,14 @@ class ConfirmCollector:
 
     def on_publish(self, ev) -> None:
         rec = ev.record
-        pid = getattr(rec, "publisher_id", None)
-        led = self._ledger(ev.connection, pid)
-        ids = getattr(rec, "publishing_ids", None) or ()
-        ts = ev.ts_ns
+        self.publish(ev.connection, ev.ts_ns, getattr(rec, "publisher_id", None),
+                     getattr(rec, "publishing_ids", None) or (),
+                     getattr(rec, "record_count", None))  # fmt: skip
+
+    def publish(self, connection: str, ts: int, pid: int | None, ids,
+                record_count: int | None) -> None:  # fmt: skip
+        """A Publish's ids (on_publish without the record)."""
+        led = self._ledger(connection, pid)
         if not (not self.keep_pairs and self._publish_run(led, ids, ts)):
             if led.runs:
                 self._to_dict(led)
@@ -140,8 +144,8 @@ class ConfirmCollector:
                         continue
                     outstanding[pub_id] = ts
         led.published += len(ids)
-        led.records += getattr(rec, "record_count", None) or len(ids)
-        self._backlog_point(ev.ts_ns, ev.connection, pid, led)
+        led.records += record_count or len(ids)
+        self._backlog_point(ts, connection, pid, led)
 
     def on_confirm(self, ev) -> None:
         rec = ev.record

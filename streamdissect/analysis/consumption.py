@@ -142,10 +142,13 @@ class ThroughputCollector:
         self._buckets: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
 
     def on_publish(self, ev) -> None:
-        b = self._buckets[ev.ts_ns // NS_PER_S]
         rec = ev.record
-        b[0] += getattr(rec, "record_count", None) or 0
-        b[1] += (getattr(rec, "size", None) or 0) + 4
+        self.published(ev.ts_ns, getattr(rec, "record_count", None), getattr(rec, "size", None))
+
+    def published(self, ts: int, record_count: int | None, size: int | None) -> None:
+        b = self._buckets[ts // NS_PER_S]
+        b[0] += record_count or 0
+        b[1] += (size or 0) + 4
 
     def on_confirm(self, ev) -> None:
         self.confirmed(ev.ts_ns, len(getattr(ev.record, "publishing_ids", None) or ()))

@@ -217,6 +217,7 @@ def _lean_handlers(c: Collectors) -> dict:
     """Lean frames (dissect.Dissector, `lean`) to the collectors: the same calls, in the same
     order, as the frame's record would get (on_any, then its command's collectors)."""
     seen, heartbeat = c.lifecycle.seen, c.lifecycle.heartbeat
+    publish, published = c.confirms.publish, c.throughput.published
     credit, credit_deliver = c.credit.credit, c.credit.deliver
     confirm, confirmed = c.confirms.confirm, c.throughput.confirmed
     deliver_row, delivered = c.deliveries.deliver, c.throughput.delivered
@@ -225,6 +226,12 @@ def _lean_handlers(c: Collectors) -> dict:
         _, ts, connection, direction, sid, amount = ev
         seen(connection, direction, ts)
         credit(connection, ts, sid, amount)
+
+    def on_publish(ev: tuple) -> None:
+        _, ts, connection, direction, pid, ids, records, size = ev
+        seen(connection, direction, ts)
+        publish(connection, ts, pid, ids or (), records)
+        published(ts, records, size)
 
     def on_confirm(ev: tuple) -> None:
         _, ts, connection, direction, pid, ids = ev
@@ -247,7 +254,8 @@ def _lean_handlers(c: Collectors) -> dict:
                     chunk[1], size)  # fmt: skip
         delivered(ts, records, size)
 
-    return {0x0009: on_credit, 0x0003: on_confirm, 0x0017: on_heartbeat, 0x0008: on_deliver}
+    return {0x0009: on_credit, 0x0003: on_confirm, 0x0017: on_heartbeat, 0x0008: on_deliver,
+            0x0002: on_publish}  # fmt: skip
 
 
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
