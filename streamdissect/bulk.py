@@ -37,10 +37,12 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .anomalies import Anomaly
 from .capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
 from .capture.limits import MAX_PACKET
 from .capture.link import ETHERNET
@@ -64,6 +66,7 @@ MAX_ROWS = 1 << 16
 RUN = 64  # records checked at once for a run of equal sizes
 PAD = 128  # room after the data so header gathers never index past the buffer
 _header = struct.Struct(">IHH").unpack_from
+_third = itemgetter(2)
 ETH_IPV4_TCP = 48  # bytes tcp_segment's one-unpack fast path reads
 PUBLISH_KEY = 0x0002
 PUBLISH = record_class("Publish")
@@ -294,6 +297,7 @@ class BulkPcap:
         self.rows_before = 0  # packets of earlier blocks (global packet numbers)
         self.last_ts: int | None = None
         self.events: list[tuple] = []
+        self.anomalies_made = 0  # d.anomalies_made when the last block's were collected
 
     # --- reading ---------------------------------------------------------------------
 
@@ -461,10 +465,10 @@ class BulkPcap:
         events = self.events
         events.sort()
         self.events = []
-        ordered = [item[2] for item in events]
-        frame_class = d._frame_class
-        d.anomalies.extend(ev for ev in ordered
-                           if ev.__class__ is not frame_class and ev.__class__ is not tuple)
+        ordered = list(map(_third, events))
+        if self.anomalies_made != d.anomalies_made:  # (most blocks have none)
+            self.anomalies_made = d.anomalies_made
+            d.anomalies.extend([ev for ev in ordered if ev.__class__ is Anomaly])
         return ordered
 
     def _tag(self, row: int) -> None:

@@ -163,6 +163,7 @@ class Dissector:
         self._id_uses: dict[str, int] = {}
         self._out: list[FrameEvent | Anomaly] = []
         self._row = 0  # number of the packet being handled (bulk engine: for ordering)
+        self.anomalies_made = 0  # (the bulk engine looks for them only in blocks that made some)
         self._bulk = False
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
@@ -386,6 +387,7 @@ class Dissector:
         detail: str,
     ) -> None:
         anomaly = Anomaly(ts_ns, connection, direction, kind, offset, length, detail)
+        self.anomalies_made += 1
         if not self._bulk:  # the bulk engine adds them once they are in order
             self.anomalies.append(anomaly)
         self._out.append(anomaly)
