@@ -285,6 +285,63 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
             have = rest
 
 
+def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac_ns: int,
+                  linktype: int) -> tuple:
+    """The part of a block that needs no state: each record's headers gathered and parsed,
+    and the flows of the Ethernet + IPv4 + TCP packets. (caplen, ts, flags, seq, ack,
+    payload start and length in the buffer, TCP payload length on the wire, parsed-here
+    mask, flow number or -1; then per flow: addresses, ports, first row.) The helper process
+    runs it for the block it has just read; this process, for the others."""
+    n = len(starts)
+    h = headers[starts].view(dtype)
+    caplen = h["caplen"].astype(np.int64)
+    ts = h["sec"].astype(np.int64) * 1_000_000_000 + h["frac"].astype(np.int64) * frac_ns
+    flags = h["flags"].astype(np.int64)
+    seq = h["seq"].astype(np.int64)
+    ack = h["ack"].astype(np.int64)
+    total = h["total"].astype(np.int64)
+    off = h["off"].astype(np.int64)
+    tcp_start = 34 + (off >> 4) * 4  # in the packet
+    ip_end = 14 + total
+    if linktype == ETHERNET:
+        fast = (
+            (caplen >= ETH_IPV4_TCP)
+            & (h["ethertype"] == 0x0800)
+            & (h["vihl"] == 0x45)
+            & (h["proto"] == 6)
+            & (total >= 40)
+            & ((h["frag"] & 0x3FFF) == 0)
+            & (off >= 0x50)
+            & (tcp_start <= ip_end)
+        )
+    else:
+        fast = np.zeros(n, dtype=bool)
+    pstart = starts + RECORD_HEADER_SIZE + tcp_start
+    plen = np.maximum(np.minimum(ip_end, caplen) - tcp_start, 0)
+    wlen = ip_end - tcp_start
+    fid = np.full(n, -1, dtype=np.int64)
+    fast_rows = np.flatnonzero(fast)
+    uniq_a = uniq_p = firsts = np.zeros(0, dtype=np.uint64)
+    if len(fast_rows):
+        a = (h["src"][fast_rows].astype(np.uint64) << np.uint64(32)) | h["dst"][
+            fast_rows
+        ].astype(np.uint64)
+        p = (h["sport"][fast_rows].astype(np.uint64) << np.uint64(16)) | h["dport"][fast_rows]
+        # Ports tell flows apart almost always; the addresses are checked to be sure.
+        uniq_p, index, inverse = np.unique(p, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        uniq_a = a[index]
+        if not np.array_equal(uniq_a[inverse], a):
+            k = np.empty(len(fast_rows), dtype=[("a", "u8"), ("p", "u8")])
+            k["a"], k["p"] = a, p
+            uniq_k, index, inverse = np.unique(k, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            uniq_a, uniq_p = uniq_k["a"], uniq_k["p"]
+        firsts = fast_rows[index]
+        fid[fast_rows] = inverse
+    return caplen, ts, flags, seq, ack, pstart, plen, wlen, fast, fid, uniq_a, uniq_p, firsts
+
+
 class BulkPcap:
     """Runs one plain pcap file through a Dissector's state, block by block."""
 
@@ -361,73 +418,30 @@ class BulkPcap:
 
     # --- one block -------------------------------------------------------------------
 
-    def _block(self, starts: np.ndarray, base: int) -> list[Any]:
-        """The block's frame events and anomalies, in the streaming engine's order."""
+    def _block(self, starts: np.ndarray, base: int, parsed: tuple | None = None) -> list[Any]:
+        """The block's frame events and anomalies, in the streaming engine's order.
+        `parsed`: parse_packets' result for these records, when the helper made it."""
         d = self.d
         n = len(starts)
-        h = self.headers[starts].view(self.dtype)
-        caplen = h["caplen"].astype(np.int64)
-        ts = h["sec"].astype(np.int64) * 1_000_000_000 + h["frac"].astype(np.int64) * self.frac_ns
+        if parsed is None:
+            parsed = parse_packets(self.headers, starts, self.dtype, self.frac_ns, self.linktype)
+        caplen, ts, flags, seq, ack, pstart, plen, wlen, fast, fid, uniq_a, uniq_p, firsts = parsed
         self.last_ts = int(ts[-1])
-        flags = h["flags"].astype(np.int64)
-        seq = h["seq"].astype(np.int64)
-        ack = h["ack"].astype(np.int64)
-        total = h["total"].astype(np.int64)
-        off = h["off"].astype(np.int64)
-        tcp_start = 34 + (off >> 4) * 4  # in the packet
-        ip_end = 14 + total
-        if self.linktype == ETHERNET:
-            fast = (
-                (caplen >= ETH_IPV4_TCP)
-                & (h["ethertype"] == 0x0800)
-                & (h["vihl"] == 0x45)
-                & (h["proto"] == 6)
-                & (total >= 40)
-                & ((h["frag"] & 0x3FFF) == 0)
-                & (off >= 0x50)
-                & (tcp_start <= ip_end)
-            )
-        else:
-            fast = np.zeros(n, dtype=bool)
-        data0 = starts + RECORD_HEADER_SIZE
-        pstart = data0 + tcp_start
-        plen = np.maximum(np.minimum(ip_end, caplen) - tcp_start, 0)
-        wlen = ip_end - tcp_start
-        # Flows of the vectorized packets.
-        fid = np.full(n, -1, dtype=np.int64)
         keys: list[tuple] = []
         key_ids: dict[tuple, int] = {}
         first_row: list[int] = []
-        fast_rows = np.flatnonzero(fast)
-        if len(fast_rows):
-            a = (h["src"][fast_rows].astype(np.uint64) << np.uint64(32)) | h["dst"][
-                fast_rows
-            ].astype(np.uint64)
-            p = (h["sport"][fast_rows].astype(np.uint64) << np.uint64(16)) | h["dport"][fast_rows]
-            # Ports tell flows apart almost always; the addresses are checked to be sure.
-            uniq_p, index, inverse = np.unique(p, return_index=True, return_inverse=True)
-            inverse = inverse.reshape(-1)
-            if np.array_equal(a[index][inverse], a):
-                uniq = list(zip(a[index].tolist(), uniq_p.tolist()))
-            else:
-                k = np.empty(len(fast_rows), dtype=[("a", "u8"), ("p", "u8")])
-                k["a"], k["p"] = a, p
-                uniq_k, index, inverse = np.unique(k, return_index=True, return_inverse=True)
-                inverse = inverse.reshape(-1)
-                uniq = uniq_k.tolist()
-            for j, (a, p) in enumerate(uniq):
-                key = ((a >> 32).to_bytes(4, "big"), p >> 16, (a & 0xFFFFFFFF).to_bytes(4, "big"),
-                       p & 0xFFFF)  # fmt: skip
-                key_ids[key] = j
-                keys.append(key)
-                first_row.append(int(fast_rows[index[j]]))
-            fid[fast_rows] = inverse
+        for j, (a, p, r) in enumerate(zip(uniq_a.tolist(), uniq_p.tolist(), firsts.tolist())):
+            key = ((a >> 32).to_bytes(4, "big"), p >> 16, (a & 0xFFFFFFFF).to_bytes(4, "big"),
+                   p & 0xFFFF)  # fmt: skip
+            key_ids[key] = j
+            keys.append(key)
+            first_row.append(r)
         # Everything else, one packet at a time with the exact code.
         slow: dict[int, tuple] = {}
         problems: dict[int, PacketProblem] = {}
         mv = self.mv
         linktype = self.linktype
-        if len(fast_rows) < n:
+        if not fast.all():
             for r in np.flatnonzero(~fast).tolist():
                 s = int(starts[r]) + RECORD_HEADER_SIZE
                 try:
@@ -449,7 +463,7 @@ class BulkPcap:
                 slow[r] = seg
                 seq[r], ack[r], flags[r], wlen[r] = seg[4], seg[5], seg[6], seg[8]
                 plen[r] = len(seg[7])
-        self.h, self.ts, self.flags, self.seq, self.ack = h, ts, flags, seq, ack
+        self.ts, self.flags, self.seq, self.ack = ts, flags, seq, ack
         self.pstart, self.plen, self.wlen, self.fid = pstart, plen, wlen, fid
         self.keys, self.slow = keys, slow
         self.events = []
