@@ -180,7 +180,12 @@ def layout(f: Any, order: str, buf: bytearray, block: int, owner: Any = None) ->
         have = rest
 
 
-_ITEM = struct.Struct("<BBQQQ")  # kind, slot, offset, length, bytes of starts that follow
+# kind, slot, offset, length, bytes of starts that follow, and the number of flows when the
+# helper parsed the block's packets into the slot's columns (else -1)
+_ITEM = struct.Struct("<BBQQQq")
+# The columns the helper fills (parse_packets' results, one int64 row each, the last three
+# per flow), for blocks of at most MAX_ROWS records.
+COLUMNS = 13
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
 
@@ -193,11 +198,13 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(mmap, "MAP_SHARED") and (cpus or 1) >= 2
 
 
-def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int):
+def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int,
+                  parse: Any = None):  # fmt: skip
     """Blocks of the file read, and their record boundaries found, by a forked helper process
-    (another CPU) into SLOTS shared buffers: (kind, slot, file offset, length, starts) for
-    the parent to dissect in place; a slot goes back to the helper when the parent asks for
-    the next block."""
+    (another CPU) into SLOTS shared buffers: (kind, slot, file offset, length, starts, flows)
+    for the parent to dissect in place; a slot goes back to the helper when the parent asks
+    for the next block. `parse(slot, starts)`, run by the helper, fills the slot's columns
+    and returns the number of flows, or -1."""
     data_r, data_w = os.pipe()
     free_r, free_w = os.pipe()
     pid = os.fork()
@@ -206,7 +213,7 @@ def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_siz
         try:
             os.close(data_r)
             os.close(free_w)
-            _helper(path, order, block, shared, slot_size, data_w, free_r)
+            _helper(path, order, block, shared, slot_size, data_w, free_r, parse)
         except BaseException:  # noqa: BLE001 - the parent sees a short stream
             code = 1
         finally:
@@ -220,8 +227,8 @@ def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_siz
                 head = src.read(_ITEM.size)
                 if len(head) < _ITEM.size:
                     break
-                kind, slot, base, length, n = _ITEM.unpack(head)
-                yield kind, slot, base, length, src.read(n)
+                kind, slot, base, length, n, flows = _ITEM.unpack(head)
+                yield kind, slot, base, length, src.read(n), flows
                 if kind == BLOCK_REGION:
                     with contextlib.suppress(BrokenPipeError):  # (it may be done already)
                         free.write(bytes((slot,)))  # dissected: the helper may fill it again
@@ -237,7 +244,7 @@ def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_siz
 
 
 def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int,
-            data_w: int, free_r: int) -> None:  # fmt: skip
+            data_w: int, free_r: int, parse: Any) -> None:  # fmt: skip
     u32 = struct.Struct(order + "I").unpack_from
     free = list(range(SLOTS))
 
@@ -264,16 +271,17 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
             if starts:
                 if at:
                     starts = array("q", [s - at for s in starts])
+                flows = -1 if parse is None else parse(slot, starts)
                 data = starts.tobytes()
-                out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data)) + data)
+                out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data), flows) + data)
             if bad:
                 cap = u32(shared, at + pos + 8)[0]
-                out.write(_ITEM.pack(BAD_REGION, slot, base + pos, cap, 0))
+                out.write(_ITEM.pack(BAD_REGION, slot, base + pos, cap, 0, -1))
                 return
             rest = end - pos
             if not got:
                 if rest:
-                    out.write(_ITEM.pack(CUT_REGION, slot, base + pos, rest, 0))
+                    out.write(_ITEM.pack(CUT_REGION, slot, base + pos, rest, 0, -1))
                 return
             following = take()
             to = following * slot_size
@@ -368,19 +376,25 @@ class BulkPcap:
             block = min(BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
             size = block + RECORD_HEADER_SIZE + MAX_PACKET + PAD
             if d.helper_process and block == BLOCK and _can_fork():  # (more than a block)
-                shared = mmap.mmap(-1, SLOTS * size)
+                stride = size + COLUMNS * MAX_ROWS * 8  # a slot: data, then columns
+                shared = mmap.mmap(-1, SLOTS * stride)
                 try:
-                    slots = [self._use(shared, k * size, size) for k in range(SLOTS)]
-                    regions = helper_layout(self.path, self.order, block, shared, size)
+                    slots = [self._use(shared, k * stride, size) for k in range(SLOTS)]
+                    self.slot_headers = [slot[2] for slot in slots]
+                    self.columns = [_columns(shared, k * stride + size) for k in range(SLOTS)]
+                    regions = helper_layout(self.path, self.order, block, shared, stride,
+                                            self._parse_into)  # fmt: skip
                     yield from self._regions(regions, slots)
                 finally:
                     self.buf = self.mv = self.headers = self.messages = slots = None
+                    self.columns = self.slot_headers = None
                     with contextlib.suppress(BufferError):
                         shared.close()
             else:
                 slot = self._use(bytearray(size), 0, size)
                 regions = (
-                    (k, 0, b, n, s) for k, b, n, s in layout(f, self.order, slot[0], block, self)
+                    (k, 0, b, n, s, -1)
+                    for k, b, n, s in layout(f, self.order, slot[0], block, self)
                 )
                 yield from self._regions(regions, [slot])
         yield list(d._finish(self.last_ts or 0))
@@ -394,12 +408,15 @@ class BulkPcap:
 
     def _regions(self, regions: Iterator, slots: list) -> Iterator[list]:
         d = self.d
-        for kind, slot, base, length, starts in regions:
+        for kind, slot, base, length, starts, flows in regions:
             if kind == BLOCK_REGION:
                 self.buf, self.mv, self.headers, self.messages = slots[slot]
                 if d.on_read is not None:
                     d.on_read(length)
                 starts = self.starts_array(starts)
+                if flows >= 0:  # parsed by the helper (one piece: at most MAX_ROWS records)
+                    yield self._block(starts, base, _parsed(self.columns[slot], len(starts), flows))
+                    continue
                 for at in range(0, len(starts), MAX_ROWS):
                     yield self._block(starts[at : at + MAX_ROWS], base)
             elif kind == BAD_REGION:
@@ -410,6 +427,25 @@ class BulkPcap:
                 what = "record header cut" if length < RECORD_HEADER_SIZE else "record data cut"
                 d._file_anomaly(self.path, "truncated_file", self.last_ts, base, what)
                 return
+
+    def _parse_into(self, slot: int, starts: array) -> int:
+        """(In the helper process.) parse_packets for a block just read into `slot`, its
+        results written into the slot's columns; the number of flows, or -1 when the block
+        has more records than the columns hold."""
+        n = len(starts)
+        if n > MAX_ROWS:
+            return -1
+        starts_np = np.frombuffer(starts, dtype=np.int64)
+        *rows, uniq_a, uniq_p, firsts = parse_packets(
+            self.slot_headers[slot], starts_np, self.dtype, self.frac_ns, self.linktype)
+        columns = self.columns[slot]
+        for i, values in enumerate(rows):
+            columns[i, :n] = values
+        flows = len(uniq_a)
+        columns[10, :flows] = uniq_a.view(np.int64)
+        columns[11, :flows] = uniq_p.view(np.int64)
+        columns[12, :flows] = firsts
+        return flows
 
     def starts_array(self, starts: bytes | None) -> np.ndarray:
         if starts is None:  # read in this process: the walk left them here
@@ -982,6 +1018,18 @@ def _sliding(memory: Any, at: int, size: int, width: int) -> np.ndarray:
                        offset=at, strides=(1,))  # fmt: skip
     items.flags.writeable = False  # (overlapping items)
     return items
+
+
+def _columns(memory: Any, at: int) -> np.ndarray:
+    return np.ndarray((COLUMNS, MAX_ROWS), dtype=np.int64, buffer=memory, offset=at)
+
+
+def _parsed(columns: np.ndarray, n: int, flows: int) -> tuple:
+    """parse_packets' results as the helper left them in a slot's columns (views)."""
+    rows = [columns[i, :n] for i in range(8)]
+    return (*rows, columns[8, :n].astype(bool), columns[9, :n],
+            columns[10, :flows].view(np.uint64), columns[11, :flows].view(np.uint64),
+            columns[12, :flows])  # fmt: skip
 
 
 def _ints(values: np.ndarray) -> array:
