@@ -269,10 +269,11 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
             starts, pos, bad = walk_records(shared, at, at + end, u32)
             pos -= at
             if starts:
+                rows = np.frombuffer(starts, dtype=np.int64)
                 if at:
-                    starts = array("q", [s - at for s in starts])
-                flows = -1 if parse is None else parse(slot, starts)
-                data = starts.tobytes()
+                    rows = rows - at
+                flows = -1 if parse is None else parse(slot, rows)
+                data = rows.tobytes()
                 out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data), flows) + data)
             if bad:
                 cap = u32(shared, at + pos + 8)[0]
@@ -428,16 +429,15 @@ class BulkPcap:
                 d._file_anomaly(self.path, "truncated_file", self.last_ts, base, what)
                 return
 
-    def _parse_into(self, slot: int, starts: array) -> int:
+    def _parse_into(self, slot: int, starts: np.ndarray) -> int:
         """(In the helper process.) parse_packets for a block just read into `slot`, its
         results written into the slot's columns; the number of flows, or -1 when the block
         has more records than the columns hold."""
         n = len(starts)
         if n > MAX_ROWS:
             return -1
-        starts_np = np.frombuffer(starts, dtype=np.int64)
         *rows, uniq_a, uniq_p, firsts = parse_packets(
-            self.slot_headers[slot], starts_np, self.dtype, self.frac_ns, self.linktype)
+            self.slot_headers[slot], starts, self.dtype, self.frac_ns, self.linktype)
         columns = self.columns[slot]
         for i, values in enumerate(rows):
             columns[i, :n] = values
