@@ -810,8 +810,10 @@ class BulkPcap:
             if send - pos < HEADER:
                 self._exact_tail(framer, pos, so, lo, po, io, to)
                 return
-            j = bisect_right(so, pos, j) - 1
             seg_end = so[j] + lo[j]
+            if not so[j] <= pos < seg_end:  # (a small frame ends where the next one starts)
+                j = bisect_right(so, pos, j) - 1
+                seg_end = so[j] + lo[j]
             at = po[j] + pos - so[j]
             if pos + HEADER <= seg_end:
                 size, key, version = _header(buf, at)
@@ -838,7 +840,7 @@ class BulkPcap:
                 framer.cur_cut = False
                 framer.offset = send
                 return
-            jj = j if end <= seg_end else last(end)  # the segment that completes it
+            jj = j if end <= seg_end else bisect_right(so, end - 1, j) - 1  # completes it
             framer.offset = end
             row = io(jj)
             ts = to(jj)
