@@ -22,6 +22,7 @@ from .capture import ACK, SYN, PacketProblem, open_capture, tcp_segment
 from .capture.pcap import Packet
 from .framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
 from .protocol import MESSAGES
+from .protocol.publish import id_run
 from .protocol.records import record_class
 from .tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
@@ -56,16 +57,6 @@ class ConnectionSummary:
     bytes_c2s: int
     bytes_s2c: int
     tcp_end: str  # fin, rst or open
-
-
-def id_run(ids: Any) -> Any:
-    """Publishing ids first, first + 1, ... as a range (two ints, not one per message), any
-    others as they are."""
-    if ids.__class__ is list and ids:
-        first, n = ids[0], len(ids)
-        if ids[-1] - first == n - 1 and ids == list(range(first, first + n)):
-            return range(first, first + n)
-    return ids
 
 
 def endpoint_text(address: bytes, port: int) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from ..protocol.codes import code_name
+from ..protocol.publish import id_run
 from .fields import pair
 from .percentiles import summarize_ms
 
@@ -67,9 +68,9 @@ class ConfirmCollector:
 
     @staticmethod
     def _ascending(ids) -> bool:
-        if ids.__class__ is range:  # (a Publish's ids as the dissector gives them)
-            return ids.step == 1 and len(ids) > 0
-        return bool(ids) and ids == list(range(ids[0], ids[0] + len(ids)))
+        """Do the ids go up one by one? (A Publish's come as a range from the dissector.)"""
+        run = id_run(ids)
+        return run.__class__ is range and run.step == 1 and len(run) > 0
 
     def _publish_run(self, led: _Ledger, ids, ts: int) -> bool:
         """Publish as a run when that is exact: ascending ids after every outstanding one."""

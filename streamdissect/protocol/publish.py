@@ -203,3 +203,13 @@ def encode_messages(messages: Iterable[Any], version: int) -> bytes:
         else:
             out += U32.pack(len(entry)) + entry
     return bytes(out)
+
+
+def id_run(ids: Any) -> Any:
+    """Publishing ids first, first + 1, ... (what clients send) as a range (two ints, not
+    one per message); any others as they are."""
+    if ids.__class__ is list and ids:
+        first, n = ids[0], len(ids)
+        if ids[-1] - first == n - 1 and ids == list(range(first, first + n)):
+            return range(first, first + n)
+    return ids
