@@ -93,38 +93,43 @@ def _bool_cell(v) -> str:
     return "null" if v is None else "true" if v else "false"
 
 
-def _int_column(values) -> list[str]:
+def _one_kind(values, kind: type) -> list[str] | None:
+    """The values' JSON texts in one C-level map when every value is a `kind` (a finite one,
+    for floats) or every value is None (a v1 Deliver's committed chunk id and lag); else None.
+    The usual table column."""
     kinds = set(map(type, values))
-    if kinds <= _INT:  # the usual column: one C-level map
-        return list(map(int.__repr__, values))
-    if kinds == _NONE:  # (a v1 Deliver's committed chunk id and lag)
+    if kinds <= {kind} and (kind is not float or all(map(math.isfinite, values))):
+        return list(map(_REPR[kind], values))
+    if kinds == _NONE:
         return ["null"] * len(values)
-    return [
+    return None
+
+
+_NONE = frozenset((type(None),))
+_REPR = {int: int.__repr__, float: float.__repr__, str: encode_basestring_ascii}
+
+
+def _int_column(values) -> list[str]:
+    texts = _one_kind(values, int)
+    return texts if texts is not None else [
         int.__repr__(v) if v.__class__ is int else "null" if v is None else _int_cell(v)
         for v in values
-    ]
+    ]  # fmt: skip
 
 
 def _float_column(values) -> list[str]:
-    kinds = set(map(type, values))
-    if kinds <= _FLOAT and all(map(math.isfinite, values)):
-        return list(map(float.__repr__, values))
-    if kinds == _NONE:
-        return ["null"] * len(values)
-    return [
+    texts = _one_kind(values, float)
+    return texts if texts is not None else [
         float.__repr__(v) if v.__class__ is float and v - v == 0
         else "null" if v is None else _float_cell(v)
         for v in values
-    ]
-
-
-_INT, _FLOAT, _STR = frozenset((int,)), frozenset((float,)), frozenset((str,))
-_NONE = frozenset((type(None),))
+    ]  # fmt: skip
 
 
 def _str_column(values) -> list[str]:
-    if set(map(type, values)) <= _STR:
-        return list(map(encode_basestring_ascii, values))
+    texts = _one_kind(values, str)
+    if texts is not None:
+        return texts
     return [
         encode_basestring_ascii(v) if v.__class__ is str else "null" if v is None else _str_cell(v)
         for v in values
@@ -319,13 +324,13 @@ def _same_key_rows(rows: list, inner: str) -> list[str] | None:
 
 
 def _cells(values: tuple) -> list[str]:
-    kinds = set(map(type, values))
-    if kinds <= _INT:
-        return list(map(int.__repr__, values))
-    if kinds <= _FLOAT and all(map(math.isfinite, values)):
-        return list(map(float.__repr__, values))
-    text = _TEXT
-    return [text[v.__class__](v) for v in values]
+    texts = _one_kind(values, int)
+    if texts is None:
+        texts = _one_kind(values, float)
+    if texts is None:
+        text = _TEXT
+        texts = [text[v.__class__](v) for v in values]
+    return texts
 
 
 def json_text(obj, indent: int = 1) -> str:
