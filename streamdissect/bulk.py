@@ -70,8 +70,7 @@ _third = itemgetter(2)
 ETH_IPV4_TCP = 48  # bytes tcp_segment's one-unpack fast path reads
 PUBLISH_KEY = 0x0002
 PUBLISH = record_class("Publish")
-_publish_head = struct.Struct(">IHHBiQI").unpack  # size key version publisher count id word
-_publish_head_at = struct.Struct(">IHHBiQI").unpack_from
+_publish_head = struct.Struct(">IHHBiQI").unpack_from  # size key version publisher count id word
 PUBLISH_HEAD = 25  # v1: frame header, publisher id, count, first message's id and entry word
 _MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
 # Small hot frames (Credit, PublishConfirm, Heartbeat) decoded by their codec fast path
@@ -183,9 +182,10 @@ def layout(f: Any, order: str, buf: bytearray, block: int, owner: Any = None) ->
 # kind, slot, offset, length, bytes of starts that follow, and the number of flows when the
 # helper parsed the block's packets into the slot's columns (else -1)
 _ITEM = struct.Struct("<BBQQQq")
-# The columns the helper fills (parse_packets' results, one int64 row each, the last three
-# per flow), for blocks of at most MAX_ROWS records.
-COLUMNS = 13
+# The columns the helper fills (parse_packets' results, one int64 row each: ten per packet,
+# then FLOW_COLUMNS on, three per flow), for blocks of at most MAX_ROWS records.
+FLOW_COLUMNS = 10
+COLUMNS = FLOW_COLUMNS + 3
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
 
@@ -439,12 +439,11 @@ class BulkPcap:
         *rows, uniq_a, uniq_p, firsts = parse_packets(
             self.slot_headers[slot], starts, self.dtype, self.frac_ns, self.linktype)
         columns = self.columns[slot]
-        for i, values in enumerate(rows):
+        for i, values in enumerate(rows):  # (FLOW_COLUMNS of them)
             columns[i, :n] = values
         flows = len(uniq_a)
-        columns[10, :flows] = uniq_a.view(np.int64)
-        columns[11, :flows] = uniq_p.view(np.int64)
-        columns[12, :flows] = firsts
+        for i, values in enumerate((uniq_a.view(np.int64), uniq_p.view(np.int64), firsts)):
+            columns[FLOW_COLUMNS + i, :flows] = values
         return flows
 
     def starts_array(self, starts: bytes | None) -> np.ndarray:
@@ -753,9 +752,6 @@ class BulkPcap:
             parts.append(mv[po[jj] : po[jj] + b - so[jj]])
             return b"".join(parts)
 
-        def last(end: int) -> int:
-            return bisect_right(so, end - 1) - 1
-
         if framer.cur_start >= 0:  # a frame begun in an earlier block
             stop = framer.cur_start + framer.cur_total
             upto = min(stop, send)
@@ -768,7 +764,7 @@ class BulkPcap:
             framer.offset = upto
             if stop > send:
                 return
-            j = last(stop)
+            j = bisect_right(so, stop - 1) - 1  # the segment that completes it
             limit = framer.frame_limit
             framer._finish_frame(to(j))
             if framer.frame_limit != limit:
@@ -779,14 +775,14 @@ class BulkPcap:
         heads = not self.d.publish_messages
         publishes: list[tuple] = []
         try:
-            self._walk(framer, side, pos, send, so, lo, po, io, to, read, last, keep_limit,
-                       heads, publishes)  # fmt: skip
+            self._walk(framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
+                       publishes)  # fmt: skip
         finally:
             if publishes:
                 self._publishes(framer, side, publishes, so, lo, po, read)
 
-    def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, last, keep_limit,
-              heads, publishes) -> None:  # fmt: skip
+    def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
+              publishes) -> None:  # fmt: skip
         buf, mv = self.buf, self.mv
         events = self.events
         out = self.d._out
@@ -916,8 +912,8 @@ class BulkPcap:
             pos, end, size, ts, row, slot, at, seg_end = item
             if end - pos >= PUBLISH_HEAD:
                 _, _, version, publisher, count, _, word = (
-                    _publish_head_at(buf, at) if pos + PUBLISH_HEAD <= seg_end
-                    else _publish_head(read(pos, pos + PUBLISH_HEAD))
+                    _publish_head(buf, at) if pos + PUBLISH_HEAD <= seg_end
+                    else _publish_head(read(pos, pos + PUBLISH_HEAD), 0)
                 )  # fmt: skip
                 stride = 12 + word
                 if (
@@ -1028,10 +1024,10 @@ def _columns(memory: Any, at: int) -> np.ndarray:
 
 def _parsed(columns: np.ndarray, n: int, flows: int) -> tuple:
     """parse_packets' results as the helper left them in a slot's columns (views)."""
-    rows = [columns[i, :n] for i in range(8)]
-    return (*rows, columns[8, :n].astype(bool), columns[9, :n],
-            columns[10, :flows].view(np.uint64), columns[11, :flows].view(np.uint64),
-            columns[12, :flows])  # fmt: skip
+    per_packet = [columns[i, :n] for i in range(FLOW_COLUMNS)]
+    per_packet[8] = per_packet[8].astype(bool)  # the parsed-here mask
+    uniq_a, uniq_p, firsts = (columns[FLOW_COLUMNS + i, :flows] for i in range(3))
+    return (*per_packet, uniq_a.view(np.uint64), uniq_p.view(np.uint64), firsts)
 
 
 def _ints(values: np.ndarray) -> array:
