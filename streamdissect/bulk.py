@@ -186,6 +186,7 @@ _ITEM = struct.Struct("<BBQQQq")
 # then FLOW_COLUMNS on, three per flow), for blocks of at most MAX_ROWS records.
 FLOW_COLUMNS = 10
 COLUMNS = FLOW_COLUMNS + 3
+FIRST_BLOCK = 1 << 20
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
 
@@ -262,9 +263,13 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
         base = FILE_HEADER_SIZE  # file offset of the slot's first byte
         have = 0
         slot = take()
+        # The parent waits for the first block: it is small, and the next ones twice as
+        # big, up to `block` (the helper reads and parses faster than the parent dissects).
+        size = min(FIRST_BLOCK, block)
         while True:
             at = slot * slot_size
-            got = f.readinto(view[at + have : at + have + block])
+            got = f.readinto(view[at + have : at + have + size])
+            size = min(2 * size, block)
             end = have + got
             starts, pos, bad = walk_records(shared, at, at + end, u32)
             pos -= at

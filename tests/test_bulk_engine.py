@@ -102,11 +102,15 @@ def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
     reference = outcome(path, "stream")
     # the helper parses each block's packets into its columns; with MAX_ROWS 20 most blocks
     # have more records than the columns hold and this process parses them itself
-    for rows in (bulk.MAX_ROWS, 20):
+    # the first block is read small, the next ones twice as big up to BLOCK (a first read
+    # of 100 bytes holds no whole record)
+    for rows, first in ((bulk.MAX_ROWS, bulk.FIRST_BLOCK), (20, bulk.FIRST_BLOCK),
+                        (bulk.MAX_ROWS, 1_000), (bulk.MAX_ROWS, 100)):  # fmt: skip
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(bulk, "BLOCK", 9_000)
             patch.setattr(bulk, "MAX_ROWS", rows)
-            assert outcome(path, "bulk", helper_process=True) == reference, rows
+            patch.setattr(bulk, "FIRST_BLOCK", first)
+            assert outcome(path, "bulk", helper_process=True) == reference, (rows, first)
     whole = path.read_bytes()
     path.write_bytes(whole[:-7])
     assert outcome(path, "bulk", helper_process=True) == outcome(path, "stream")
