@@ -179,13 +179,17 @@ def layout(f: Any, order: str, buf: bytearray, block: int, owner: Any = None) ->
         have = rest
 
 
-# kind, slot, offset, length, bytes of starts that follow, and the number of flows when the
-# helper parsed the block's packets into the slot's columns (else -1)
+# kind, slot, offset, length, n, and the number of flows when the helper parsed the block's
+# packets into the slot's columns, else -1. Parsed, the block's n record starts are in its
+# STARTS column; else n bytes of starts follow on the pipe. (In shared memory they do not
+# fill the pipe: the helper runs ahead by up to SLOTS blocks.)
 _ITEM = struct.Struct("<BBQQQq")
 # The columns the helper fills (parse_packets' results, one int64 row each: ten per packet,
-# then FLOW_COLUMNS on, three per flow), for blocks of at most MAX_ROWS records.
+# then FLOW_COLUMNS on, three per flow, then the record starts), for blocks of at most
+# MAX_ROWS records.
 FLOW_COLUMNS = 10
-COLUMNS = FLOW_COLUMNS + 3
+STARTS = FLOW_COLUMNS + 3
+COLUMNS = STARTS + 1
 FIRST_BLOCK = 1 << 20
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
@@ -205,7 +209,8 @@ def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_siz
     (another CPU) into SLOTS shared buffers: (kind, slot, file offset, length, starts, flows)
     for the parent to dissect in place; a slot goes back to the helper when the parent asks
     for the next block. `parse(slot, starts)`, run by the helper, fills the slot's columns
-    and returns the number of flows, or -1."""
+    and returns the number of flows, or -1. `starts`: the record starts as bytes, or, for a
+    block parsed into its columns (flows >= 0), their number."""
     data_r, data_w = os.pipe()
     free_r, free_w = os.pipe()
     pid = os.fork()
@@ -229,7 +234,7 @@ def helper_layout(path: str, order: str, block: int, shared: mmap.mmap, slot_siz
                 if len(head) < _ITEM.size:
                     break
                 kind, slot, base, length, n, flows = _ITEM.unpack(head)
-                yield kind, slot, base, length, src.read(n), flows
+                yield kind, slot, base, length, n if flows >= 0 else src.read(n), flows
                 if kind == BLOCK_REGION:
                     with contextlib.suppress(BrokenPipeError):  # (it may be done already)
                         free.write(bytes((slot,)))  # dissected: the helper may fill it again
@@ -278,8 +283,11 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
                 if at:
                     rows = rows - at
                 flows = -1 if parse is None else parse(slot, rows)
-                data = rows.tobytes()
-                out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data), flows) + data)
+                if flows >= 0:
+                    out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(rows), flows))
+                else:
+                    data = rows.tobytes()
+                    out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data), flows) + data)
             if bad:
                 cap = u32(shared, at + pos + 8)[0]
                 out.write(_ITEM.pack(BAD_REGION, slot, base + pos, cap, 0, -1))
@@ -419,10 +427,12 @@ class BulkPcap:
                 self.buf, self.mv, self.headers, self.messages = slots[slot]
                 if d.on_read is not None:
                     d.on_read(length)
-                starts = self.starts_array(starts)
                 if flows >= 0:  # parsed by the helper (one piece: at most MAX_ROWS records)
-                    yield self._block(starts, base, _parsed(self.columns[slot], len(starts), flows))
+                    columns = self.columns[slot]
+                    yield self._block(columns[STARTS, :starts], base,
+                                      _parsed(columns, starts, flows))  # fmt: skip
                     continue
+                starts = self.starts_array(starts)
                 for at in range(0, len(starts), MAX_ROWS):
                     yield self._block(starts[at : at + MAX_ROWS], base)
             elif kind == BAD_REGION:
@@ -446,6 +456,7 @@ class BulkPcap:
         columns = self.columns[slot]
         for i, values in enumerate(rows):  # (FLOW_COLUMNS of them)
             columns[i, :n] = values
+        columns[STARTS, :n] = starts
         flows = len(uniq_a)
         for i, values in enumerate((uniq_a.view(np.int64), uniq_p.view(np.int64), firsts)):
             columns[FLOW_COLUMNS + i, :flows] = values
