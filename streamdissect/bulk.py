@@ -37,6 +37,7 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ from .capture.link import ETHERNET
 from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
 from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
 from .protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
-from .protocol.records import record_class
+from .protocol.records import Malformed, record_class
 from .tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
 if TYPE_CHECKING:
@@ -79,6 +80,35 @@ _MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
 # declines (or trips over) goes the usual way, which explains it.
 _DIRECT = {key: FAST_PATHS[key] for key in (0x0003, 0x0009, 0x0017)}
 _DELIVER_HEAD = FAST_PATHS[DELIVER_KEY]  # (frame, size, version, head=True): a Deliver's head
+CREDIT_KEY, CONFIRM_KEY = 0x0009, 0x0003
+# Lean frames whose fields _lean_frames reads for a whole walk at once: gathered as HEAD_BYTES
+# from each frame's start, then viewed with the kind's layout (codec.credit_fields,
+# confirm_fields and deliver_fields read the same bytes one frame at a time).
+HEAD_BYTES = 65  # a v2 Deliver's prefix and chunk header, the longest
+
+
+def _head_layout(*fields: tuple) -> np.dtype:
+    names, formats, offsets, at = [], [], [], 0
+    for name, fmt in fields:
+        names.append(name)
+        formats.append(fmt)
+        offsets.append(at)
+        at += np.dtype(fmt).itemsize
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": HEAD_BYTES})  # fmt: skip
+
+
+_FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
+_CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
+          ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
+          ("data_length", ">u4"), ("trailer_length", ">u4"), ("bloom_size", "u1"),
+          ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
+_CREDIT_HEAD = _head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
+_CONFIRM_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
+_DELIVER_HEADS = {
+    1: (57, _head_layout(*_FRAME, ("sid", "u1"), *_CHUNK)),
+    2: (65, _head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK)),
+}
 
 
 def pcap_magic(path: str) -> int | None:
@@ -401,6 +431,7 @@ class BulkPcap:
                     yield from self._regions(regions, slots)
                 finally:
                     self.buf = self.mv = self.headers = self.messages = slots = None
+                    self.frame_heads = None
                     self.columns = self.slot_headers = None
                     with contextlib.suppress(BufferError):
                         shared.close()
@@ -414,17 +445,20 @@ class BulkPcap:
         yield list(d._finish(self.last_ts or 0))
 
     def _use(self, memory: Any, at: int, size: int) -> tuple:
-        """(buffer, memoryview, header view, message view) over memory[at : at + size]."""
+        """(buffer, memoryview, header, message and frame head views) over
+        memory[at : at + size]."""
         mv = memoryview(memory)[at : at + size]
         headers = _sliding(memory, at, size, self.width)
         messages = _sliding(memory, at, size, _MESSAGE.itemsize)
-        return (memory if at == 0 and len(memory) == size else mv), mv, headers, messages
+        frame_heads = _sliding(memory, at, size, HEAD_BYTES)
+        whole = memory if at == 0 and len(memory) == size else mv
+        return whole, mv, headers, messages, frame_heads
 
     def _regions(self, regions: Iterator, slots: list) -> Iterator[list]:
         d = self.d
         for kind, slot, base, length, starts, flows in regions:
             if kind == BLOCK_REGION:
-                self.buf, self.mv, self.headers, self.messages = slots[slot]
+                self.buf, self.mv, self.headers, self.messages, self.frame_heads = slots[slot]
                 if d.on_read is not None:
                     d.on_read(length)
                 if flows >= 0:  # parsed by the helper (one piece: at most MAX_ROWS records)
@@ -790,15 +824,19 @@ class BulkPcap:
         keep_limit = framer.deliver_keep_limit
         heads = not self.d.publish_messages
         publishes: list[tuple] = []
+        batched: dict[int, list] = {CREDIT_KEY: [], CONFIRM_KEY: [], DELIVER_KEY: []}
         try:
             self._walk(framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
-                       publishes)  # fmt: skip
+                       publishes, batched)  # fmt: skip
         finally:
             if publishes:
                 self._publishes(framer, side, publishes, so, lo, po, read)
+            for key, items in batched.items():
+                if items:
+                    self._lean_frames(framer, side, key, items, read)
 
     def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
-              publishes) -> None:  # fmt: skip
+              publishes, batched) -> None:  # fmt: skip
         buf, mv = self.buf, self.mv
         events = self.events
         out = self.d._out
@@ -850,6 +888,7 @@ class BulkPcap:
                 framer.cur_kept = len(piece)
                 framer.cur_have = send - pos
                 framer.cur_cut = False
+                framer.cur_head_only = big
                 framer.offset = send
                 return
             jj = j if end <= seg_end else bisect_right(so, end - 1, j) - 1  # completes it
@@ -863,6 +902,12 @@ class BulkPcap:
                 pos = end
                 continue
             if big:
+                if lean and not out and pos + HEAD_BYTES <= seg_end:
+                    # Its fields are read with the walk's others (_lean_frames), in its place.
+                    batched[DELIVER_KEY].append((at, version, size, ts, row, len(events), pos))
+                    events.append(None)
+                    pos = end
+                    continue
                 stop = min(end, pos + DELIVER_HEAD)
                 head = bytes(mv[at : at + stop - pos]) if stop <= seg_end else read(pos, stop)
                 if lean and not out:
@@ -875,7 +920,15 @@ class BulkPcap:
                         continue
                 # (the header is the one just read: decode_deliver_head's checks hold)
                 record = _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
+                if record.__class__ is Malformed:  # reported with it, as the framer does
+                    framer._emit_head(pos, ts, head, size)
+                    record = None
             else:
+                if lean and not out and jj == j and key in batched:  # Credit, PublishConfirm
+                    batched[key].append((at, version, size, ts, row, len(events), pos))
+                    events.append(None)
+                    pos = end
+                    continue
                 frame = bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end)
                 if lean and not out and key in fields_of:
                     try:
@@ -970,7 +1023,7 @@ class BulkPcap:
             bad_frames = set(frame_of[~good].tolist())
             # A frame whose ids go up one by one (what clients send) gets them as a range
             # (what emit makes of such a list): no Python int per message.
-            steps = (ids[1:] - ids[:-1]) != 1
+            steps = (ids[1:] - ids[:-1] != 1) | (ids[1:] < ids[:-1])  # (u64: no wrap)
             broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
             firsts_of = ids[starts_of].tolist()
             starts_list = starts_of.tolist()
@@ -998,12 +1051,155 @@ class BulkPcap:
                                       ids, count))  # fmt: skip
             else:
                 framer._decode(pos, ts, read(pos, end), size, False)
-            for k, ev in enumerate(out):
-                if k == 0:
-                    events[slot] = (row, slot, ev)
-                else:  # (a malformed report comes with its record: keep both, in order)
-                    events.append((row, slot + k / 1024, ev))
-            out.clear()
+            self._place_out(row, slot)
+
+    def _lean_frames(self, framer: Any, side: int, key: int, items: list, read) -> None:
+        """Lean Credit, PublishConfirm or Deliver frames of one direction's walk, each in one
+        segment (`items`: buffer position, version, size, time, row, event slot, stream
+        offset): their fields read for all at once with numpy and checked as the codec's
+        field parser checks them. A frame that fails goes the walk's way, in its place
+        (`read(a, b)`: its stream bytes, for a Deliver's head beyond its first segment)."""
+        frames, connection, direction = framer.emit.lane
+        events = self.events
+        at = np.fromiter(map(itemgetter(0), items), dtype=np.int64, count=len(items))
+        heads = self.frame_heads[at]
+        done = 0
+        if key == CREDIT_KEY:
+            h = heads.view(_CREDIT_HEAD)
+            ok = (h["version"] == 1) & (h["size"] == 7)
+            fields = zip(h["sid"].tolist(), h["credit"].tolist())
+            for item, good, (sid, credit) in zip(items, ok.tolist(), fields):
+                if good:
+                    slot = item[5]
+                    events[slot] = (item[4], slot, (key, item[3], connection, direction, sid,
+                                                    credit))  # fmt: skip
+                    done += 1
+                else:
+                    self._lean_frame(framer, side, key, item, read)
+        elif key == CONFIRM_KEY:
+            h = heads.view(_CONFIRM_HEAD)
+            count = h["count"].astype(np.int64)
+            ok = (h["version"] == 1) & (count >= 0) & (9 + 8 * count == h["size"])
+            count[~ok] = 0
+            total = int(count.sum())
+            frame_of = np.repeat(np.arange(len(items)), count)
+            starts = np.cumsum(count) - count
+            ids = self.messages[
+                at[frame_of] + 13 + 8 * (np.arange(total, dtype=np.int64) - starts[frame_of])
+            ].view(_MESSAGE)["id"]  # fmt: skip
+            # Ids that go up one by one (what brokers confirm) as a range, as for Publish.
+            steps = (ids[1:] - ids[:-1] != 1) | (ids[1:] < ids[:-1])  # (u64: no wrap)
+            broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
+            firsts = ids[np.minimum(starts, max(total - 1, 0))].tolist() if total else []
+            counts, starts_list = count.tolist(), starts.tolist()
+            publishers = h["publisher"].tolist()
+            for f, (item, good) in enumerate(zip(items, ok.tolist())):
+                if not good:
+                    self._lean_frame(framer, side, key, item, read)
+                    continue
+                n = counts[f]
+                if f in broken:
+                    run = ids[starts_list[f] : starts_list[f] + n].tolist()
+                else:
+                    run = range(firsts[f], firsts[f] + n) if n else []
+                slot = item[5]
+                events[slot] = (item[4], slot, (key, item[3], connection, direction,
+                                                publishers[f], run))  # fmt: skip
+                done += 1
+        else:
+            for version, (need, layout) in _DELIVER_HEADS.items():
+                mine = [k for k, item in enumerate(items) if item[1] == version]
+                if not mine:
+                    continue
+                h = heads[mine].view(layout)
+                entries = h["entries"].astype(np.int64)
+                ok = (
+                    (h["size"] >= need - 4)  # (a shorter frame is no v1/v2 Deliver)
+                    & (h["magic"] >> 4 == 5)
+                    & (entries * 4 <= h["data_length"])
+                    & (h["records"] <= entries * 0xFFFF)
+                )
+                committed = h["committed"].tolist() if version == 2 else repeat(None)
+                reserved = ((h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])
+                chunks = zip(*(h[name].tolist() for name, _ in _CHUNK[:-2]), reserved.tolist())
+                for k, good, sid, commit, chunk in zip(mine, ok.tolist(), h["sid"].tolist(),
+                                                        committed, chunks):  # fmt: skip
+                    item = items[k]
+                    if good:
+                        slot = item[5]
+                        events[slot] = (item[4], slot, (key, item[3], connection, direction,
+                                                        item[2], sid, commit, chunk))  # fmt: skip
+                        done += 1
+                    else:
+                        self._lean_frame(framer, side, key, item, read)
+            for item in items:
+                if item[1] not in _DELIVER_HEADS:
+                    self._lean_frame(framer, side, key, item, read)
+        frames[side] += done
+
+    def _lean_frame(self, framer: Any, side: int, key: int, item: tuple, read) -> None:
+        """One frame _lean_frames did not take, in its place, as the walk would have done."""
+        _, version, size, ts, row, slot, pos = item
+        frames, connection, direction = framer.emit.lane
+        events = self.events
+        out = self.d._out
+        if key == DELIVER_KEY:
+            head = read(pos, pos + min(4 + size, DELIVER_HEAD))
+            fields = deliver_fields(head, size, version, True)
+            if fields is not None:  # (the field checks in numpy and here are the same)
+                frames[side] += 1
+                events[slot] = (row, slot, (key, ts, connection, direction, size, *fields[:3]))
+                return
+            record = _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
+            if record.__class__ is not Malformed:
+                frames[side] += 1
+                events[slot] = (row, slot, self.d._frame_class(ts, connection, direction, pos,
+                                                               record))  # fmt: skip
+                return
+            framer._emit_head(pos, ts, head, size)  # the record and its malformed report
+        else:
+            self._lean_small(framer, side, key, item)
+            if not out:
+                return
+        self._place_out(row, slot)
+
+    def _place_out(self, row: int, slot: int) -> None:
+        """What the framer just put in d._out, for a frame deferred by the walk: in its slot
+        of the events (a malformed report comes with its record: both kept, in order)."""
+        out = self.d._out
+        events = self.events
+        for k, ev in enumerate(out):
+            if k == 0:
+                events[slot] = (row, slot, ev)
+            else:
+                events.append((row, slot + k / 1024, ev))
+        out.clear()
+
+    def _lean_small(self, framer: Any, side: int, key: int, item: tuple) -> None:
+        """_lean_frame for a Credit or PublishConfirm: its event in place, or, decoded as a
+        record (and a malformed report) in d._out."""
+        at, version, size, ts, row, slot, pos = item
+        frames, connection, direction = framer.emit.lane
+        frame = bytes(self.mv[at : at + 4 + size])
+        try:
+            fields = FIELD_PATHS[key](frame, size, version)
+        except Exception:  # noqa: BLE001 - the record path explains it
+            fields = None
+        record = None
+        if fields is None:
+            try:
+                record = _DIRECT[key](frame, size, version)
+            except Exception:  # noqa: BLE001 - decode_frame makes the Malformed record
+                record = None
+        if fields is not None or record is not None:
+            frames[side] += 1
+            payload = (
+                (key, ts, connection, direction, *fields) if fields is not None
+                else self.d._frame_class(ts, connection, direction, pos, record)
+            )  # fmt: skip
+            self.events[slot] = (row, slot, payload)
+            return
+        framer._decode(pos, ts, frame, size, False)
 
     def _exact_tail(self, framer: Any, pos: int, so: array, lo: array, po: array, io: Any,
                     to: Any) -> None:  # fmt: skip

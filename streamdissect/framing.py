@@ -108,6 +108,7 @@ class Framer:
     __slots__ = (
         "cur_cut",
         "cur_have",
+        "cur_head_only",
         "cur_keep",
         "cur_kept",
         "cur_parts",
@@ -162,6 +163,8 @@ class Framer:
         self.cur_kept = 0
         self.cur_have = 0  # bytes of this frame seen so far, captured or missing
         self.cur_cut = False  # some of its bytes are missing
+        # decoded from its first bytes (_emit_head), as data() does; None: not known yet
+        self.cur_head_only: bool | None = False
 
     def negotiated_frame_max(self, frame_max: int) -> None:
         if frame_max > 0:
@@ -276,6 +279,8 @@ class Framer:
                 self.offset += pos
                 self._resync_data(rest, ts_ns)
                 return n
+            if self.cur_head_only is None and self.cur_have >= 6:
+                self._decide_keep(ts_ns)
         take = min(self.cur_total - self.cur_have, n - pos) if self.cur_total else 0
         if take:
             if not self.cur_cut and self.cur_kept < self.cur_keep:
@@ -302,7 +307,19 @@ class Framer:
             self.rbuf += start_bytes  # resync starts at the bad frame's first byte
             return False
         self.cur_total = 4 + size
-        key = (head[4] << 8 | head[5]) if len(head) >= 6 else None
+        if len(head) >= 6:
+            self._decide_keep(ts_ns)
+        else:  # the key is in the next bytes: decided when they come, before any body byte
+            self.cur_head_only = None
+        return True
+
+    def _decide_keep(self, ts_ns: int) -> None:
+        """The key is known: keep the whole frame, or only its head (a Deliver above
+        deliver_keep_limit, a frame above the negotiated max)."""
+        head = b"".join(self.cur_parts)
+        self.cur_parts = [head]
+        size = self.cur_total - 4
+        key = head[4] << 8 | head[5]
         head_only = (
             key == DELIVER_KEY
             and self.deliver_keep_limit is not None
@@ -311,7 +328,7 @@ class Framer:
         if size > self.frame_limit and self._above_negotiated(self.cur_start, size, key, ts_ns):
             head_only = True
         self.cur_keep = DELIVER_HEAD if head_only else self.cur_total
-        return True
+        self.cur_head_only = head_only
 
     def _finish_frame(self, ts_ns: int) -> None:
         frame = b"".join(self.cur_parts)
@@ -321,7 +338,9 @@ class Framer:
             self.report(
                 "truncated", ts_ns, start, self.cur_total, "frame key/version cut by missing bytes"
             )
-        elif self.cur_kept < self.cur_total and not self.cur_cut:
+        elif (self.cur_head_only or self.cur_kept < self.cur_total) and not self.cur_cut:
+            # (a head-only frame of at most DELIVER_HEAD bytes is whole, and still a head, as
+            # when data() finds it in one piece)
             self._emit_head(start, ts_ns, frame, size)
         else:
             self._decode(start, ts_ns, frame, size, self.cur_cut)
@@ -336,7 +355,9 @@ class Framer:
     def _emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
         """A frame of which only the first bytes were kept (big Deliver, above the limit)."""
         record = decode_frame(head, declared_size=size)
-        if record.key == DELIVER_KEY and not isinstance(record, Malformed | Unknown):
+        if isinstance(record, Malformed):  # (a head the codec can read is never malformed)
+            self.report("malformed", ts_ns, offset, size + 4, record.reason)
+        elif record.key == DELIVER_KEY and not isinstance(record, Unknown):
             record.truncated = False  # complete on the wire; we only chose not to keep it
             record.chunk_payload = None
         self.emit(offset, ts_ns, record)

@@ -160,3 +160,28 @@ def test_malformed_frame_is_reported_and_framing_goes_on(streams):
     assert c.anomalies[0][0] == "malformed"
     assert len(c.frames) == 1 + len(frame_starts(data))
     assert c.frames[0][1]["malformed"] is True
+
+
+@pytest.mark.parametrize("keep_limit", [0, 64 * 1024])
+def test_small_deliver_is_the_same_record_whole_or_split(streams, keep_limit):
+    """A Deliver kept by its head only (`deliver_keep_limit` below its size) is decoded from its
+    head whether it came in one piece or several, and a malformed one is reported both ways."""
+    import struct
+
+    chunk = struct.pack(">BBHIqQQIIIBHB", 0x50, 0, 1, 1, 1_700_000_000_000, 1, 0, 0, 12, 0,
+                        0, 0, 0)  # fmt: skip
+    entry = struct.pack(">I", 8) + b"x" * 8
+
+    def deliver(body: bytes) -> bytes:
+        return struct.pack(">IHH", 4 + len(body), 0x0008, 1) + body
+
+    good = deliver(b"\x00" + chunk + entry)
+    bad_magic = deliver(b"\x00" + b"\x40" + chunk[1:] + entry)
+    data = max(streams, key=len)
+    for extra in (good, bad_magic):
+        whole = Collect(deliver_keep_limit=keep_limit).feed(extra + data, len(extra) + len(data))
+        for sizes in (1, 5, 9, 40):
+            split = Collect(deliver_keep_limit=keep_limit).feed(extra + data, sizes)
+            assert split.frames == whole.frames and split.anomalies == whole.anomalies
+        malformed = [a for a in whole.anomalies if a[0] == "malformed"]
+        assert malformed == ([("malformed", 0, len(extra))] if extra is bad_magic else [])

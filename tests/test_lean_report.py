@@ -86,6 +86,18 @@ def test_odd_hot_frames_report_same(tmp_path):
         _frame(0x0008, 2, struct.pack(">BQ", 0, 5) + chunk + entry),
         _frame(0x0008, 1, struct.pack(">B", 0) + b"\x40" + chunk[1:] + entry),  # bad magic
         _frame(0x0008, 3, struct.pack(">B", 0) + chunk + entry),  # unknown version
+        _frame(0x0008, 1, struct.pack(">B", 0) + chunk[:30]),  # shorter than a chunk header
+        _frame(0x0008, 2, struct.pack(">BQ", 0, 5) + chunk[:40]),
+        # impossible counts: 5 entries in 12 bytes; 70,000 records in one entry
+        _frame(0x0008, 1, struct.pack(">B", 0) + chunk[:2] + struct.pack(">H", 5) + chunk[4:]
+               + entry),
+        _frame(0x0008, 1, struct.pack(">B", 0) + chunk[:4] + struct.pack(">I", 70_000)
+               + chunk[8:] + entry),
+        # a head longer than the first segment of the frame (300 bytes of data)
+        _frame(0x0008, 1, struct.pack(">B", 0) + chunk[:36] + struct.pack(">I", 300)
+               + chunk[40:] + struct.pack(">I", 296) + b"y" * 296),
+        _frame(0x0003, 1, struct.pack(">Bi", 1, 0)),  # no ids
+        _frame(0x0003, 1, struct.pack(">Bi2Q", 1, 2, 2**64 - 1, 0)),  # ids through 2**64
     ]  # fmt: skip
     path = frames_capture(tmp_path / "odd.pcap", frames)
     assert lean_kinds(path) == {0x0003, 0x0008, 0x0009, 0x0017}
@@ -105,10 +117,13 @@ def test_publishes_and_confirms_report_same(tmp_path):
     def confirm(ids: list[int]) -> bytes:
         return _frame(0x0003, 1, struct.pack(f">Bi{len(ids)}Q", 7, len(ids), *ids))
 
-    groups = ([1, 2, 3], [4], [6, 5, 7], [8, 8, 9], [12, 11, 10], [13, 14, 15, 16])
+    # (ids are u64: 2**64 - 1 then 0 is no step of one)
+    groups = ([1, 2, 3], [4], [6, 5, 7], [8, 8, 9], [12, 11, 10], [13, 14, 15, 16],
+              [2**64 - 2, 2**64 - 1, 0])  # fmt: skip
     frames = [publish(ids) for ids in groups]
     frames += [confirm([1, 2]), confirm([3, 4]), confirm([5, 6, 7]), confirm([9, 8]),
-               confirm([99]), confirm([13, 14, 15, 16]), confirm([13])]  # fmt: skip
+               confirm([99]), confirm([13, 14, 15, 16]), confirm([13]), confirm([0]),
+               confirm([2**64 - 2, 2**64 - 1]), confirm([2**64 - 1, 0])]  # fmt: skip
     path = frames_capture(tmp_path / "publish.pcap", frames)
     assert {0x0002, 0x0003} <= lean_kinds(path)
     assert_same_report(path)
