@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import re
 import signal
 import struct
 from array import array
@@ -64,7 +65,6 @@ if TYPE_CHECKING:
 # per-packet columns (~250 bytes a packet, temporaries included) grow past ~16 MiB.
 BLOCK = 16 << 20
 MAX_ROWS = 1 << 16
-RUN = 64  # records checked at once for a run of equal sizes
 PAD = 128  # room after the data so header gathers never index past the buffer
 _header = struct.Struct(">IHH").unpack_from
 _third = itemgetter(2)
@@ -141,32 +141,49 @@ def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, i
     """Record starts from `pos` while whole records are in buf[:end]; (starts, position
     after the last whole record, True when a record's captured length is absurd)."""
     starts = array("q")
-    app, ext = starts.append, starts.extend
+    runs = array("q")  # (first start, records, stride) of each run; expanded at the end
+    app, add_run = starts.append, runs.extend
+    patterns: dict[int, Any] = {}  # captured length -> its run pattern (in this file's order)
     prev = -1
     while end - pos >= RECORD_HEADER_SIZE:
         cap = u32(buf, pos + 8)[0]
         if cap > MAX_PACKET:
-            return starts, pos, True
+            return _with_runs(starts, runs), pos, True
         r = RECORD_HEADER_SIZE + cap
         if pos + r > end:
             break
         if cap == prev:
-            # A run of records of one size (full-MSS segments): strided slices of their
-            # length fields say how many follow, each one pointing at the next.
-            lim = min((end - pos) // r, RUN)
-            if lim > 2:
-                q = pos + 8
-                n = lim
-                for b in range(4):
-                    s = buf[q + b : q + b + lim * r : r]
-                    n = min(n, lim - len(s.lstrip(s[0:1])))
-                ext(range(pos, pos + n * r, r))
-                pos += n * r
-                continue
+            # A run of records of one size (full-MSS segments): one regular expression match
+            # (C code) checks the length field of each, each record pointing at the next.
+            pattern = patterns.get(cap)
+            if pattern is None:
+                field = re.escape(bytes(buf[pos + 8 : pos + 12]))
+                pattern = patterns[cap] = re.compile(b"(?:.{8}%s.{%d})+" % (field, r - 12),
+                                                     re.DOTALL)  # fmt: skip
+            match = pattern.match(buf, pos, end)  # (this record at least)
+            n = (match.end() - pos) // r if match else 1
+            add_run((pos, n, r))
+            pos += n * r
+            continue
         prev = cap
         app(pos)
         pos += r
-    return starts, pos, False
+    return _with_runs(starts, runs), pos, False
+
+
+def _with_runs(starts: array, runs: array) -> array:
+    """walk_records' starts with those of its runs, in file order."""
+    if not runs:
+        return starts
+    first, count, stride = np.frombuffer(runs, dtype=np.int64).reshape(-1, 3).T
+    before = np.repeat(np.cumsum(count) - count, count)  # records of earlier runs
+    expanded = np.repeat(first, count) + (np.arange(len(before)) - before) * np.repeat(stride,
+                                                                                      count)
+    every = np.concatenate((np.frombuffer(starts, dtype=np.int64), expanded))
+    every.sort()
+    out = array("q")
+    out.frombytes(every.tobytes())
+    return out
 
 
 BLOCK_REGION, BAD_REGION, CUT_REGION = 0, 1, 2
