@@ -59,6 +59,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streamdissect.analysis.report import json_write, to_json
+from streamdissect.analysis.run import analyze_events
 from streamdissect.capture import CaptureError
 from streamdissect.cli import anomaly_dict, frame_dict, summary
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
@@ -765,33 +767,37 @@ class _Collect:
         self.events.append(("anomaly", kind, offset, length))
 
 
-def _framer(collect: _Collect) -> Framer:
-    return Framer(collect.emit, collect.report, FUZZ_MAX_FRAME)
+def _framer(collect: _Collect, **options: Any) -> Framer:
+    return Framer(collect.emit, collect.report, FUZZ_MAX_FRAME, **options)
 
 
 def run_stream(stream: bytes) -> None:
-    """Whole feed vs random splits (same frames and anomalies), then splits with missing
-    bytes (must not raise, output bounded by the input)."""
-    whole = _Collect()
-    framer = _framer(whole)
-    framer.data(memoryview(stream), 1)
-    framer.finish(1)
+    """Whole feed vs random splits into pieces of 1-9 bytes and of mixed sizes (same frames
+    and anomalies), with the default Deliver keep limit and with the analyze report's (every
+    Deliver kept by its head); then splits with missing bytes (must not raise, output
+    bounded by the input)."""
     rng = random.Random(hashlib.sha1(stream).digest())
-    split = _Collect()
-    framer = _framer(split)
-    pos = 0
-    while pos < len(stream):
-        step = rng.choice((1, 2, 3, 7, 8, 9, 64, 1460, 65536))
-        framer.data(memoryview(stream[pos : pos + step]), 1)
-        pos += step
-    framer.finish(1)
-    if split.events != whole.events:
-        first = next(i for i, (a, b) in enumerate(zip(split.events + [None], whole.events + [None]))
-                     if a != b)  # fmt: skip
-        raise Finding(
-            f"framer output depends on segmentation at event {first}: "
-            f"split {split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
-        )
+    for options in ({}, {"deliver_keep_limit": 0}):
+        whole = _Collect()
+        framer = _framer(whole, **options)
+        framer.data(memoryview(stream), 1)
+        framer.finish(1)
+        for steps in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 7, 8, 9, 64, 1460, 65536)):
+            split = _Collect()
+            framer = _framer(split, **options)
+            pos = 0
+            while pos < len(stream):
+                step = rng.choice(steps)
+                framer.data(memoryview(stream[pos : pos + step]), 1)
+                pos += step
+            framer.finish(1)
+            if split.events != whole.events:
+                first = next(i for i, (a, b) in enumerate(zip(split.events + [None],
+                                                              whole.events + [None])) if a != b)  # fmt: skip
+                raise Finding(
+                    f"framer output {options} depends on segmentation at event {first}: split "
+                    f"{split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
+                )
     gappy = _Collect()
     framer = _framer(gappy)
     pos = 0
@@ -816,6 +822,18 @@ def _event_key(event: Any) -> tuple:
                 json.dumps(event.record.to_dict(show_secrets=True), default=str))  # fmt: skip
     return (event.ts_ns, event.connection, event.direction, event.kind, event.stream_offset,
             event.length, event.detail)  # fmt: skip
+
+
+def _report(path: str, engine: str, lean: bool) -> str:
+    """The analyze report's JSON: from lean frames (the bulk engine's tuples of fields, as the
+    CLI makes it) or from records."""
+    dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, engine=engine, lean=lean,
+                          publish_messages=False, deliver_keep_limit=0)  # fmt: skip
+    result = analyze_events(dissector.run(path), report_only=True,
+                            tcp_connections_after=lambda: list(dissector.connections))  # fmt: skip
+    parts: list[str] = []
+    json_write(to_json(result, lazy=True), parts.append)
+    return "".join(parts)
 
 
 def run_pcap(data: bytes, path: str) -> None:
@@ -845,6 +863,13 @@ def run_pcap(data: bytes, path: str) -> None:
     dissector, events = runs[0]
     if events is None:
         return
+    if len(runs) == 2:
+        lean, reference = _report(path, "auto", lean=True), _report(path, "stream", lean=False)
+        if lean != reference:
+            first = next(i for i, (x, y) in enumerate(zip(lean, reference)) if x != y)
+            raise Finding(f"the lean report differs at character {first}: "
+                          f"{lean[first - 40 : first + 80]!r} vs "
+                          f"{reference[first - 40 : first + 80]!r}")  # fmt: skip
     text = io.StringIO()
     last: dict[tuple[str, str], int] = {}
     for event in events:

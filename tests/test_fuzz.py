@@ -72,3 +72,42 @@ def test_a_lying_record_is_a_finding(monkeypatch):
     monkeypatch.setattr(fuzz, "decode_frame", lambda data, **kw: real)
     with pytest.raises(fuzz.Finding, match="re-encodes"):
         fuzz.run_frame(frame)
+
+
+def test_a_lean_report_that_differs_is_a_finding(tmp_path, monkeypatch):
+    """The pcap target holds the analyze report from lean frames to the record-based one."""
+    from streamdissect.analysis import run
+
+    path = fuzz.ROOT / "captures" / "rstream-consume-credit-3.10.pcap"
+    data = path.read_bytes()
+    fuzz.run_pcap(data, str(tmp_path / "same.pcap"))  # the real code: no finding
+    real = run._lean_handlers
+
+    def off_by_one(collectors):
+        handlers = real(collectors)
+        on_credit = handlers[0x0009]
+        handlers[0x0009] = lambda ev: on_credit((*ev[:-1], ev[-1] + 1))
+        return handlers
+
+    monkeypatch.setattr(run, "_lean_handlers", off_by_one)
+    with pytest.raises(fuzz.Finding, match="lean report differs"):
+        fuzz.run_pcap(data, str(tmp_path / "planted.pcap"))
+
+
+def test_a_framer_that_depends_on_segmentation_is_a_finding(monkeypatch):
+    """With every Deliver kept by its head (the report's framing), a frame that comes in
+    pieces is decoded from its head as a whole one is: the harness sees when it is not."""
+    from streamdissect import framing
+
+    # the stream with the most Delivers (their frame headers: key 8, version 1)
+    stream = max(fuzz.corpus_streams(), key=lambda s: s.count(b"\x00\x08\x00\x01"))
+    fuzz.run_stream(stream)  # the real code: no finding
+
+    def finish_whole(self, ts_ns):  # planted: a frame that came in pieces decoded whole
+        frame = b"".join(self.cur_parts)
+        self._decode(self.cur_start, ts_ns, frame, self.cur_total - 4, self.cur_cut)
+        self._reset_frame()
+
+    monkeypatch.setattr(framing.Framer, "_finish_frame", finish_whole)
+    with pytest.raises(fuzz.Finding, match="deliver_keep_limit.: 0"):
+        fuzz.run_stream(stream)
