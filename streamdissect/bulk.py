@@ -872,14 +872,17 @@ class BulkPcap:
         # lean (Dissector docstring): no record for the hottest frames, a tuple of their fields
         lean = lane is not None and self.d.lean
         fields_of = FIELD_PATHS
-        j = 0
+        jj = 0
         while pos < send:
+            j = jj  # the segment the last frame ended in
             if send - pos < HEADER:
                 self._exact_tail(framer, pos, so, lo, po, io, to)
                 return
             seg_end = so[j] + lo[j]
-            if not so[j] <= pos < seg_end:  # (a small frame ends where the next one starts)
-                j = bisect_right(so, pos, j) - 1
+            if not so[j] <= pos < seg_end:
+                # Clients and brokers end a segment with a frame: this one starts the next
+                # (in-order segments follow each other without a gap or an overlap).
+                j = j + 1 if pos == seg_end else bisect_right(so, pos, j) - 1
                 seg_end = so[j] + lo[j]
             at = po[j] + pos - so[j]
             if pos + HEADER <= seg_end:
