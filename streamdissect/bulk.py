@@ -105,6 +105,9 @@ _CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records",
           ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
 _CREDIT_HEAD = _head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
 _CONFIRM_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
+# (PUBLISH_HEAD bytes: v1 Publish, then its first message's id and simple-entry size word)
+_PUBLISH_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
+                             ("word", ">u4"))  # fmt: skip
 _DELIVER_HEADS = {
     1: (57, _head_layout(*_FRAME, ("sid", "u1"), *_CHUNK)),
     2: (65, _head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK)),
@@ -995,33 +998,28 @@ class BulkPcap:
         events = self.events
         emit = framer.emit
         out = d._out
-        plan = []  # (item, publisher id, count, stride)
-        buf = self.buf
-        for item in items:
-            pos, end, size, ts, row, slot, at, seg_end = item
-            if end - pos >= PUBLISH_HEAD:
-                _, _, version, publisher, count, _, word = (
-                    _publish_head(buf, at) if pos + PUBLISH_HEAD <= seg_end
-                    else _publish_head(read(pos, pos + PUBLISH_HEAD), 0)
-                )  # fmt: skip
-                stride = 12 + word
-                if (
-                    version == 1
-                    and count > 0
-                    and word < 0x80000000
-                    and 13 + count * stride == 4 + size
-                ):
-                    plan.append((item, publisher, count, stride))
-                    continue
-            plan.append((item, None, 0, 0))
-        ok_plan = [p for p in plan if p[1] is not None]
+        n = len(items)
+        pos, size, at, seg_end = (np.fromiter(map(itemgetter(k), items), np.int64, n)
+                                  for k in (0, 2, 6, 7))  # fmt: skip
+        # The heads (up to the first message's entry word), read for all at once where the
+        # segment holds them, one by one where they cross into the next.
+        h = self.frame_heads[at].view(_PUBLISH_HEAD)
+        version, publisher = h["version"].astype(np.int64), h["publisher"].astype(np.int64)
+        count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
+        whole = size + 4 >= PUBLISH_HEAD
+        for k in np.flatnonzero(whole & (pos + PUBLISH_HEAD > seg_end)).tolist():
+            a = int(pos[k])
+            _, _, version[k], publisher[k], count[k], _, word[k] = _publish_head(
+                read(a, a + PUBLISH_HEAD), 0)
+        stride = 12 + word
+        ok = (whole & (version == 1) & (count > 0) & (word < 0x80000000)
+              & (13 + count * stride == 4 + size))  # fmt: skip
+        ok_frames = np.flatnonzero(ok)
         ids_of: dict[int, list] = {}
-        if ok_plan:
-            counts = np.array([p[2] for p in ok_plan], dtype=np.int64)
-            strides = np.array([p[3] for p in ok_plan], dtype=np.int64)
-            firsts = np.array([p[0][0] + 13 for p in ok_plan], dtype=np.int64)
+        if len(ok_frames):
+            counts, strides, firsts = count[ok_frames], stride[ok_frames], pos[ok_frames] + 13
             total = int(counts.sum())
-            frame_of = np.repeat(np.arange(len(ok_plan)), counts)
+            frame_of = np.repeat(np.arange(len(ok_frames)), counts)
             starts_of = np.cumsum(counts) - counts
             index = np.arange(total, dtype=np.int64) - starts_of[frame_of]
             at = firsts[frame_of] + index * strides[frame_of]  # stream offsets of messages
@@ -1047,30 +1045,30 @@ class BulkPcap:
             broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
             firsts_of = ids[starts_of].tolist()
             starts_list = starts_of.tolist()
-            for f, (item, _, count, _) in enumerate(ok_plan):
+            for f, (k, n_ids) in enumerate(zip(ok_frames.tolist(), counts.tolist())):
                 if f in bad_frames:
                     continue
                 if f in broken:
-                    at = starts_list[f]
-                    ids_of[item[5]] = ids[at : at + count].tolist()
+                    first = starts_list[f]
+                    ids_of[k] = ids[first : first + n_ids].tolist()
                 else:
-                    ids_of[item[5]] = range(firsts_of[f], firsts_of[f] + count)
+                    ids_of[k] = range(firsts_of[f], firsts_of[f] + n_ids)
         lane = getattr(emit, "lane", None)  # lean: see _walk
         lean = lane is not None and d.lean
-        for item, publisher, count, _ in plan:
-            pos, end, size, ts, row, slot = item[:6]
-            ids = ids_of.get(slot)
+        for k, (item, pid, n_ids) in enumerate(zip(items, publisher.tolist(), count.tolist())):
+            start, end, frame_size, ts, row, slot = item[:6]
+            ids = ids_of.get(k)
             if ids is not None and lean and not out:
                 frames, connection, direction = lane
                 frames[side] += 1
-                events[slot] = (row, slot, (PUBLISH_KEY, ts, connection, direction, publisher,
-                                            ids, count, size))  # fmt: skip
+                events[slot] = (row, slot, (PUBLISH_KEY, ts, connection, direction, pid, ids,
+                                            n_ids, frame_size))  # fmt: skip
                 continue
             if ids is not None:
-                emit(pos, ts, PUBLISH(PUBLISH_KEY, 1, size, None, None, False, publisher, None,
-                                      ids, count))  # fmt: skip
+                emit(start, ts, PUBLISH(PUBLISH_KEY, 1, frame_size, None, None, False, pid, None,
+                                        ids, n_ids))  # fmt: skip
             else:
-                framer._decode(pos, ts, read(pos, end), size, False)
+                framer._decode(start, ts, read(start, end), frame_size, False)
             self._place_out(row, slot)
 
     def _lean_frames(self, framer: Any, side: int, key: int, items: list, read) -> None:
