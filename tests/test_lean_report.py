@@ -98,9 +98,19 @@ def test_odd_hot_frames_report_same(tmp_path):
                + chunk[40:] + struct.pack(">I", 296) + b"y" * 296),
         _frame(0x0003, 1, struct.pack(">Bi", 1, 0)),  # no ids
         _frame(0x0003, 1, struct.pack(">Bi2Q", 1, 2, 2**64 - 1, 0)),  # ids through 2**64
+        # Publish: well-formed, v2, no messages, a count that does not fit, a sub-batch entry,
+        # shorter than a message head, and messages of two sizes
+        _frame(0x0002, 1, struct.pack(">BiQI", 7, 1, 5, 3) + b"abc"),
+        _frame(0x0002, 2, struct.pack(">BiQhI", 7, 1, 5, -1, 3) + b"abc"),
+        _frame(0x0002, 1, struct.pack(">Bi", 7, 0)),
+        _frame(0x0002, 1, struct.pack(">BiQI", 7, 2, 5, 3) + b"abc"),
+        _frame(0x0002, 1, struct.pack(">BiQBHII", 7, 1, 5, 0x80, 1, 3, 3) + b"abc"),
+        _frame(0x0002, 1, struct.pack(">BiQ", 7, 1, 5)),
+        _frame(0x0002, 1, struct.pack(">BiQI", 7, 2, 5, 3) + b"abc" + struct.pack(">QI", 6, 4)
+               + b"abcd"),
     ]  # fmt: skip
     path = frames_capture(tmp_path / "odd.pcap", frames)
-    assert lean_kinds(path) == {0x0003, 0x0008, 0x0009, 0x0017}
+    assert lean_kinds(path) == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
     assert_same_report(path)
 
 
