@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import signal
 import statistics
 import subprocess
@@ -344,16 +345,24 @@ def env_info() -> dict:
             "git": git_rev()}
 
 
-def cpu_ticks() -> tuple[int, int] | None:
-    """(steal, total) jiffies of all CPUs from /proc/stat: on a virtual machine, time the
-    hypervisor gave to other guests. CPU-bound tools slow down by it, `cat` of a cached file
-    much less, so their ratio moves with it."""
+def cpu_ticks() -> tuple[int, int, int] | None:
+    """(steal, total, busy) jiffies of all CPUs from /proc/stat. Steal: on a virtual machine,
+    time the hypervisor gave to other guests. CPU-bound tools slow down by it, `cat` of a
+    cached file much less, so their ratio moves with it. Busy: time any process of this
+    machine ran (with this run's children's CPU time taken off, what else ran)."""
     try:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+    fields += [0] * (8 - len(fields))
+    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    return steal, sum(fields[:8]), user + nice + system + irq + softirq
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def git_rev() -> str:
@@ -436,12 +445,15 @@ def main(argv=None) -> int:
                 t.bytes = os.path.getsize(t.path)
         warm(path)
         load0 = os.getloadavg()
-        ticks0 = cpu_ticks()
+        ticks0, ours0, wall0 = cpu_ticks(), children_cpu_s(), time.monotonic()
         log("measuring (%d repeats, round-robin) ..." % args.repeats)
         measure(tools, args.repeats, args.timeout, args.repeat_cap, env, log)
-        ticks1 = cpu_ticks()
+        ticks1, ours1, wall1 = cpu_ticks(), children_cpu_s(), time.monotonic()
         if ticks0 and ticks1 and ticks1[1] > ticks0[1]:
             info["cpu_steal"] = round((ticks1[0] - ticks0[0]) / (ticks1[1] - ticks0[1]), 4)
+            busy_s = (ticks1[2] - ticks0[2]) / os.sysconf("SC_CLK_TCK")
+            # (jiffies are coarse: a few hundredths of a CPU either way are noise)
+            info["other_cpu"] = round(max(busy_s - (ours1 - ours0), 0.0) / (wall1 - wall0), 3)
 
     flat = None
     if args.flatness:
@@ -491,7 +503,10 @@ def main(argv=None) -> int:
                         "/".join("%.2f" % x for x in info["loadavg_after"])))
     if info.get("cpu_steal") is not None:
         print("  CPU steal during the runs: %.1f %% of all CPU time (the hypervisor serving "
-              "other guests)\n" % (100 * info["cpu_steal"]))
+              "other guests)" % (100 * info["cpu_steal"]))
+        print("  other processes on this machine during the runs: %.2f of a CPU on average "
+              "(a RabbitMQ broker left running adds its timers: bash scripts/brokers.sh stop)\n"
+              % info["other_cpu"])
     print(table(tools))
     for t in tools:
         if t.name == "scapy" and t.ok:
