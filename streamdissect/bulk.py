@@ -140,6 +140,11 @@ def _header_dtype(order: str) -> np.dtype:
     )  # fmt: skip
 
 
+# Run patterns compiled per block at most (~85 us each): a file of many sizes, each twice in
+# a row, must not cost a compile a record; past this its runs are walked one by one.
+RUN_PATTERNS = 64
+
+
 def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, int, bool]:
     """Record starts from `pos` while whole records are in buf[:end]; (starts, position
     after the last whole record, True when a record's captured length is absurd)."""
@@ -155,7 +160,7 @@ def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, i
         r = RECORD_HEADER_SIZE + cap
         if pos + r > end:
             break
-        if cap == prev:
+        if cap == prev and (cap in patterns or len(patterns) < RUN_PATTERNS):
             # A run of records of one size (full-MSS segments): one regular expression match
             # (C code) checks the length field of each, each record pointing at the next.
             pattern = patterns.get(cap)

@@ -46,3 +46,19 @@ def test_same_as_a_plain_walk(order):
     starts, pos, bad = walk_records(bytearray(absurd), 0, len(absurd), u32)
     assert (list(starts), pos, bad) == plain_walk(absurd, u32)
     assert bad
+
+
+def test_many_sizes_compile_few_patterns(monkeypatch):
+    """A file of many record sizes, each twice in a row: at most RUN_PATTERNS run patterns
+    are compiled a block (each costs ~85 us), and the walk is still the plain one."""
+    from streamdissect import bulk
+
+    compiled = []
+    real_compile = bulk.re.compile
+    monkeypatch.setattr(bulk.re, "compile", lambda *a: compiled.append(a) or real_compile(*a))
+    u32 = struct.Struct("<I").unpack_from
+    data = b"".join(struct.pack("<IIII", 1, 2, n, n) + b"z" * n
+                    for n in range(100, 600) for _ in range(2))  # fmt: skip
+    starts, pos, bad = walk_records(bytearray(data), 0, len(data), u32)
+    assert (list(starts), pos, bad) == plain_walk(data, u32)
+    assert len(compiled) == bulk.RUN_PATTERNS
