@@ -21,6 +21,7 @@ class Column:
 # from zero, which matters for correlation ids and codes.
 KINDS = {
     "int64": ("Int64", "int64"),
+    "uint64": ("UInt64", "uint64"),  # u64 on the wire: publishing ids, chunk ids (offsets)
     "int32": ("Int32", "int32"),
     "float64": ("float64", "float64"),
     "string": ("string", "string"),
@@ -112,7 +113,7 @@ LATENCY = _cols(
 PUBLISHES = _cols(
     ("connection", "string"),
     ("publisher_id", "int32"),
-    ("publishing_id", "int64"),
+    ("publishing_id", "uint64"),
     ("publish_ts_ns", "int64"),
     ("outcome_ts_ns", "int64"),
     ("lag_ms", "float64"),
@@ -173,12 +174,12 @@ DELIVERIES = _cols(
     ("ts_ns", "int64"),
     ("connection", "string"),
     ("subscription_id", "int32"),
-    ("chunk_first_offset", "int64"),
+    ("chunk_first_offset", "uint64"),
     ("num_records", "int64"),
     ("num_entries", "int64"),
     ("chunk_type", "int32"),
     ("chunk_timestamp_ms", "int64", "broker clock"),
-    ("committed_chunk_id", "int64", "Deliver v2 only"),
+    ("committed_chunk_id", "uint64", "Deliver v2 only"),
     ("lag", "int64", "committed_chunk_id - chunk_first_offset (Deliver v2 only)"),
     ("delivery_latency_ms", "float64", "capture time - chunk timestamp (two clocks)"),
     ("size", "int64"),

@@ -12,8 +12,8 @@ import pytest
 import worsen
 
 from streamdissect.analysis import analyze, report
+from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.confirms import ConfirmCollector
-from streamdissect.analysis.consumption import CompactRows
 from streamdissect.analysis.report import json_text, json_write, to_json
 
 HANDLERS = {"p": "on_publish", "c": "on_confirm", "e": "on_error", "d": "on_declare"}
@@ -84,6 +84,29 @@ def test_compact_rows_read_back_as_the_tuples_given(chunk, monkeypatch):
     for start in range(0, 1000, 37):
         for stop in (start, start + 1, start + 13, 1000):
             assert rows[start:stop] == given[start:stop]
+
+
+@pytest.mark.parametrize("chunk", [CompactRows.CHUNK, 7])
+def test_compact_rows_extended_and_as_columns(chunk, monkeypatch):
+    """Rows added in batches of any size read back as when added one by one; columns() gives
+    each column's values (numpy arrays with a mask where a chunk kept numbers)."""
+    import random
+
+    monkeypatch.setattr(CompactRows, "CHUNK", chunk)
+    given = [(i, f"c{i % 3}", None if i % 7 == 0 else i * 3, 1.5 * i, 2**64 - i if i == 9 else i)
+             for i in range(1000)]  # fmt: skip
+    rows, rng, at = CompactRows(5), random.Random(chunk), 0
+    while at < len(given):
+        size = rng.choice([0, 1, 2, chunk - 1, chunk, chunk + 1, 3 * chunk])
+        rows.extend(given[at : at + size])
+        at += size
+    assert list(rows) == given and len(rows) == len(given)
+    for i, (values, none) in enumerate(rows.columns()):
+        values = values.tolist() if hasattr(values, "tolist") else values
+        if none is not None:
+            values = [None if n else v for v, n in zip(values, none.tolist())]
+        assert values == [row[i] for row in given], i
+    assert list(rows) == given  # (columns() leaves the rows as they were)
 
 
 @pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 3])

@@ -380,3 +380,33 @@ def test_out_of_order_cap_is_an_anomaly_in_jsonl_and_in_the_analyze_table(tmp_pa
     assert any(r["command"] == "Anomaly" and r["kind"] == "ooo_cap" for r in rows)
     table = analyze_events(iter(events)).anomalies
     assert "ooo_cap" in set(table["kind"])
+
+
+def test_u64_ids_and_chunk_ids_beyond_int64_in_every_output(tmp_path, capsys):
+    """Publishing ids and chunk ids are u64 on the wire: ids past 2**63 are kept exactly in
+    JSON and in the pandas tables (UInt64 columns), a lag that no int64 holds is missing
+    (<NA>) there, and the text report, which goes through pandas, does not fail."""
+    from test_bulk_engine import _frame, frames_capture
+
+    from streamdissect.analysis import analyze
+
+    top = 2**64 - 1
+    publish = _frame(0x0002, 1, struct.pack(">BiQI", 7, 1, top, 3) + b"abc")
+    confirm = _frame(0x0003, 1, struct.pack(">BiQ", 7, 1, top))
+    chunk = struct.pack(">BBHIqQQIIIBHB", 0x50, 0, 1, 1, 1_700_000_000_000, 1, 0, 0, 12, 0, 0,
+                        0, 0)  # fmt: skip
+    entry = struct.pack(">I", 8) + b"x" * 8
+    deliver = _frame(0x0008, 2, struct.pack(">BQ", 0, top) + chunk + entry)  # committed 2**64-1
+    path = frames_capture(tmp_path / "u64.pcap", [publish, confirm, deliver])
+    for fmt in ("text", "json"):
+        assert main(["analyze", "--format", fmt, str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "Traceback" not in out
+    report = json.loads(out)
+    assert {row["lag"] for row in report["consumer_lag"]} == {top}  # (exact in JSON)
+    a = analyze(str(path))
+    assert str(a.publishes.dtypes["publishing_id"]) == "UInt64"
+    assert set(a.publishes["publishing_id"]) == {top}
+    deliveries = a.deliveries
+    assert set(deliveries["committed_chunk_id"]) == {top}
+    assert deliveries["lag"].isna().all()  # (2**64 - 1 - 0 does not fit an int64)

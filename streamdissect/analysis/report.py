@@ -141,7 +141,8 @@ def _bool_column(values) -> list[str]:
 
 
 # column kind -> values -> their JSON texts, as plain_records + json.dumps make them
-_COLUMN_TEXT = {"int64": _int_column, "int32": _int_column, "float64": _float_column,
+_COLUMN_TEXT = {"int64": _int_column, "int32": _int_column, "uint64": _int_column,
+                "float64": _float_column,
                 "string": _str_column, "bool": _bool_column}  # fmt: skip
 
 

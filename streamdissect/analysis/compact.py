@@ -1,0 +1,125 @@
+"""Table rows kept as columns: a large table (a Deliver or a publishing id a row) in a
+fraction of the memory of a list of tuples, read back as the same tuples."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+
+
+class CompactRows:
+    """A list of equal-length tuples kept, CHUNK rows at a time, as one array per column
+    (8 bytes a value, plus a None mask when needed) wherever a column's values fit one;
+    read back as the same tuples, by index or slice."""
+
+    CHUNK = 4096
+
+    def __init__(self, width: int) -> None:
+        self._width = width
+        self._chunks: list[list] = []  # per chunk: [(values, None mask or None)] by column
+        self._pending: list[tuple] = []
+        self._n = 0
+
+    def append(self, row: tuple) -> None:
+        self._pending.append(row)
+        self._n += 1
+        if len(self._pending) == self.CHUNK:
+            self._chunks.append([_column(c) for c in zip(*self._pending)])
+            self._pending = []
+
+    def extend(self, rows: list[tuple]) -> None:
+        for at in range(0, len(rows), self.CHUNK):
+            part = rows[at : at + self.CHUNK]
+            room = self.CHUNK - len(self._pending)
+            self._pending += part[:room]
+            self._n += len(part)
+            if len(self._pending) == self.CHUNK:
+                self._chunks.append([_column(c) for c in zip(*self._pending)])
+                self._pending = part[room:]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def _rows(self, start: int, stop: int) -> list[tuple]:
+        out: list[tuple] = []
+        at = 0
+        for chunk in self._chunks:
+            size = len(chunk[0][0])
+            if at + size > start and at < stop:
+                lo, hi = max(start - at, 0), min(stop - at, size)
+                columns = []
+                for values, none in chunk:
+                    part = values[lo:hi]
+                    if none is not None:
+                        part = [None if n else v for v, n in zip(part, none[lo:hi])]
+                    columns.append(part)
+                out += zip(*columns)
+            at += size
+        if stop > at:
+            out += self._pending[max(start - at, 0) : stop - at]
+        return out
+
+    def columns(self) -> list[tuple]:
+        """The table as columns, for a DataFrame: per column (numpy array, None mask or None)
+        where every chunk kept it as one kind of array, else (list of the values, None)."""
+        import numpy as np  # (only the pandas tables ask)
+
+        if self._pending:  # (a shorter last chunk: reading by index allows for it)
+            self._chunks.append([_column(c) for c in zip(*self._pending)])
+            self._pending = []
+        out = []
+        for i in range(self._width):
+            parts = [chunk[i] for chunk in self._chunks]
+            codes = {values.typecode if isinstance(values, array) else None
+                     for values, _ in parts}  # fmt: skip
+            if len(codes) == 1 and None not in codes:
+                code = codes.pop()
+                data = np.concatenate([np.frombuffer(v, dtype="i8" if code == "q" else "f8")
+                                       for v, _ in parts])  # fmt: skip
+                masks = [np.frombuffer(none, dtype=bool) if none is not None
+                         else np.zeros(len(v), dtype=bool) for v, none in parts]  # fmt: skip
+                mask = np.concatenate(masks) if any(n is not None for _, n in parts) else None
+                out.append((data, mask))
+                continue
+            values: list = []
+            for part, none in parts:
+                part = part.tolist() if isinstance(part, array) else list(part)
+                values += part if none is None else [None if n else v for v, n in zip(part, none)]
+            out.append((values, None))
+        return out
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._n)
+            rows = self._rows(start, stop)
+            return rows if step == 1 else rows[::step]
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError(index)
+        return self._rows(index, index + 1)[0]
+
+    def __iter__(self) -> Iterator[tuple]:
+        for at in range(0, self._n, self.CHUNK):
+            yield from self._rows(at, min(at + self.CHUNK, self._n))
+
+
+def _column(values: tuple) -> tuple:
+    """(values as an array when they all fit one, else as given; None mask or None)."""
+    kinds = set(map(type, values))
+    none = None
+    if type(None) in kinds:
+        kinds.discard(type(None))
+        none = bytes([v is None for v in values])
+    code = "q" if kinds == {int} else "d" if kinds == {float} else None
+    if code is None:
+        return values, None
+    try:
+        filler = 0 if code == "q" else 0.0
+        return array(code, values if none is None else [filler if v is None else v
+                                                        for v in values]), none  # fmt: skip
+    except OverflowError:
+        return values, None
