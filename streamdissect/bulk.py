@@ -245,7 +245,7 @@ _ITEM = struct.Struct("<BBQQQq")
 FLOW_COLUMNS = 10
 STARTS = FLOW_COLUMNS + 3
 COLUMNS = STARTS + 1
-FIRST_BLOCK = 1 << 20
+FIRST_BLOCK = 1 << 20  # the helper's first read; each next one twice the last, up to BLOCK
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
 

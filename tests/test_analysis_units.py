@@ -185,3 +185,38 @@ def test_lifecycle_handshake_tune_close_and_silences():
     assert row["heartbeats_c2s"] == 2 and row["heartbeats_s2c"] == 0
     assert row["missed_heartbeat_gaps"] == 2  # c2s 1000 -> 4000 ms, s2c 9 -> 4002 ms
     assert row["closed_by"] == "client" and row["close_reason"] == "bye"
+
+
+def test_dataframe_holds_what_fits_and_leaves_the_rest_missing():
+    """Values a column's dtype cannot hold (past its range, of another type) are <NA> there,
+    never an exception or a warning; the others keep their exact values, u64 ids included.
+    Rows as tuples, and kept as columns (CompactRows)."""
+    import warnings
+
+    import pandas as pd
+
+    from streamdissect.analysis.compact import CompactRows
+    from streamdissect.analysis.frame_tables import dataframe
+
+    # the deliveries table: ts, connection, sid, first offset, records, entries, chunk type,
+    # chunk ts, committed, lag, latency, size, crc_ok
+    good = (1, "c", 0, 2**64 - 1, 5, 1, 0, 1_700_000_000_000, 2**64 - 2, 1, 0.5, 100, True)
+    odd = (2**63, None, 300, -1, "x", 2**70, 1.5, None, None, 2**64 - 1, "y", None, "z")
+    compact = CompactRows(len(good))
+    compact.extend([good, odd] * 3000)
+    for rows in ([good, odd], compact):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            df = dataframe("deliveries", rows)
+        first, second = df.iloc[0].to_dict(), df.iloc[1].to_dict()
+        assert first == {"ts_ns": 1, "connection": "c", "subscription_id": 0,
+                         "chunk_first_offset": 2**64 - 1, "num_records": 5, "num_entries": 1,
+                         "chunk_type": 0, "chunk_timestamp_ms": 1_700_000_000_000,
+                         "committed_chunk_id": 2**64 - 2, "lag": 1, "delivery_latency_ms": 0.5,
+                         "size": 100, "crc_ok": True}  # fmt: skip
+        missing = {name for name, value in second.items() if pd.isna(value)}
+        assert missing == {"ts_ns", "connection", "chunk_first_offset", "num_records",
+                           "num_entries", "chunk_timestamp_ms", "committed_chunk_id", "lag",
+                           "delivery_latency_ms", "size"}  # fmt: skip
+        assert second["subscription_id"] == 300 and second["crc_ok"] is True
+        assert second["chunk_type"] == 1  # (a float in an int column: int(), as in the JSON)

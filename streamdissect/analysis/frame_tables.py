@@ -51,11 +51,12 @@ def _array(values, none, kind: str):
             return pd.array(np.array(values, dtype=dtype), dtype=pandas_dtype)
         except (TypeError, ValueError, OverflowError):
             pass
-        try:  # (ints and None)
-            return pd.array(values, dtype=pandas_dtype)
+        try:  # (ints and None; numpy's warning for a float it cannot cast is not the user's)
+            with np.errstate(invalid="ignore", over="ignore"):
+                return pd.array(values, dtype=pandas_dtype)
         except (TypeError, ValueError, OverflowError):
             cast = _cast(kind)
-            held = [cast(v) for v in values]
+            held = [_held(cast, v) for v in values]
             held = [v if v is not None and low <= v <= high else None for v in held]
             mask = np.array([v is None for v in held], dtype=bool)
             data = np.array([0 if v is None else v for v in held], dtype=dtype)
@@ -65,12 +66,21 @@ def _array(values, none, kind: str):
             return np.array(values, dtype=np.float64)  # (None -> NaN)
         except (TypeError, ValueError, OverflowError):
             cast = _cast(kind)
-            return np.array([_float_or_nan(cast, v) for v in values], dtype=np.float64)
+            held = (_held(cast, v) for v in values)
+            return np.array([math.nan if v is None else v for v in held], dtype=np.float64)
     plain = {"string": str, "bool": bool}[kind]
     if not set(map(type, values)) - {plain, type(None)}:  # (no value to convert)
         return pd.array(values, dtype=pandas_dtype)
     cast = _cast(kind)
-    return pd.array([cast(v) for v in values], dtype=pandas_dtype)
+    return pd.array([_held(cast, v) for v in values], dtype=pandas_dtype)
+
+
+def _held(cast, v):
+    """`cast(v)`, or None for a value the column's kind cannot take."""
+    try:
+        return cast(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _from_numpy(values, none, kind: str):
@@ -82,12 +92,11 @@ def _from_numpy(values, none, kind: str):
         dtype, low, high = _INTEGERS[kind]
         if values.dtype.kind == "f":
             missing |= ~np.isfinite(values) | (values != np.floor(values))
-            values = np.where(missing, 0, values)
-        if values.dtype == np.int64:  # (what does not fit the dtype is missing)
-            if low > -(2**63):
-                missing |= values < low
-            if high < 2**63 - 1:
-                missing |= values > high
+        # what does not fit the dtype is missing (compared in the values' own type)
+        if low > -(2**63) or values.dtype.kind == "f":
+            missing |= values < low
+        if high < 2**63 - 1 or values.dtype.kind == "f":
+            missing |= values > high
         data = np.where(missing, 0, values).astype(dtype)
         return pd.arrays.IntegerArray(data, missing)
     if kind == "float64":
@@ -96,14 +105,6 @@ def _from_numpy(values, none, kind: str):
         return data
     return _array([None if m else v for v, m in zip(values.tolist(), missing.tolist())], None,
                   kind)
-
-
-def _float_or_nan(cast, v) -> float:
-    try:
-        v = cast(v)
-    except (TypeError, ValueError, OverflowError):
-        return math.nan
-    return math.nan if v is None else v
 
 
 def _cast(kind: str):
