@@ -28,6 +28,7 @@ class CompactRows:
             self._pending = []
 
     def extend(self, rows: list[tuple]) -> None:
+        """append() for each row, without a call a row."""
         for at in range(0, len(rows), self.CHUNK):
             part = rows[at : at + self.CHUNK]
             room = self.CHUNK - len(self._pending)
