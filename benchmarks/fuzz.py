@@ -792,8 +792,8 @@ def run_stream(stream: bytes) -> None:
                 pos += step
             framer.finish(1)
             if split.events != whole.events:
-                first = next(i for i, (a, b) in enumerate(zip(split.events + [None],
-                                                              whole.events + [None])) if a != b)  # fmt: skip
+                pairs = zip(split.events + [None], whole.events + [None])
+                first = next(i for i, (a, b) in enumerate(pairs) if a != b)
                 raise Finding(
                     f"framer output {options} depends on segmentation at event {first}: split "
                     f"{split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"

@@ -65,7 +65,7 @@ def body(i: int) -> bytes:
 async def workload(port: int, token: str, n: int) -> dict:
     from rstream import AMQPMessage, Consumer, ConsumerOffsetSpecification, OffsetType, Producer
 
-    stream = "%s-stream" % token
+    stream = f"{token}-stream"
     confirmed = [0]
     failed = [0]
     consumed = [0]
@@ -84,10 +84,10 @@ async def workload(port: int, token: str, n: int) -> dict:
 
     t0 = time.monotonic()
     async with Producer(HOST, port, username=USER, password=PASSWORD,
-                        connection_name="%s-producer" % token) as producer:
+                        connection_name=f"{token}-producer") as producer:
         await producer.create_stream(stream)
         consumer = Consumer(HOST, port, username=USER, password=PASSWORD,
-                            connection_name="%s-consumer" % token)
+                            connection_name=f"{token}-consumer")
         await consumer.start()
         sub = await consumer.subscribe(
             stream, on_message,
@@ -118,14 +118,14 @@ async def workload(port: int, token: str, n: int) -> dict:
 
 def capture(raw_path: Path, port: int, token: str, n: int) -> tuple[dict, dict]:
     cmd = ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", "131072", "-w", str(raw_path),
-           "tcp port %d" % port]
+           f"tcp port {port}"]
     td = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     line = ""
     deadline = time.monotonic() + 15
     while "listening on" not in line:
         line = td.stderr.readline()
         if not line and td.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("tcpdump did not start: %r" % line)
+            raise SystemExit(f"tcpdump did not start: {line!r}")
     try:
         counts = asyncio.run(workload(port, token, n))
         time.sleep(0.5)  # let the last ACKs and FINs reach the capture
@@ -176,7 +176,7 @@ def find_connections(raw_path: Path, port: int, token: bytes) -> set:
     with open(raw_path, "rb") as f:
         hdr = read_header(f)
         if hdr.linktype != LINKTYPE_ETHERNET:
-            raise SystemExit("expected Ethernet link type (tcpdump on lo), got %d" % hdr.linktype)
+            raise SystemExit(f"expected Ethernet link type (tcpdump on lo), got {hdr.linktype}")
         for _sec, _frac, _olen, data in read_packets(f, hdr):
             p = _parse(data)
             if p is None:
@@ -251,7 +251,7 @@ def recut(raw_path: Path, out_path: Path, port: int, keep: set, mss: int = MSS) 
         st["packets"] = w.packets
     payload_in = st["payload_c2s"] + st["payload_s2c"]
     if st["payload_out"] != payload_in or st["largest_out_segment"] > mss:
-        raise SystemExit("re-cut lost bytes or left a big segment: %r" % st)
+        raise SystemExit(f"re-cut lost bytes or left a big segment: {st!r}")
     return st
 
 
@@ -272,18 +272,18 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = out.with_name(out.stem + ".loopback.pcap")
     n = max(1, round(MESSAGES * args.scale))
-    token = "sd-bench-%d-%x" % (os.getpid(), int(time.time() * 1000) & 0xFFFFFFFF)
+    token = f"sd-bench-{os.getpid()}-{int(time.time() * 1000) & 0xFFFFFFFF:x}"
 
     t0 = time.monotonic()
-    print("capturing %d messages of %d bytes via 127.0.0.1:%d ..." % (n, BODY_SIZE, args.port),
+    print(f"capturing {n} messages of {BODY_SIZE} bytes via 127.0.0.1:{args.port} ...",
           flush=True)
     counts, tdstats = capture(raw, args.port, token, n)
     t1 = time.monotonic()
     if counts["consumed"] < n or counts["confirmed"] < n:
-        print("warning: not every message was confirmed/consumed: %r" % counts, file=sys.stderr)
+        print(f"warning: not every message was confirmed/consumed: {counts!r}", file=sys.stderr)
     if tdstats.get("tcpdump_dropped"):
-        raise SystemExit("tcpdump dropped %d packets; the capture is incomplete"
-                         % tdstats["tcpdump_dropped"])
+        raise SystemExit(f"tcpdump dropped {tdstats['tcpdump_dropped']} packets; the capture "
+                         "is incomplete")
     keep = find_connections(raw, args.port, token.encode())
     st = recut(raw, out, args.port, keep, args.mss)
     t2 = time.monotonic()
@@ -298,18 +298,17 @@ def main(argv=None) -> int:
         "capture_s": round(t1 - t0, 1), "recut_s": round(t2 - t1, 1),
     }
     from importlib.metadata import version
-    summary["client"] = "rstream %s" % version("rstream")
+    summary["client"] = f"rstream {version('rstream')}"
     Path(str(out) + ".json").write_text(json.dumps(summary, indent=2) + "\n")
-    print("wrote %s: %d packets, %.1f MB (%d bytes)" % (out, st["packets"], summary["bytes"] / 1e6,
-                                                      summary["bytes"]))
-    print("  loopback capture: %d packets kept of %d, %d segments > MSS re-cut (largest %d)"
-          % (st["raw_packets_kept"], st["raw_packets"], st["split_segments"],
-             st["largest_raw_segment"]))
-    print("  payload: c2s %d bytes, s2c %d bytes; %d connections"
-          % (st["payload_c2s"], st["payload_s2c"], len(keep)))
-    print("  messages: published %(published)d, confirmed %(confirmed)d, errors "
-          "%(publish_errors)d, consumed %(consumed)d" % counts)
-    print("  time: capture %.1f s, re-cut %.1f s" % (t1 - t0, t2 - t1))
+    print(f"wrote {out}: {st['packets']} packets, {summary['bytes'] / 1e6:.1f} MB "
+          f"({summary['bytes']} bytes)")
+    print(f"  loopback capture: {st['raw_packets_kept']} packets kept of {st['raw_packets']}, "
+          f"{st['split_segments']} segments > MSS re-cut (largest {st['largest_raw_segment']})")
+    print(f"  payload: c2s {st['payload_c2s']} bytes, s2c {st['payload_s2c']} bytes; "
+          f"{len(keep)} connections")
+    print(f"  messages: published {counts['published']}, confirmed {counts['confirmed']}, "
+          f"errors {counts['publish_errors']}, consumed {counts['consumed']}")
+    print(f"  time: capture {t1 - t0:.1f} s, re-cut {t2 - t1:.1f} s")
     return 0
 
 

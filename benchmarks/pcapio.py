@@ -44,7 +44,7 @@ def read_header(f: BinaryIO) -> PcapHeader:
         if magic in (MAGIC_US, MAGIC_NS):
             _, vmaj, vmin, _tz, _sig, snaplen, linktype = struct.unpack(endian + "IHHiIII", raw)
             return PcapHeader(endian, magic == MAGIC_NS, (vmaj, vmin), snaplen, linktype & 0xFFFF)
-    raise PcapError("not a classic pcap file (magic %s); pcapng is not handled" % raw[:4].hex())
+    raise PcapError(f"not a classic pcap file (magic {raw[:4].hex()}); pcapng is not handled")
 
 
 def read_packets(f: BinaryIO, hdr: PcapHeader,

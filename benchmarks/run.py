@@ -233,17 +233,17 @@ def measure(tools: list[Tool], repeats: int, timeout: float, repeat_cap: float, 
                 continue
             run, text = run_once(t.argv, timeout, env)
             if run.rc != 0 or run.timed_out:
-                why = ("timed out after %.0f s" % timeout if run.timed_out
-                       else "exit code %d" % run.rc)
-                t.error = "%s; stderr tail:\n%s" % (why, tail(text))
-                log("  %-8s run %d: FAILED (%s)" % (t.name, r + 1, why))
+                why = (f"timed out after {timeout:.0f} s" if run.timed_out
+                       else f"exit code {run.rc}")
+                t.error = f"{why}; stderr tail:\n{tail(text)}"
+                log(f"  {t.name:<8} run {r + 1}: FAILED ({why})")
                 continue
             t.runs.append(run)
-            log("  %-8s run %d: %8.3f s  %7.1f MB" % (t.name, r + 1, run.wall_s, run.maxrss_mb))
+            log(f"  {t.name:<8} run {r + 1}: {run.wall_s:8.3f} s  {run.maxrss_mb:7.1f} MB")
     for t in tools:
         if t.ok and len(t.runs) < repeats:
             t.note = (t.note + "; " if t.note else "") + (
-                "%d run(s) only: the first took more than %.0f s" % (len(t.runs), repeat_cap))
+                f"{len(t.runs)} run(s) only: the first took more than {repeat_cap:.0f} s")
 
 
 def fmt(v, spec: str, none: str = "-") -> str:
@@ -268,7 +268,7 @@ def table(tools: list[Tool]) -> str:
         w = t.walls()
         comparable = t.path == by.get("cat", t).path
         rows.append((
-            t.name, "%.3f" % t.median_s, "%.3f..%.3f" % (min(w), max(w)),
+            t.name, f"{t.median_s:.3f}", f"{min(w):.3f}..{max(w):.3f}",
             fmt(ratio(t, by.get("tshark")) if comparable else None, ".3f"),
             fmt(ratio(t, by.get("cat")) if comparable else None, ".1f"),
             fmt(t.pps(), ",.0f"), fmt(t.mbps(), ",.1f"), fmt(t.peak_rss_mb, ".1f")))
@@ -292,12 +292,12 @@ def targets(tools: list[Tool], flat: dict | None, rss_limit: float) -> list[dict
                     "detail": missing}
         ok = value <= limit if le else value >= limit
         return {"target": name, "status": "PASS" if ok else "FAIL", "value": round(value, 4),
-                "limit": limit, "detail": "%s %s (limit %s%s)" % (
+                "limit": limit, "detail": "{} {} (limit {}{})".format(
                     format(value, ".3f"), unit, "<= " if le else ">= ", limit)}
 
     def why(*names: str) -> str:
         bad = [n for n in names if by.get(n) is None or not by[n].ok]
-        return "no figure: %s failed or not run" % ", ".join(bad) if bad else ""
+        return "no figure: {} failed or not run".format(", ".join(bad)) if bad else ""
 
     rate = None
     if an and an.ok and sc and sc.ok:
@@ -308,7 +308,7 @@ def targets(tools: list[Tool], flat: dict | None, rss_limit: float) -> list[dict
         check("analyze <= 10x cat", ratio(an, cat), 10, True, "x cat", why("analyze", "cat")),
         check("packet rate >= 200x scapy TCPSession", rate, 200, False, "x scapy",
               why("analyze", "scapy")),
-        check("analyze peak RSS <= %g MB" % rss_limit, an.peak_rss_mb if an else None,
+        check(f"analyze peak RSS <= {rss_limit:g} MB", an.peak_rss_mb if an else None,
               rss_limit, True, "MB", why("analyze")),
     ]
     if flat is not None:
@@ -356,7 +356,7 @@ def cpu_ticks() -> tuple[int, int, int] | None:
     except (OSError, ValueError):
         return None
     fields += [0] * (8 - len(fields))
-    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
     return steal, sum(fields[:8]), user + nice + system + irq + softirq
 
 
@@ -416,7 +416,7 @@ def main(argv=None) -> int:
 
     path = os.path.abspath(args.file)
     if not os.path.exists(path):
-        ap.error("%s does not exist: run python benchmarks/make_large.py first" % path)
+        ap.error(f"{path} does not exist: run python benchmarks/make_large.py first")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     info = env_info()
     byte_compile(log)
@@ -425,7 +425,7 @@ def main(argv=None) -> int:
     made = {}
     if os.path.exists(path + ".json"):
         made = json.loads(Path(path + ".json").read_text())
-    log("file %s: %d packets, %.1f MB" % (path, packets, size / 1e6))
+    log(f"file {path}: {packets} packets, {size / 1e6:.1f} MB")
 
     selected = set(args.tools.split(",")) if args.tools else None
     with tempfile.TemporaryDirectory(prefix="sd-bench-") as tmp:
@@ -435,7 +435,7 @@ def main(argv=None) -> int:
                 write_slice(path, scapy_slice, args.scapy_packets)
             except ValueError:  # not classic pcap (pcapng): editcap cuts it, as pcap
                 subprocess.run(["editcap", "-F", "pcap", "-r", path, scapy_slice,
-                                "1-%d" % args.scapy_packets], check=True, capture_output=True)
+                                f"1-{args.scapy_packets}"], check=True, capture_output=True)
         tools = build_tools(path, scapy_slice, selected)
         for t in tools:
             if t.path == path:
@@ -446,7 +446,7 @@ def main(argv=None) -> int:
         warm(path)
         load0 = os.getloadavg()
         ticks0, ours0, wall0 = cpu_ticks(), children_cpu_s(), time.monotonic()
-        log("measuring (%d repeats, round-robin) ..." % args.repeats)
+        log(f"measuring ({args.repeats} repeats, round-robin) ...")
         measure(tools, args.repeats, args.timeout, args.repeat_cap, env, log)
         ticks1, ours1, wall1 = cpu_ticks(), children_cpu_s(), time.monotonic()
         if ticks0 and ticks1 and ticks1[1] > ticks0[1]:
@@ -459,7 +459,7 @@ def main(argv=None) -> int:
     if args.flatness:
         path2 = os.path.abspath(args.flatness)
         p2, s2 = file_stats(path2)
-        log("flatness: %s: %d packets, %.1f MB" % (path2, p2, s2 / 1e6))
+        log(f"flatness: {path2}: {p2} packets, {s2 / 1e6:.1f} MB")
         warm(path2)
         an1 = next((t for t in tools if t.name == "analyze"), None)
         an2 = Tool("analyze-2x", "streamdissect analyze on the 2x file",
@@ -469,7 +469,7 @@ def main(argv=None) -> int:
         if an1 is not None and an1.ok and an2.ok:
             r1, r2 = an1.peak_rss_mb, an2.peak_rss_mb
             flat["change"] = abs(r2 - r1) / r1
-            flat["detail"] = "%.1f MB on 1x, %.1f MB on 2x" % (r1, r2)
+            flat["detail"] = f"{r1:.1f} MB on 1x, {r2:.1f} MB on 2x"
         else:
             flat["detail"] = "no figure: analyze failed or not run on %s" % (
                 "the 2x file" if an1 is not None and an1.ok else "the 1x file")
@@ -483,53 +483,55 @@ def main(argv=None) -> int:
     info["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
 
     print()
-    print("streamdissect benchmark: %s" % path)
-    print("  %d packets, %.1f MB%s" % (packets, size / 1e6, (
-        "; %d messages of %d bytes published with confirms and consumed (%s)"
-        % (made["messages"], made["body_size"], made.get("client", "?")) if made else "")))
-    print("  %s, %s CPUs, Python %s, %s, scapy %s, git %s" % (
-        info["host_cpu"], info["cpus"], info["python"], info["tshark"], info["scapy"],
-        info["git"]))
+    print(f"streamdissect benchmark: {path}")
+    workload = (f"; {made['messages']} messages of {made['body_size']} bytes published with "
+                f"confirms and consumed ({made.get('client', '?')})" if made else "")
+    print(f"  {packets} packets, {size / 1e6:.1f} MB{workload}")
+    print(f"  {info['host_cpu']}, {info['cpus']} CPUs, Python {info['python']}, "
+          f"{info['tshark']}, scapy {info['scapy']}, git {info['git']}")
     if info["git_after"] != info["git"]:
-        print("  note: git HEAD moved during the run (%s -> %s): rows may mix versions"
-              % (info["git"], info["git_after"]))
+        print(f"  note: git HEAD moved during the run ({info['git']} -> {info['git_after']}): "
+              "rows may mix versions")
     if info["streamdissect_uncommitted"]:
         print("  note: uncommitted changes under streamdissect/: the figures are for the work "
               "tree, not for a commit")
-    print("  median of %d runs each (min..max shown), peak RSS = max over the runs (%s)"
-          % (args.repeats, RSS_METHOD))
-    print("  load average (1/5/15 min) before %s, after %s: other work on the machine shows as "
-          "spread\n" % ("/".join("%.2f" % x for x in info["loadavg_before"]),
-                        "/".join("%.2f" % x for x in info["loadavg_after"])))
+    print(f"  median of {args.repeats} runs each (min..max shown), peak RSS = max over the runs "
+          f"({RSS_METHOD})")
+    before, after = ("/".join(f"{x:.2f}" for x in info[k])
+                     for k in ("loadavg_before", "loadavg_after"))  # fmt: skip
+    print(f"  load average (1/5/15 min) before {before}, after {after}: other work on the machine "
+          "shows as spread\n")
     if info.get("cpu_steal") is not None:
         print("  CPU steal during the runs: %.1f %% of all CPU time (the hypervisor serving "
               "other guests)" % (100 * info["cpu_steal"]))
-        print("  other processes on this machine during the runs: %.2f of a CPU on average "
-              "(a RabbitMQ broker left running adds its timers: bash scripts/brokers.sh stop)\n"
-              % info["other_cpu"])
+        print(f"  other processes on this machine during the runs: {info['other_cpu']:.2f} of a "
+              "CPU on average (a RabbitMQ broker left running adds its timers: "
+              "bash scripts/brokers.sh stop)\n")
     print(table(tools))
     for t in tools:
         if t.name == "scapy" and t.ok:
-            print("\n  scapy: first %d packets (%.1f MB); whole process median %.3f s, "
-                  "sniff() loop %.3f s" % (t.packets, t.bytes / 1e6, t.median_s, t.rate_s()))
+            print(f"\n  scapy: first {t.packets} packets ({t.bytes / 1e6:.1f} MB); whole process "
+                  f"median {t.median_s:.3f} s, sniff() loop {t.rate_s():.3f} s")
         elif t.note:
-            print("\n  %s: %s" % (t.name, t.note))
+            print(f"\n  {t.name}: {t.note}")
         extras = [r.extra for r in t.runs if r.extra and "analyze_s" in r.extra]
         if extras:
-            print("\n  pandas: import %.2f s, analyze() %.2f s, tables %.2f s; rows %s" % (
-                extras[0]["import_s"], statistics.median(e["analyze_s"] for e in extras),
-                statistics.median(e["tables_s"] for e in extras), extras[0]["rows"]))
+            analyze_s = statistics.median(e["analyze_s"] for e in extras)
+            tables_s = statistics.median(e["tables_s"] for e in extras)
+            print(f"\n  pandas: import {extras[0]['import_s']:.2f} s, analyze() {analyze_s:.2f} s, "
+                  f"tables {tables_s:.2f} s; rows {extras[0]['rows']}")
     for t in tools:
         if t.error:
-            print("\n  %s FAILED (%s):\n    %s" % (t.name, t.what,
-                                                  t.error.replace("\n", "\n    ")))
+            error = t.error.replace("\n", "\n    ")
+            print(f"\n  {t.name} FAILED ({t.what}):\n    {error}")
     if flat is not None:
         an2 = flat["tool"]
         if an2["error"]:
-            print("\n  analyze on the 2x file FAILED: %s" % an2["error"].replace("\n", "\n    "))
+            error = an2["error"].replace("\n", "\n    ")
+            print(f"\n  analyze on the 2x file FAILED: {error}")
     print("\ntargets:")
     for r in results:
-        print("  %-4s  %-48s %s" % (r["status"], r["target"], r["detail"]))
+        print(f"  {r['status']:<4}  {r['target']:<48} {r['detail']}")
 
     doc = {"file": path, "packets": packets, "bytes": size, "made": made,
            "env": dict(info, rss_method=RSS_METHOD),
@@ -537,7 +539,7 @@ def main(argv=None) -> int:
            "flatness": flat, "targets": results}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-    print("\nresults written to %s" % args.json)
+    print(f"\nresults written to {args.json}")
     return 0
 
 
