@@ -7,8 +7,10 @@ event, at a fraction of the cost per packet (tests/test_bulk_engine.py holds it 
   walked in Python, with runs of equal-sized records taken in one step. With
   `helper_process` (and a CPU to spare) a forked helper reads and walks the file into
   SLOTS shared buffers that this process dissects in place;
-- link, IPv4 and TCP headers of Ethernet + IPv4 packets are gathered for the whole block
-  with numpy; any other packet goes through capture.tcp_segment, the exact per-packet code;
+- link, IPv4 and TCP headers are gathered for the whole block with numpy (Ethernet, Linux
+  cooked v1/v2 as `tcpdump -i any` writes, BSD null/loop, raw IP: LINK_LAYOUTS); any other
+  packet (IPv6, VLAN tags, IP options...) goes through capture.tcp_segment, the exact
+  per-packet code;
 - per TCP connection and direction, sequence numbers are checked with vectorized arithmetic:
   in-order segments and full retransmissions (the regular case) never reach the per-packet
   reassembler; from the first irregular packet (gap, out of order, overlap, snaplen cut,
@@ -47,7 +49,7 @@ import numpy as np
 from .anomalies import Anomaly
 from .capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
 from .capture.limits import MAX_PACKET
-from .capture.link import ETHERNET
+from .capture.link import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, LOOP, NULL, RAW
 from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
 from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
 from .protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
@@ -68,7 +70,17 @@ MAX_ROWS = 1 << 16
 PAD = 128  # room after the data so header gathers never index past the buffer
 _header = struct.Struct(">IHH").unpack_from
 _third = itemgetter(2)
-ETH_IPV4_TCP = 48  # bytes tcp_segment's one-unpack fast path reads
+# Link layers whose IPv4 + TCP packets are parsed as columns, as capture.link.ip_offset
+# reads them: linktype -> (link header length, (format, offset) of the field that says IPv4,
+# its values). Raw IP has no such field: the IPv4 header's first byte says it.
+LINK_LAYOUTS = {
+    ETHERNET: (14, (">u2", 12), (0x0800,)),  # (VLAN tags: the per-packet path)
+    LINUX_SLL: (16, (">u2", 14), (0x0800,)),  # tcpdump -i any
+    LINUX_SLL2: (20, (">u2", 0), (0x0800,)),
+    NULL: (4, ("<u4", 0), (2, 0x02000000)),  # AF_INET in the capturing host's byte order
+    LOOP: (4, (">u4", 0), (2,)),
+    RAW: (0, None, ()), IPV4: (0, None, ()), IPV6: (0, None, ()),
+}  # fmt: skip
 PUBLISH_KEY = 0x0002
 PUBLISH = record_class("Publish")
 _publish_head = struct.Struct(">IHHBiQI").unpack_from  # size key version publisher count id word
@@ -127,17 +139,24 @@ def pcap_magic(path: str) -> int | None:
     return magic if magic in PCAP_MAGICS else None
 
 
-def _header_dtype(order: str) -> np.dtype:
-    return np.dtype(
-        [
-            ("sec", order + "u4"), ("frac", order + "u4"), ("caplen", order + "u4"),
-            ("wirelen", order + "u4"), ("mac", "V12"), ("ethertype", ">u2"), ("vihl", "u1"),
-            ("tos", "u1"), ("total", ">u2"), ("ipid", ">u2"), ("frag", ">u2"), ("ttl", "u1"),
-            ("proto", "u1"), ("ipsum", ">u2"), ("src", ">u4"), ("dst", ">u4"),
-            ("sport", ">u2"), ("dport", ">u2"), ("seq", ">u4"), ("ack", ">u4"),
-            ("off", "u1"), ("flags", "u1"),
-        ]
-    )  # fmt: skip
+def _header_dtype(order: str, link: tuple) -> np.dtype:
+    """A record header, the link header `link` (LINK_LAYOUTS) and IPv4 + TCP up to the flags."""
+    length, field, _ = link
+    names, formats, offsets = ["sec", "frac", "caplen", "wirelen"], [order + "u4"] * 4, [0, 4, 8, 12]
+    if field is not None:
+        names.append("link")
+        formats.append(field[0])
+        offsets.append(RECORD_HEADER_SIZE + field[1])
+    at = RECORD_HEADER_SIZE + length
+    for name, fmt in (("vihl", "u1"), ("tos", "u1"), ("total", ">u2"), ("ipid", ">u2"),
+                      ("frag", ">u2"), ("ttl", "u1"), ("proto", "u1"), ("ipsum", ">u2"),
+                      ("src", ">u4"), ("dst", ">u4"), ("sport", ">u2"), ("dport", ">u2"),
+                      ("seq", ">u4"), ("ack", ">u4"), ("off", "u1"), ("flags", "u1")):  # fmt: skip
+        names.append(name)
+        formats.append(fmt)
+        offsets.append(at)
+        at += np.dtype(fmt).itemsize
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": at})
 
 
 # Run patterns compiled per block at most (~85 us each): a file of many sizes, each twice in
@@ -363,9 +382,10 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
 
 
 def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac_ns: int,
-                  linktype: int) -> tuple:
+                  link: tuple | None) -> tuple:
     """The part of a block that needs no state: each record's headers gathered and parsed,
-    and the flows of the Ethernet + IPv4 + TCP packets. (caplen, ts, flags, seq, ack,
+    and the flows of the IPv4 + TCP packets of the link layer `link` (LINK_LAYOUTS; None: no
+    packet is parsed here). (caplen, ts, flags, seq, ack,
     payload start and length in the buffer, TCP payload length on the wire, parsed-here
     mask, flow number or -1; then per flow: addresses, ports, first row.) The helper process
     runs it for the block it has just read; this process, for the others."""
@@ -378,12 +398,14 @@ def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac
     ack = h["ack"].astype(np.int64)
     total = h["total"].astype(np.int64)
     off = h["off"].astype(np.int64)
-    tcp_start = 34 + (off >> 4) * 4  # in the packet
-    ip_end = 14 + total
-    if linktype == ETHERNET:
+    length = 0 if link is None else link[0]
+    tcp_start = length + 20 + (off >> 4) * 4  # in the packet
+    ip_end = length + total
+    if link is not None:
+        # what capture.tcp_segment takes without a question: IPv4 without options or
+        # fragments, TCP with a sane data offset, the whole TCP header captured
         fast = (
-            (caplen >= ETH_IPV4_TCP)
-            & (h["ethertype"] == 0x0800)
+            (caplen >= length + 34)
             & (h["vihl"] == 0x45)
             & (h["proto"] == 6)
             & (total >= 40)
@@ -391,6 +413,9 @@ def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac
             & (off >= 0x50)
             & (tcp_start <= ip_end)
         )
+        if link[1] is not None:
+            says_ipv4 = h["link"]
+            fast &= np.isin(says_ipv4, link[2]) if len(link[2]) > 1 else says_ipv4 == link[2][0]
     else:
         fast = np.zeros(n, dtype=bool)
     pstart = starts + RECORD_HEADER_SIZE + tcp_start
@@ -426,8 +451,6 @@ class BulkPcap:
         self.d = dissector
         self.path = path
         self.order, self.frac_ns = PCAP_MAGICS[magic]
-        self.dtype = _header_dtype(self.order)
-        self.width = self.dtype.itemsize
         self.rows_before = 0  # packets of earlier blocks (global packet numbers)
         self.last_ts: int | None = None
         self.events: list[tuple] = []
@@ -442,6 +465,9 @@ class BulkPcap:
         with open(self.path, "rb", buffering=0) as f:
             header = f.read(FILE_HEADER_SIZE)
             self.linktype = struct.unpack_from(self.order + "I", header, 20)[0] & 0x0FFFFFFF
+            self.link = LINK_LAYOUTS.get(self.linktype)
+            self.dtype = _header_dtype(self.order, self.link or LINK_LAYOUTS[ETHERNET])
+            self.width = self.dtype.itemsize
             block = min(BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
             size = block + RECORD_HEADER_SIZE + MAX_PACKET + PAD
             if d.helper_process and block == BLOCK and _can_fork():  # (more than a block)
@@ -511,7 +537,7 @@ class BulkPcap:
         if n > MAX_ROWS:
             return -1
         *rows, uniq_a, uniq_p, firsts = parse_packets(
-            self.slot_headers[slot], starts, self.dtype, self.frac_ns, self.linktype)
+            self.slot_headers[slot], starts, self.dtype, self.frac_ns, self.link)
         columns = self.columns[slot]
         for i, values in enumerate(rows):  # (FLOW_COLUMNS of them)
             columns[i, :n] = values
@@ -534,7 +560,7 @@ class BulkPcap:
         d = self.d
         n = len(starts)
         if parsed is None:
-            parsed = parse_packets(self.headers, starts, self.dtype, self.frac_ns, self.linktype)
+            parsed = parse_packets(self.headers, starts, self.dtype, self.frac_ns, self.link)
         caplen, ts, flags, seq, ack, pstart, plen, wlen, fast, fid, uniq_a, uniq_p, firsts = parsed
         self.last_ts = int(ts[-1])
         keys: list[tuple] = []

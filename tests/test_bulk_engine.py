@@ -84,10 +84,33 @@ def test_worsened_same_as_stream(real, tmp_path, name):
     assert_same(path, publish_messages=False, deliver_keep_limit=0)
 
 
+LINKS = {  # linktype, Ethernet packet -> the same packet on that link layer
+    "sll": (113, worsen.as_linux_sll), "sll2": (276, worsen.as_linux_sll2),
+    "null": (0, worsen.as_null), "null-be": (0, lambda d: worsen.as_null(d, big_endian=True)),
+    "loop": (108, worsen.as_loop), "raw": (101, worsen.as_raw), "ipv4": (228, worsen.as_raw),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(LINKS))
+def test_other_link_layers_are_parsed_as_columns_and_same_as_stream(real, tmp_path, monkeypatch,
+                                                                    name):  # fmt: skip
+    """tcpdump -i any (Linux cooked), BSD loopback, raw IP: the bulk engine parses their IPv4
+    + TCP packets with numpy as it does Ethernet's, and gives the streaming engine's events."""
+    linktype, make = LINKS[name]
+    _, packets = real
+    relinked = [(ts, data, n + len(data) - len(d)) for ts, d, n in packets
+                for data in (make(d),)]  # fmt: skip
+    path = worsen.write_pcap(tmp_path / f"{name}.pcap", linktype, relinked)
+    assert_same(path)
+    one_by_one = []
+    real_segment = bulk.tcp_segment
+    monkeypatch.setattr(bulk, "tcp_segment", lambda *a: one_by_one.append(1) or real_segment(*a))
+    outcome(path, "bulk")
+    assert not one_by_one  # (every packet of the capture is IPv4 + TCP without options)
+
+
 def test_other_link_layers_and_formats_same_as_stream(real, tmp_path):
     linktype, packets = real
-    raw = [(ts, worsen.as_raw(d), n - 14) for ts, d, n in packets]
-    assert_same(worsen.write_pcap(tmp_path / "raw.pcap", 101, raw))
     big = worsen.write_pcap(tmp_path / "be.pcap", linktype, packets, big_endian=True,
                             nanoseconds=True)  # fmt: skip
     assert_same(big)

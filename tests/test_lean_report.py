@@ -137,3 +137,10 @@ def test_publishes_and_confirms_report_same(tmp_path):
     path = frames_capture(tmp_path / "publish.pcap", frames)
     assert {0x0002, 0x0003} <= lean_kinds(path)
     assert_same_report(path)
+
+
+def test_linux_cooked_capture_report_same(tmp_path):
+    """tcpdump -i any writes Linux cooked (SLL) packets: parsed as columns as well."""
+    _, packets = worsen.read_pcap(worsen.real_capture())
+    sll = [(ts, worsen.as_linux_sll(d), n + 2) for ts, d, n in packets]
+    assert_same_report(worsen.write_pcap(tmp_path / "sll.pcap", 113, sll))
