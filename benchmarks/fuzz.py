@@ -195,7 +195,27 @@ def corpus_packets() -> list[tuple[int, list[tuple[int, bytes, int]]]]:
             packets.append((sec * 10**9 + frac * (1 if ns else 1000), data, wirelen))
             pos += 16 + caplen
         out.append((linktype, packets))
+        if linktype == 1:  # the same packets on the other link layers the bulk engine parses
+            out += [(other, _relinked(packets, relink)) for other, relink in RELINKS.items()]
     return out
+
+
+def _relinked(packets: list[tuple[int, bytes, int]], relink: Callable) -> list[tuple]:
+    out = []
+    for ts, data, wire_len in packets:
+        moved = relink(data[14:], data[12:14])
+        out.append((ts, moved, wire_len - len(data) + len(moved)))
+    return out
+
+
+# link type -> (IP packet, ethertype) -> that packet on this link layer
+RELINKS = {
+    113: lambda ip, et: struct.pack(">HHH8s", 0, 772, 6, b"\x00" * 8) + et + ip,  # Linux SLL
+    276: lambda ip, et: et + struct.pack(">HIHBB8s", 0, 1, 772, 0, 6, b"\x00" * 8) + ip,  # SLL2
+    0: lambda ip, et: struct.pack("<I", 2 if et == b"\x08\x00" else 10) + ip,  # BSD null
+    108: lambda ip, et: struct.pack(">I", 2 if et == b"\x08\x00" else 24) + ip,  # OpenBSD loop
+    101: lambda ip, et: ip,  # raw IP
+}
 
 
 def corpus_streams() -> list[bytes]:
