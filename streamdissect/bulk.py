@@ -70,16 +70,19 @@ MAX_ROWS = 1 << 16
 PAD = 128  # room after the data so header gathers never index past the buffer
 _header = struct.Struct(">IHH").unpack_from
 _third = itemgetter(2)
-# Link layers whose IPv4 + TCP packets are parsed as columns, as capture.link.ip_offset
-# reads them: linktype -> (link header length, (format, offset) of the field that says IPv4,
-# its values). Raw IP has no such field: the IPv4 header's first byte says it.
+# Link layers whose IPv4 and IPv6 + TCP packets are parsed as columns, as
+# capture.link.ip_offset reads them: linktype -> (link header length, (format, offset) of
+# the field that names the network layer, its IPv4 values, its IPv6 values). Raw IP has no
+# such field: the IP header's first byte says it.
+_AF_INET6 = (10, 24, 28, 30)  # (per OS)
 LINK_LAYOUTS = {
-    ETHERNET: (14, (">u2", 12), (0x0800,)),  # (VLAN tags: the per-packet path)
-    LINUX_SLL: (16, (">u2", 14), (0x0800,)),  # tcpdump -i any
-    LINUX_SLL2: (20, (">u2", 0), (0x0800,)),
-    NULL: (4, ("<u4", 0), (2, 0x02000000)),  # AF_INET in the capturing host's byte order
-    LOOP: (4, (">u4", 0), (2,)),
-    RAW: (0, None, ()), IPV4: (0, None, ()), IPV6: (0, None, ()),
+    ETHERNET: (14, (">u2", 12), (0x0800,), (0x86DD,)),  # (VLAN tags: the per-packet path)
+    LINUX_SLL: (16, (">u2", 14), (0x0800,), (0x86DD,)),  # tcpdump -i any
+    LINUX_SLL2: (20, (">u2", 0), (0x0800,), (0x86DD,)),
+    # the family in the capturing host's byte order
+    NULL: (4, ("<u4", 0), (2, 2 << 24), (*_AF_INET6, *(f << 24 for f in _AF_INET6))),
+    LOOP: (4, (">u4", 0), (2,), _AF_INET6),
+    RAW: (0, None, (), ()), IPV4: (0, None, (), ()), IPV6: (0, None, (), ()),
 }  # fmt: skip
 PUBLISH_KEY = 0x0002
 PUBLISH = record_class("Publish")
@@ -139,19 +142,26 @@ def pcap_magic(path: str) -> int | None:
     return magic if magic in PCAP_MAGICS else None
 
 
-def _header_dtype(order: str, link: tuple) -> np.dtype:
-    """A record header, the link header `link` (LINK_LAYOUTS) and IPv4 + TCP up to the flags."""
-    length, field, _ = link
+_IPV4_TCP = (("vihl", "u1"), ("tos", "u1"), ("total", ">u2"), ("ipid", ">u2"),
+             ("frag", ">u2"), ("ttl", "u1"), ("proto", "u1"), ("ipsum", ">u2"), ("src", ">u4"),
+             ("dst", ">u4"))  # fmt: skip
+_IPV6_TCP = (("vtc", "u1"), ("flow", "V3"), ("payload", ">u2"), ("next", "u1"), ("hops", "u1"),
+             ("src", "V16"), ("dst", "V16"))  # fmt: skip
+_TCP = (("sport", ">u2"), ("dport", ">u2"), ("seq", ">u4"), ("ack", ">u4"), ("off", "u1"),
+        ("flags", "u1"))  # fmt: skip
+
+
+def _header_dtype(order: str, link: tuple, ip: tuple = _IPV4_TCP) -> np.dtype:
+    """A record header, the link header `link` (LINK_LAYOUTS), the IP header's fields `ip`
+    (_IPV4_TCP, _IPV6_TCP) and TCP up to the flags."""
+    length, field = link[:2]
     names, formats, offsets = ["sec", "frac", "caplen", "wirelen"], [order + "u4"] * 4, [0, 4, 8, 12]
     if field is not None:
         names.append("link")
         formats.append(field[0])
         offsets.append(RECORD_HEADER_SIZE + field[1])
     at = RECORD_HEADER_SIZE + length
-    for name, fmt in (("vihl", "u1"), ("tos", "u1"), ("total", ">u2"), ("ipid", ">u2"),
-                      ("frag", ">u2"), ("ttl", "u1"), ("proto", "u1"), ("ipsum", ">u2"),
-                      ("src", ">u4"), ("dst", ">u4"), ("sport", ">u2"), ("dport", ">u2"),
-                      ("seq", ">u4"), ("ack", ">u4"), ("off", "u1"), ("flags", "u1")):  # fmt: skip
+    for name, fmt in (*ip, *_TCP):
         names.append(name)
         formats.append(fmt)
         offsets.append(at)
@@ -381,16 +391,17 @@ def _helper(path: str, order: str, block: int, shared: mmap.mmap, slot_size: int
             have = rest
 
 
-def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac_ns: int,
+def parse_packets(headers: tuple, starts: np.ndarray, dtypes: tuple, frac_ns: int,
                   link: tuple | None) -> tuple:
     """The part of a block that needs no state: each record's headers gathered and parsed,
-    and the flows of the IPv4 + TCP packets of the link layer `link` (LINK_LAYOUTS; None: no
-    packet is parsed here). (caplen, ts, flags, seq, ack,
+    and the flows of the IPv4 and IPv6 + TCP packets of the link layer `link` (LINK_LAYOUTS;
+    None: no packet is parsed here). `headers`, `dtypes`: the IPv4 and the IPv6 header views
+    and layouts. (caplen, ts, flags, seq, ack,
     payload start and length in the buffer, TCP payload length on the wire, parsed-here
     mask, flow number or -1; then per flow: addresses, ports, first row.) The helper process
     runs it for the block it has just read; this process, for the others."""
     n = len(starts)
-    h = headers[starts].view(dtype)
+    h = headers[0][starts].view(dtypes[0])
     caplen = h["caplen"].astype(np.int64)
     ts = h["sec"].astype(np.int64) * 1_000_000_000 + h["frac"].astype(np.int64) * frac_ns
     flags = h["flags"].astype(np.int64)
@@ -414,16 +425,24 @@ def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac
             & (tcp_start <= ip_end)
         )
         if link[1] is not None:
-            says_ipv4 = h["link"]
-            fast &= np.isin(says_ipv4, link[2]) if len(link[2]) > 1 else says_ipv4 == link[2][0]
+            fast &= np.isin(h["link"], link[2])
     else:
         fast = np.zeros(n, dtype=bool)
+    fast_rows = np.flatnonzero(fast)
+    rows6, h6 = _ipv6_rows(headers[1], dtypes[1], starts, h, caplen, link)
+    if len(rows6):
+        flags[rows6] = h6["flags"]
+        seq[rows6] = h6["seq"]
+        ack[rows6] = h6["ack"]
+        tcp_start[rows6] = length + 40 + (h6["off"].astype(np.int64) >> 4) * 4
+        ip_end[rows6] = length + 40 + h6["payload"].astype(np.int64)
+        fast[rows6] = True
     pstart = starts + RECORD_HEADER_SIZE + tcp_start
     plen = np.maximum(np.minimum(ip_end, caplen) - tcp_start, 0)
     wlen = ip_end - tcp_start
     fid = np.full(n, -1, dtype=np.int64)
-    fast_rows = np.flatnonzero(fast)
-    uniq_a = uniq_p = firsts = np.zeros(0, dtype=np.uint64)
+    uniq_a = uniq_p = np.zeros(0, dtype=np.uint64)
+    firsts = np.zeros(0, dtype=np.int64)
     if len(fast_rows):
         a = (h["src"][fast_rows].astype(np.uint64) << np.uint64(32)) | h["dst"][
             fast_rows
@@ -441,7 +460,39 @@ def parse_packets(headers: np.ndarray, starts: np.ndarray, dtype: np.dtype, frac
             uniq_a, uniq_p = uniq_k["a"], uniq_k["p"]
         firsts = fast_rows[index]
         fid[fast_rows] = inverse
+    if len(rows6):
+        # IPv6 flows after the IPv4 ones: their addresses are read from their first packet
+        # (BulkPcap._block), the column keeps only their ports
+        k = np.empty(len(rows6), dtype=[("src", "V16"), ("dst", "V16"), ("p", "u8")])
+        k["src"], k["dst"] = h6["src"], h6["dst"]
+        k["p"] = (h6["sport"].astype(np.uint64) << np.uint64(16)) | h6["dport"]
+        uniq_k, index, inverse = np.unique(k, return_index=True, return_inverse=True)
+        fid[rows6] = len(uniq_p) + inverse.reshape(-1)
+        uniq_a = np.concatenate((uniq_a, np.zeros(len(uniq_k), dtype=np.uint64)))
+        uniq_p = np.concatenate((uniq_p, uniq_k["p"]))
+        firsts = np.concatenate((firsts, rows6[index]))
     return caplen, ts, flags, seq, ack, pstart, plen, wlen, fast, fid, uniq_a, uniq_p, firsts
+
+
+def _ipv6_rows(headers6: np.ndarray, dtype6: np.dtype, starts: np.ndarray, h: np.ndarray,
+               caplen: np.ndarray, link: tuple | None) -> tuple:
+    """(rows, their IPv6 headers) of the IPv6 + TCP packets capture.tcp_segment takes without
+    a question: TCP right after the IPv6 header, a payload length (no jumbogram), a sane
+    data offset, the whole TCP header captured."""
+    none = (np.zeros(0, dtype=np.int64), None)
+    if link is None:
+        return none
+    length, field, _, ipv6_values = link
+    named = np.isin(h["link"], ipv6_values) if field is not None else (h["vihl"] >> 4) == 6
+    rows = np.flatnonzero(named & (caplen >= length + 54))
+    if not len(rows):
+        return none
+    h6 = headers6[starts[rows]].view(dtype6)
+    off = h6["off"].astype(np.int64)
+    payload = h6["payload"].astype(np.int64)
+    ok = (((h6["vtc"] >> 4) == 6) & (h6["next"] == 6) & (payload > 0) & (off >= 0x50)
+          & ((off >> 4) * 4 <= payload))  # fmt: skip
+    return rows[ok], h6[ok]
 
 
 class BulkPcap:
@@ -466,8 +517,10 @@ class BulkPcap:
             header = f.read(FILE_HEADER_SIZE)
             self.linktype = struct.unpack_from(self.order + "I", header, 20)[0] & 0x0FFFFFFF
             self.link = LINK_LAYOUTS.get(self.linktype)
-            self.dtype = _header_dtype(self.order, self.link or LINK_LAYOUTS[ETHERNET])
-            self.width = self.dtype.itemsize
+            link = self.link or LINK_LAYOUTS[ETHERNET]
+            # (IPv4 and IPv6 header layouts, gathered from every record start)
+            self.dtypes = (_header_dtype(self.order, link),
+                           _header_dtype(self.order, link, _IPV6_TCP))  # fmt: skip
             block = min(BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
             size = block + RECORD_HEADER_SIZE + MAX_PACKET + PAD
             if d.helper_process and block == BLOCK and _can_fork():  # (more than a block)
@@ -499,7 +552,7 @@ class BulkPcap:
         """(buffer, memoryview, header, message and frame head views) over
         memory[at : at + size]."""
         mv = memoryview(memory)[at : at + size]
-        headers = _sliding(memory, at, size, self.width)
+        headers = tuple(_sliding(memory, at, size, dtype.itemsize) for dtype in self.dtypes)
         messages = _sliding(memory, at, size, _MESSAGE.itemsize)
         frame_heads = _sliding(memory, at, size, HEAD_BYTES)
         whole = memory if at == 0 and len(memory) == size else mv
@@ -537,7 +590,7 @@ class BulkPcap:
         if n > MAX_ROWS:
             return -1
         *rows, uniq_a, uniq_p, firsts = parse_packets(
-            self.slot_headers[slot], starts, self.dtype, self.frac_ns, self.link)
+            self.slot_headers[slot], starts, self.dtypes, self.frac_ns, self.link)
         columns = self.columns[slot]
         for i, values in enumerate(rows):  # (FLOW_COLUMNS of them)
             columns[i, :n] = values
@@ -560,15 +613,22 @@ class BulkPcap:
         d = self.d
         n = len(starts)
         if parsed is None:
-            parsed = parse_packets(self.headers, starts, self.dtype, self.frac_ns, self.link)
+            parsed = parse_packets(self.headers, starts, self.dtypes, self.frac_ns, self.link)
         caplen, ts, flags, seq, ack, pstart, plen, wlen, fast, fid, uniq_a, uniq_p, firsts = parsed
         self.last_ts = int(ts[-1])
         keys: list[tuple] = []
         key_ids: dict[tuple, int] = {}
         first_row: list[int] = []
+        ip_at = RECORD_HEADER_SIZE + (self.link[0] if self.link else 0)
+        buf = self.buf
         for j, (a, p, r) in enumerate(zip(uniq_a.tolist(), uniq_p.tolist(), firsts.tolist())):
-            key = ((a >> 32).to_bytes(4, "big"), p >> 16, (a & 0xFFFFFFFF).to_bytes(4, "big"),
-                   p & 0xFFFF)  # fmt: skip
+            at = int(starts[r]) + ip_at
+            if buf[at] >> 4 == 6:  # an IPv6 flow: its addresses from its first packet
+                key = (bytes(buf[at + 8 : at + 24]), p >> 16, bytes(buf[at + 24 : at + 40]),
+                       p & 0xFFFF)  # fmt: skip
+            else:
+                key = ((a >> 32).to_bytes(4, "big"), p >> 16, (a & 0xFFFFFFFF).to_bytes(4, "big"),
+                       p & 0xFFFF)  # fmt: skip
             key_ids[key] = j
             keys.append(key)
             first_row.append(r)

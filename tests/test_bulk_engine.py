@@ -109,6 +109,53 @@ def test_other_link_layers_are_parsed_as_columns_and_same_as_stream(real, tmp_pa
     assert not one_by_one  # (every packet of the capture is IPv4 + TCP without options)
 
 
+def _v6(d: bytes) -> bytes:
+    return worsen.as_ipv6(d, extensions=())  # Ethernet + IPv6 + the same TCP segment
+
+
+V6_LINKS = {  # linktype, Ethernet packet -> the same segment over IPv6 on that link layer
+    "ethernet": (1, _v6),
+    "sll": (113, lambda d: struct.pack(">HHH8sH", 0, 772, 6, b"\x00" * 8, 0x86DD) + _v6(d)[14:]),
+    "sll2": (276, lambda d: struct.pack(">HHIHBB8s", 0x86DD, 0, 1, 772, 0, 6, b"\x00" * 8)
+             + _v6(d)[14:]),
+    "null-linux": (0, lambda d: struct.pack("<I", 10) + _v6(d)[14:]),
+    "null-be-bsd": (0, lambda d: struct.pack(">I", 28) + _v6(d)[14:]),
+    "loop": (108, lambda d: struct.pack(">I", 24) + _v6(d)[14:]),
+    "raw": (101, lambda d: _v6(d)[14:]), "ipv6": (229, lambda d: _v6(d)[14:]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(V6_LINKS))
+def test_ipv6_is_parsed_as_columns_and_same_as_stream(real, tmp_path, monkeypatch, name):
+    """IPv6 + TCP (a broker reached over ::1) on each link layer: parsed with numpy as IPv4
+    is, the streaming engine's events; with extension headers, or mixed with IPv4 packets of
+    other connections in one capture, still the same events."""
+    linktype, make = V6_LINKS[name]
+    _, packets = real
+    v6 = [(ts, data, n + len(data) - len(d)) for ts, d, n in packets for data in (make(d),)]
+    path = worsen.write_pcap(tmp_path / f"{name}.pcap", linktype, v6)
+    assert_same(path)
+    one_by_one = []
+    real_segment = bulk.tcp_segment
+    monkeypatch.setattr(bulk, "tcp_segment", lambda *a: one_by_one.append(1) or real_segment(*a))
+    outcome(path, "bulk")
+    assert not one_by_one
+    if linktype == 1:
+        monkeypatch.undo()
+        ext = [(ts, worsen.as_ipv6(d), n + 16 + 20) for ts, d, n in packets]  # (two options)
+        assert_same(worsen.write_pcap(tmp_path / "ext.pcap", 1, ext))
+        # this capture's packets over IPv6, its packets shifted in time over IPv4 as
+        # another connection (other ports), in one file
+        other = [(ts + 7, d[:34] + struct.pack(">HH", 40001, 5553) + d[38:], n)
+                 for ts, d, n in packets]  # fmt: skip
+        mixed = sorted(v6 + other, key=lambda p: p[0])
+        path = worsen.write_pcap(tmp_path / "mixed.pcap", 1, mixed)
+        assert_same(path)
+        monkeypatch.setattr(bulk, "_can_fork", lambda: True)  # the helper's columns too
+        monkeypatch.setattr(bulk, "BLOCK", 9_000)
+        assert outcome(path, "bulk", helper_process=True) == outcome(path, "stream")
+
+
 def test_other_link_layers_and_formats_same_as_stream(real, tmp_path):
     linktype, packets = real
     big = worsen.write_pcap(tmp_path / "be.pcap", linktype, packets, big_endian=True,

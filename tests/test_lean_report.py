@@ -144,3 +144,11 @@ def test_linux_cooked_capture_report_same(tmp_path):
     _, packets = worsen.read_pcap(worsen.real_capture())
     sll = [(ts, worsen.as_linux_sll(d), n + 2) for ts, d, n in packets]
     assert_same_report(worsen.write_pcap(tmp_path / "sll.pcap", 113, sll))
+
+
+def test_ipv6_capture_report_same(tmp_path):
+    """IPv6 + TCP packets parsed as columns: the same report as from records."""
+    _, packets = worsen.read_pcap(worsen.real_capture())
+    v6 = [(ts, data, n + len(data) - len(d)) for ts, d, n in packets
+          for data in (worsen.as_ipv6(d, extensions=()),)]  # fmt: skip
+    assert_same_report(worsen.write_pcap(tmp_path / "v6.pcap", 1, v6), helper=True)
