@@ -97,16 +97,27 @@ def test_other_link_layers_are_parsed_as_columns_and_same_as_stream(real, tmp_pa
     """tcpdump -i any (Linux cooked), BSD loopback, raw IP: the bulk engine parses their IPv4
     + TCP packets with numpy as it does Ethernet's, and gives the streaming engine's events."""
     linktype, make = LINKS[name]
-    _, packets = real
-    relinked = [(ts, data, n + len(data) - len(d)) for ts, d, n in packets
-                for data in (make(d),)]  # fmt: skip
-    path = worsen.write_pcap(tmp_path / f"{name}.pcap", linktype, relinked)
+    path, _ = _relinked(real, make, linktype, tmp_path / f"{name}.pcap")
     assert_same(path)
-    one_by_one = []
+    # (every packet of the capture is IPv4 + TCP without options)
+    assert _parsed_one_by_one(path, monkeypatch) == 0
+
+
+def _relinked(real, make, linktype: int, path: Path) -> tuple[Path, list]:
+    """The real capture with each Ethernet packet made into `make(packet)`."""
+    _, packets = real
+    made = [(ts, data, n + len(data) - len(d)) for ts, d, n in packets for data in (make(d),)]
+    return worsen.write_pcap(path, linktype, made), made
+
+
+def _parsed_one_by_one(path: Path, monkeypatch) -> int:
+    """How many packets the bulk engine hands to capture.tcp_segment (not parsed as columns)."""
+    calls = []
     real_segment = bulk.tcp_segment
-    monkeypatch.setattr(bulk, "tcp_segment", lambda *a: one_by_one.append(1) or real_segment(*a))
-    outcome(path, "bulk")
-    assert not one_by_one  # (every packet of the capture is IPv4 + TCP without options)
+    with monkeypatch.context() as patch:
+        patch.setattr(bulk, "tcp_segment", lambda *a: calls.append(1) or real_segment(*a))
+        outcome(path, "bulk")
+    return len(calls)
 
 
 def _v6(d: bytes) -> bytes:
@@ -131,17 +142,11 @@ def test_ipv6_is_parsed_as_columns_and_same_as_stream(real, tmp_path, monkeypatc
     is, the streaming engine's events; with extension headers, or mixed with IPv4 packets of
     other connections in one capture, still the same events."""
     linktype, make = V6_LINKS[name]
-    _, packets = real
-    v6 = [(ts, data, n + len(data) - len(d)) for ts, d, n in packets for data in (make(d),)]
-    path = worsen.write_pcap(tmp_path / f"{name}.pcap", linktype, v6)
+    path, v6 = _relinked(real, make, linktype, tmp_path / f"{name}.pcap")
     assert_same(path)
-    one_by_one = []
-    real_segment = bulk.tcp_segment
-    monkeypatch.setattr(bulk, "tcp_segment", lambda *a: one_by_one.append(1) or real_segment(*a))
-    outcome(path, "bulk")
-    assert not one_by_one
+    assert _parsed_one_by_one(path, monkeypatch) == 0
     if linktype == 1:
-        monkeypatch.undo()
+        _, packets = real
         ext = [(ts, worsen.as_ipv6(d), n + 16 + 20) for ts, d, n in packets]  # (two options)
         assert_same(worsen.write_pcap(tmp_path / "ext.pcap", 1, ext))
         # this capture's packets over IPv6, its packets shifted in time over IPv4 as
