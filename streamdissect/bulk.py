@@ -7,10 +7,10 @@ event, at a fraction of the cost per packet (tests/test_bulk_engine.py holds it 
   walked in Python, with runs of equal-sized records taken in one step. With
   `helper_process` (and a CPU to spare) a forked helper reads and walks the file into
   SLOTS shared buffers that this process dissects in place;
-- link, IPv4 and TCP headers are gathered for the whole block with numpy (Ethernet, Linux
-  cooked v1/v2 as `tcpdump -i any` writes, BSD null/loop, raw IP: LINK_LAYOUTS); any other
-  packet (IPv6, VLAN tags, IP options...) goes through capture.tcp_segment, the exact
-  per-packet code;
+- link, IPv4 or IPv6, and TCP headers are gathered for the whole block with numpy
+  (Ethernet, Linux cooked v1/v2 as `tcpdump -i any` writes, BSD null/loop, raw IP:
+  LINK_LAYOUTS); any other packet (VLAN tags, IP options, IPv6 extension headers...) goes
+  through capture.tcp_segment, the exact per-packet code;
 - per TCP connection and direction, sequence numbers are checked with vectorized arithmetic:
   in-order segments and full retransmissions (the regular case) never reach the per-packet
   reassembler; from the first irregular packet (gap, out of order, overlap, snaplen cut,
