@@ -89,13 +89,34 @@ PUBLISH = record_class("Publish")
 _publish_head = struct.Struct(">IHHBiQI").unpack_from  # size key version publisher count id word
 PUBLISH_HEAD = 25  # v1: frame header, publisher id, count, first message's id and entry word
 _MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
+CREDIT_KEY, CONFIRM_KEY, HEARTBEAT_KEY = 0x0009, 0x0003, 0x0017
 # Small hot frames (Credit, PublishConfirm, Heartbeat) decoded by their codec fast path
 # straight from the walk: a whole frame is exactly what decode_frame would hand it, so the
 # record is the same, without three calls of checks per frame. Anything a fast path
-# declines (or trips over) goes the usual way, which explains it.
-_DIRECT = {key: FAST_PATHS[key] for key in (0x0003, 0x0009, 0x0017)}
+# declines (or trips over) goes the usual way, which explains it. A lean walk leaves them
+# to _lean_frames (Heartbeats are read one by one there).
+_DIRECT = {key: FAST_PATHS[key] for key in (CONFIRM_KEY, CREDIT_KEY, HEARTBEAT_KEY)}
 _DELIVER_HEAD = FAST_PATHS[DELIVER_KEY]  # (frame, size, version, head=True): a Deliver's head
-CREDIT_KEY, CONFIRM_KEY = 0x0009, 0x0003
+
+
+def _fast_record(key: int, frame: bytes, size: int, version: int) -> Any:
+    """A small hot frame's record by its codec fast path (_DIRECT), or None: decode_frame
+    then makes the record, or the Malformed one that explains it."""
+    fast = _DIRECT.get(key)
+    if fast is None:
+        return None
+    try:
+        return fast(frame, size, version)
+    except Exception:  # noqa: BLE001 - decode_frame makes the Malformed record
+        return None
+
+
+def _deliver_head_record(head: bytes, size: int, version: int) -> Any:
+    """A Deliver's record from its head (the header read from the frame: decode_deliver_head's
+    checks hold)."""
+    return _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
+
+
 # Lean frames whose fields _lean_frames reads for a whole walk at once: gathered as HEAD_BYTES
 # from each frame's start, then viewed with the kind's layout (codec.credit_fields,
 # confirm_fields and deliver_fields read the same bytes one frame at a time).
@@ -935,7 +956,7 @@ class BulkPcap:
         keep_limit = framer.deliver_keep_limit
         heads = not self.d.publish_messages
         publishes: list[tuple] = []
-        batched: dict[int, list] = {CREDIT_KEY: [], CONFIRM_KEY: [], DELIVER_KEY: []}
+        batched: dict[int, list] = {key: [] for key in (*_DIRECT, DELIVER_KEY)}
         try:
             self._walk(framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
                        publishes, batched)  # fmt: skip
@@ -957,7 +978,6 @@ class BulkPcap:
         low = check.low
         bigs = check.big
         changes = check.changes
-        direct = _DIRECT
         # emit's count and event made here, for records that are neither Publish nor Tune
         lane = getattr(emit, "lane", None)
         if lane is not None:
@@ -965,7 +985,6 @@ class BulkPcap:
             make = self.d._frame_class
         # lean (Dissector docstring): no record for the hottest frames, a tuple of their fields
         lean = lane is not None and self.d.lean
-        fields_of = FIELD_PATHS
         jj = 0
         while pos < send:
             j = jj  # the segment the last frame ended in
@@ -1015,53 +1034,24 @@ class BulkPcap:
                 events.append(None)
                 pos = end
                 continue
+            if lean and not out and (big or key in _DIRECT):
+                # Its fields are read with the walk's others (_lean_frames), in its place;
+                # with numpy where they are in one segment (a Deliver's: its head).
+                inside = pos + HEAD_BYTES <= seg_end if big else jj == j
+                batched[key].append((at, version, size, ts, row, len(events), pos, inside))
+                events.append(None)
+                pos = end
+                continue
             if big:
-                if lean and not out and pos + HEAD_BYTES <= seg_end:
-                    # Its fields are read with the walk's others (_lean_frames), in its place.
-                    batched[DELIVER_KEY].append((at, version, size, ts, row, len(events), pos))
-                    events.append(None)
-                    pos = end
-                    continue
                 stop = min(end, pos + DELIVER_HEAD)
                 head = bytes(mv[at : at + stop - pos]) if stop <= seg_end else read(pos, stop)
-                if lean and not out:
-                    fields = deliver_fields(head, size, version, True)
-                    if fields is not None:
-                        counts[side] += 1
-                        events.append((row, len(events), (DELIVER_KEY, ts, connection, direction,
-                                                          size, *fields[:3])))  # fmt: skip
-                        pos = end
-                        continue
-                # (the header is the one just read: decode_deliver_head's checks hold)
-                record = _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
+                record = _deliver_head_record(head, size, version)
                 if record.__class__ is Malformed:  # reported with it, as the framer does
                     framer._emit_head(pos, ts, head, size)
                     record = None
             else:
-                if lean and not out and jj == j and key in batched:  # Credit, PublishConfirm
-                    batched[key].append((at, version, size, ts, row, len(events), pos))
-                    events.append(None)
-                    pos = end
-                    continue
                 frame = bytes(mv[at : at + 4 + size]) if jj == j else read(pos, end)
-                if lean and not out and key in fields_of:
-                    try:
-                        fields = fields_of[key](frame, size, version)
-                    except Exception:  # noqa: BLE001 - the record path explains it
-                        fields = None
-                    if fields is not None:
-                        counts[side] += 1
-                        events.append((row, len(events), (key, ts, connection, direction,
-                                                          *fields)))  # fmt: skip
-                        pos = end
-                        continue
-                fast = direct.get(key)
-                record = None
-                if fast is not None:
-                    try:
-                        record = fast(frame, size, version)
-                    except Exception:  # noqa: BLE001 - decode_frame makes the Malformed record
-                        record = None
+                record = _fast_record(key, frame, size, version)
                 if record is None:
                     decode(pos, ts, frame, size, False)
                     if framer.frame_limit != limit:  # a Tune
@@ -1163,11 +1153,20 @@ class BulkPcap:
             self._place_out(row, slot)
 
     def _lean_frames(self, framer: Any, side: int, key: int, items: list, read) -> None:
-        """Lean Credit, PublishConfirm or Deliver frames of one direction's walk, each in one
-        segment (`items`: buffer position, version, size, time, row, event slot, stream
-        offset): their fields read for all at once with numpy and checked as the codec's
-        field parser checks them. A frame that fails goes the walk's way, in its place
-        (`read(a, b)`: its stream bytes, for a Deliver's head beyond its first segment)."""
+        """Lean Credit, PublishConfirm, Heartbeat or Deliver frames of one direction's walk
+        (`items`: buffer position, version, size, time, row, event slot, stream offset, in
+        one segment): the fields of those in one segment read for all at once with numpy and
+        checked as the codec's field parser checks them. Any other frame, and one that fails,
+        goes one by one, in its place (`read(a, b)`: its stream bytes)."""
+        gathered = []
+        for item in items:
+            if item[7] and key != HEARTBEAT_KEY:
+                gathered.append(item)
+            else:
+                self._lean_frame(framer, side, key, item, read)
+        if not gathered:
+            return
+        items = gathered
         frames, connection, direction = framer.emit.lane
         events = self.events
         at = np.fromiter(map(itemgetter(0), items), dtype=np.int64, count=len(items))
@@ -1247,8 +1246,9 @@ class BulkPcap:
         frames[side] += done
 
     def _lean_frame(self, framer: Any, side: int, key: int, item: tuple, read) -> None:
-        """One frame _lean_frames did not take, in its place, as the walk would have done."""
-        _, version, size, ts, row, slot, pos = item
+        """One frame _lean_frames did not read with numpy, in its place: its fields, or its
+        record (with a malformed report)."""
+        _, version, size, ts, row, slot, pos, _ = item
         frames, connection, direction = framer.emit.lane
         events = self.events
         out = self.d._out
@@ -1259,7 +1259,7 @@ class BulkPcap:
                 frames[side] += 1
                 events[slot] = (row, slot, (key, ts, connection, direction, size, *fields[:3]))
                 return
-            record = _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
+            record = _deliver_head_record(head, size, version)
             if record.__class__ is not Malformed:
                 frames[side] += 1
                 events[slot] = (row, slot, self.d._frame_class(ts, connection, direction, pos,
@@ -1267,7 +1267,7 @@ class BulkPcap:
                 return
             framer._emit_head(pos, ts, head, size)  # the record and its malformed report
         else:
-            self._lean_small(framer, side, key, item)
+            self._lean_small(framer, side, key, item, read)
             if not out:
                 return
         self._place_out(row, slot)
@@ -1284,22 +1284,17 @@ class BulkPcap:
                 events.append((row, slot + k / 1024, ev))
         out.clear()
 
-    def _lean_small(self, framer: Any, side: int, key: int, item: tuple) -> None:
-        """_lean_frame for a Credit or PublishConfirm: its event in place, or, decoded as a
-        record (and a malformed report) in d._out."""
-        at, version, size, ts, row, slot, pos = item
+    def _lean_small(self, framer: Any, side: int, key: int, item: tuple, read) -> None:
+        """_lean_frame for a Credit, PublishConfirm or Heartbeat: its event in place, or,
+        decoded as a record (and a malformed report) in d._out."""
+        at, version, size, ts, row, slot, pos, inside = item
         frames, connection, direction = framer.emit.lane
-        frame = bytes(self.mv[at : at + 4 + size])
+        frame = bytes(self.mv[at : at + 4 + size]) if inside else read(pos, pos + 4 + size)
         try:
             fields = FIELD_PATHS[key](frame, size, version)
         except Exception:  # noqa: BLE001 - the record path explains it
             fields = None
-        record = None
-        if fields is None:
-            try:
-                record = _DIRECT[key](frame, size, version)
-            except Exception:  # noqa: BLE001 - decode_frame makes the Malformed record
-                record = None
+        record = None if fields is not None else _fast_record(key, frame, size, version)
         if fields is not None or record is not None:
             frames[side] += 1
             payload = (
