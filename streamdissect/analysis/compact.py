@@ -24,8 +24,7 @@ class CompactRows:
         self._pending.append(row)
         self._n += 1
         if len(self._pending) == self.CHUNK:
-            self._chunks.append([_column(c) for c in zip(*self._pending)])
-            self._pending = []
+            self._flush()
 
     def extend(self, rows: list[tuple]) -> None:
         """append() for each row, without a call a row."""
@@ -35,8 +34,13 @@ class CompactRows:
             self._pending += part[:room]
             self._n += len(part)
             if len(self._pending) == self.CHUNK:
-                self._chunks.append([_column(c) for c in zip(*self._pending)])
+                self._flush()
                 self._pending = part[room:]
+
+    def _flush(self) -> None:
+        """The pending rows as a chunk of columns."""
+        self._chunks.append([_column(c) for c in zip(*self._pending)])
+        self._pending = []
 
     def __len__(self) -> int:
         return self._n
@@ -69,8 +73,7 @@ class CompactRows:
         import numpy as np  # (only the pandas tables ask)
 
         if self._pending:  # (a shorter last chunk: reading by index allows for it)
-            self._chunks.append([_column(c) for c in zip(*self._pending)])
-            self._pending = []
+            self._flush()
         out = []
         for i in range(self._width):
             parts = [chunk[i] for chunk in self._chunks]
