@@ -136,7 +136,7 @@ class Dissector:
         bulk engine gives well-formed Credit, PublishConfirm and Heartbeat frames and Deliver
         heads as tuples (key, ts_ns, connection, direction, fields...) with the fields of
         codec.FIELD_PATHS / deliver_fields (Deliver: size, then deliver_fields without its
-        last item), and the Publish frames it reads with numpy (with publish_messages=False)
+        last item; PublishConfirm ids that go up one by one as a range), and the Publish frames it reads with numpy (with publish_messages=False)
         as (0x0002, ts_ns, connection, direction, publisher id, ids, record count, size),
         instead of FrameEvents; analysis.analyze_events reads both."""
         if engine not in ("auto", "bulk", "stream"):
