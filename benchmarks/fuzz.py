@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.capture import CaptureError
-from streamdissect.cli import anomaly_dict, frame_dict, summary
+from streamdissect.cli import anomaly_dict, frame_dict
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.framing import Framer
 from streamdissect.protocol import (
@@ -80,6 +80,7 @@ from streamdissect.protocol import (
     record_from_dict,
 )
 from streamdissect.protocol.amqp import to_json as amqp_to_json
+from streamdissect.protocol.summary import frame_summary as summary
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"

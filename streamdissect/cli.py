@@ -20,6 +20,7 @@ from .cli_analyze import add_parser as register_analyze
 from .dissect import Anomaly, Dissector, FrameEvent
 from .progress import progress_bar
 from .protocol.records import Record, jsonable, record_class
+from .protocol.summary import frame_summary as summary
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
@@ -200,49 +201,6 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
         )
 
     return write
-
-
-def summary(record: Any, show_secrets: bool = False) -> str:
-    """Command and the fields a reader scans for, like tshark's Info column."""
-    fields = record.to_dict(show_secrets=show_secrets)
-    name = fields.get("command") or type(record).__name__
-    parts = [f"{name}{'Response' if fields.get('response') else ''} v{fields.get('version')}"]
-    if name in ("Unknown", "Malformed") and fields.get("key") is not None:
-        parts.append(f"key=0x{fields['key']:04x}")
-    if fields.get("correlation_id") is not None:
-        parts.append(f"corr={fields['correlation_id']}")
-    if fields.get("code") is not None:
-        parts.append(f"code={fields.get('code_name')}")
-    for name in (
-        "publisher_id",
-        "subscription_id",
-        "stream",
-        "credit",
-        "record_count",
-        "committed_chunk_id",
-        "mechanism",
-        "username",
-        "frame_max",
-        "heartbeat",
-        "closing_code",
-        "closing_reason",
-        "reason",
-    ):
-        value = fields.get(name)
-        if value is not None and value != "":
-            parts.append(f"{name}={value}")
-    ids = fields.get("publishing_ids")
-    if ids:
-        parts.append(f"ids={ids[0]}..{ids[-1]}({len(ids)})" if len(ids) > 3 else f"ids={ids}")
-    if fields.get("errors"):
-        parts.append(f"errors={len(fields['errors'])}")
-    chunk = fields.get("chunk")
-    if chunk:
-        parts.append(f"chunk_id={chunk['chunk_id']}")
-    parts.append(f"size={fields.get('size')}")
-    if fields.get("truncated"):
-        parts.append("[truncated]")
-    return " ".join(parts)
 
 
 # --- entry point --------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 from .anomalies import Anomaly, AnomalyLog
 from .capture import ACK, SYN, PacketProblem, open_capture, tcp_segment
 from .capture.pcap import Packet
+from .capture.segment import Segment
 from .framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
 from .protocol import MESSAGES
 from .protocol.publish import id_run
@@ -112,6 +113,10 @@ class StreamConnection:
 
 
 class Dissector:
+    # What frames each direction: a subclass may keep more of each frame (the scapy layer
+    # keeps its bytes, which it dissects itself).
+    framer_class: type[Framer] = Framer
+
     def __init__(
         self,
         ports: Iterable[int] = DEFAULT_PORTS,
@@ -156,6 +161,7 @@ class Dissector:
         self._row = 0  # number of the packet being handled (bulk engine: for ordering)
         self.anomalies_made = 0  # (the bulk engine looks for them only in blocks that made some)
         self._bulk = False
+        self._flows: FlowTable | None = None  # set by the run (or the first push)
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
         self.lean = lean
@@ -179,6 +185,19 @@ class Dissector:
                 return chain.from_iterable(BulkPcap(self, paths[0], magic).batches())
         packets = self._packets(paths)  # opens every file now: errors raise here
         return self._run(packets)
+
+    # --- push mode: segments handed over one at a time (the scapy layer, live sources) ---
+
+    def push(self, segment: Segment, ts_ns: int) -> list[FrameEvent | Anomaly]:
+        """Dissect one TCP segment (as `capture.tcp_segment` makes it) and return the frames
+        and anomalies it completed, in order. The first call starts the run."""
+        flows = self._flows
+        if flows is None:
+            flows = self._flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
+        flows.segment(segment, ts_ns)
+        out = self._out[:]
+        self._out.clear()
+        return out
 
     def _finish(self, ts: int) -> Iterator[FrameEvent | Anomaly]:
         """Bulk engine: end of capture (the streaming loop does the same inline)."""
@@ -339,7 +358,9 @@ class Dissector:
         def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
             self._anomaly(ts_ns, connection, direction, kind, offset, length, detail)
 
-        return Framer(emit, report, self.max_frame, self.deliver_keep_limit, self.fixed_max_frame)
+        return self.framer_class(
+            emit, report, self.max_frame, self.deliver_keep_limit, self.fixed_max_frame
+        )
 
     # --- anomalies -------------------------------------------------------------------
 

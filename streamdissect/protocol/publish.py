@@ -66,6 +66,28 @@ def _filter_end(buf: Any, pos: int, end: int) -> int:
     return stop
 
 
+def read_entry(buf: Any, pos: int, end: int) -> tuple[bytes | SubBatch, int]:
+    """One entry: a simple entry's bytes or a SubBatch, and where it ends."""
+    stop, _ = _entry_end(buf, pos, end)
+    first = buf[pos]
+    if first & 0x80 == 0:
+        return bytes(buf[pos + 4 : stop]), stop
+    num_records, uncompressed, _ = SUB_BATCH_REST.unpack_from(buf, pos + 1)
+    entry = SubBatch((first & 0x70) >> 4, num_records, uncompressed, bytes(buf[pos + 11 : stop]),
+                     first & 0x0F)  # fmt: skip
+    return entry, stop
+
+
+def write_entry(out: bytearray, entry: bytes | SubBatch) -> None:
+    """The inverse of read_entry."""
+    if isinstance(entry, SubBatch):
+        out.append(0x80 | (entry.compression << 4) | entry.flags_low)
+        out += SUB_BATCH_REST.pack(entry.num_records, entry.uncompressed_length, len(entry.data))
+        out += entry.data
+    else:
+        out += U32.pack(len(entry)) + entry
+
+
 def scan(buf: Any, pos: int, end: int, version: int, ids: list[int]) -> tuple[int, int, int]:
     """Walk `count:i32` + messages, appending publishing ids to `ids` (kept on failure).
 
@@ -127,16 +149,8 @@ class PublishMessages:
                 if n >= 0:
                     filter_value = str(buf[pos : pos + n], "utf-8", "surrogateescape")
                     pos += n
-            stop, _ = _entry_end(buf, pos, len(buf))
-            first = buf[pos]
-            if first & 0x80 == 0:
-                entry: bytes | SubBatch = bytes(buf[pos + 4 : stop])
-            else:
-                num_records, uncompressed, _ = SUB_BATCH_REST.unpack_from(buf, pos + 1)
-                entry = SubBatch((first & 0x70) >> 4, num_records, uncompressed,
-                                 bytes(buf[pos + 11 : stop]), first & 0x0F)  # fmt: skip
+            entry, pos = read_entry(buf, pos, len(buf))
             yield PublishedMessage(publishing_id, filter_value, entry)
-            pos = stop
 
     def __len__(self) -> int:
         return I32.unpack_from(self.data, 0)[0]
@@ -195,13 +209,7 @@ def encode_messages(messages: Iterable[Any], version: int) -> bytes:
             else:
                 raw = filter_value.encode("utf-8", "surrogateescape")
                 out += I16.pack(len(raw)) + raw
-        if isinstance(entry, SubBatch):
-            out.append(0x80 | (entry.compression << 4) | entry.flags_low)
-            out += SUB_BATCH_REST.pack(entry.num_records, entry.uncompressed_length,
-                                       len(entry.data))  # fmt: skip
-            out += entry.data
-        else:
-            out += U32.pack(len(entry)) + entry
+        write_entry(out, entry)
     return bytes(out)
 
 

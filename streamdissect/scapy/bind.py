@@ -1,0 +1,25 @@
+"""Which TCP ports carry RabbitMQ Stream for scapy (both directions): 5552 by default."""
+
+from __future__ import annotations
+
+from scapy.layers.inet import TCP
+from scapy.packet import bind_layers, split_layers
+
+from .layers import StreamFrame
+
+DEFAULT_PORT = 5552
+BOUND_PORTS: set[int] = set()
+
+
+def bind_port(port: int) -> None:
+    """Dissect TCP traffic from or to `port` as RabbitMQ Stream (e.g. 5553, or a TLS
+    terminator's plain side). Connections that start after the call see it."""
+    bind_layers(TCP, StreamFrame, sport=port)
+    bind_layers(TCP, StreamFrame, dport=port)
+    BOUND_PORTS.add(port)
+
+
+def unbind_port(port: int) -> None:
+    split_layers(TCP, StreamFrame, sport=port)
+    split_layers(TCP, StreamFrame, dport=port)
+    BOUND_PORTS.discard(port)

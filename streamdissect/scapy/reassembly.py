@@ -1,0 +1,212 @@
+"""`StreamFrame.tcp_reassemble`: what scapy's TCPSession and StreamSocket call.
+
+scapy's TCPSession hands over a buffer in which lost bytes are zeros, and says nothing of
+it. So the buffer is not read at all: each packet's own TCP segment (`metadata["original"]`)
+goes through the core's pipeline (`Dissector.push`: the TCP reassembler and the framer that
+`streamdissect frames` uses), which waits for out-of-order data, drops retransmitted bytes,
+declares gaps, resynchronises after them and says so. The packet then carries the frames it
+completed, each with the bytes the framer framed; lost bytes are never decoded.
+
+A packet that completes no frame carries a `StreamSegment` (its own bytes), so scapy's
+buffer is emptied at every packet and memory stays bounded whatever the stream holds.
+
+StreamSocket (and TCPSession(app=True)) pass a contiguous stream instead, with no packet:
+then the first whole frame is returned and the rest left as Padding for the next call.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from functools import partial
+from typing import Any
+
+from scapy.config import conf as scapy_conf
+from scapy.layers.inet import IP, TCP
+from scapy.layers.inet6 import IPv6
+from scapy.packet import Packet
+
+from ..capture.segment import ACK, SYN, Segment
+from ..dissect import Anomaly, Dissector, FrameEvent
+from ..framing import Framer, header_plausible
+from ..tcp.reassembly import SEQ_MASK
+from .bind import BOUND_PORTS
+from .layers import StreamFrame, StreamSegment
+from .settings import conf
+
+SESSION_KEY = "streamdissect"
+SENDERS = {"c2s": "client", "s2c": "server"}
+_size = struct.Struct(">I").unpack_from
+_header = struct.Struct(">IHH").unpack_from
+
+
+def reassemble(data: bytes, metadata: dict, session: dict) -> Packet | None:
+    original = metadata.get("original")
+    if isinstance(original, Packet) and original.haslayer(TCP):
+        pipeline = session.get(SESSION_KEY)
+        if pipeline is None:
+            pipeline = session[SESSION_KEY] = ConnectionPipeline(frozenset(BOUND_PORTS))
+        return pipeline.packet(original)
+    return next_frame(data)
+
+
+def next_frame(data: bytes) -> Packet | None:
+    """The first whole frame of a contiguous stream, the rest as Padding; None when more
+    bytes are needed. A size field beyond `conf.max_frame` is garbage: all of `data` becomes
+    one malformed frame instead of waiting for bytes that will never make a frame."""
+    if len(data) < 4:
+        return None
+    size = _size(data)[0]
+    if size < 4 or size > conf.max_frame:
+        return StreamFrame(data)
+    end = 4 + size
+    if len(data) < end:
+        return None
+    frame = StreamFrame(data[:end])
+    if len(data) > end:
+        frame.add_payload(scapy_conf.padding_layer(data[end:]))
+    return frame
+
+
+class FrameKeepingFramer(Framer):
+    """The core's framer, remembering the bytes of every frame it emits (by record)."""
+
+    __slots__ = ("last_frame",)
+
+    def __init__(self, emit: Any, report: Any, *limits: Any, kept: dict[int, bytes]) -> None:
+        def emit_keeping(offset: int, ts_ns: int, record: Any) -> None:
+            kept[id(record)] = self.last_frame
+            emit(offset, ts_ns, record)
+
+        super().__init__(emit_keeping, report, *limits)
+        self.last_frame = b""
+
+    def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
+        self.last_frame = frame
+        super()._decode(offset, ts_ns, frame, size, cut)
+
+    def _emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
+        self.last_frame = head
+        super()._emit_head(offset, ts_ns, head, size)
+
+
+class ConnectionPipeline:
+    """What one TCP connection (scapy's session dict) keeps between packets."""
+
+    def __init__(self, ports: frozenset[int]) -> None:
+        self.ports = ports
+        self.kept: dict[int, bytes] = {}
+        # Whole frames up to max_frame (no head-only Delivers): scapy users get every byte.
+        self.dissector = Dissector(
+            ports=ports,
+            heuristic=False,
+            max_frame=conf.max_frame,
+            deliver_keep_limit=None,
+            engine="stream",
+        )
+        self.dissector.framer_class = partial(FrameKeepingFramer, kept=self.kept)  # type: ignore[assignment]
+        self.started: set[tuple[bytes, int]] = set()  # senders that have sent data
+        self.framed_to: dict[str, int] = {}  # direction -> stream offset after its last frame
+        self.notes: dict[str, list[str]] = {}  # direction -> anomalies since its last frame
+
+    def packet(self, pkt: Packet) -> Packet:
+        found = segment_of(pkt)
+        if found is None:
+            return StreamSegment(load=b"")
+        segment, payload = found
+        ts_ns = int(pkt.time * 1_000_000_000)
+        direction = "c2s" if segment[3] in self.ports else "s2c"
+        sender_side = SENDERS[direction]
+        sender = (segment[0], segment[1])
+        if sender not in self.started:
+            self.started.add(sender)
+            if starts_a_frame(payload):
+                # scapy's TCPSession never shows us a SYN: a direction whose first data
+                # starts with a frame header is taken to start there (else: mid-stream)
+                self.dissector.push(self._syn(segment), ts_ns)
+        raised: list[str] = []
+        frames: list[StreamFrame] = []
+        for event in self.dissector.push(segment, ts_ns):
+            if isinstance(event, FrameEvent):
+                frames.append(self._frame(event))
+            elif isinstance(event, Anomaly):
+                note = describe(event)
+                self.notes.setdefault(event.direction or direction, []).append(note)
+                if event.direction == direction:
+                    raised.append(note)
+        if not frames:
+            marker = StreamSegment(load=payload)
+            marker.fields.update(sender=sender_side, anomalies=raised)
+            return marker
+        first = frames[0]
+        for frame in frames[1:]:
+            first.add_payload(frame)
+        return first
+
+    def _syn(self, segment: Segment) -> Segment:
+        src, sport, dst, dport, seq = segment[:5]
+        flags = SYN | (ACK if sport in self.ports else 0)
+        return (src, sport, dst, dport, (seq - 1) & SEQ_MASK, 0, flags, memoryview(b""), 0)
+
+    def _frame(self, event: FrameEvent) -> StreamFrame:
+        record = event.record
+        frame = StreamFrame(self.kept.pop(id(record)))
+        direction, offset = event.direction, event.stream_offset
+        gap = max(offset - self.framed_to.get(direction, 0), 0)
+        self.framed_to[direction] = offset + 4 + (record.size or 0)
+        # (set in the fields dict: these are not on the wire, the built bytes stay cached)
+        frame.fields.update(
+            sender=SENDERS[direction],
+            stream_offset=offset,
+            gap_before=gap,
+            anomalies=self.notes.pop(direction, []),
+        )
+        return frame
+
+
+def describe(anomaly: Anomaly) -> str:
+    text = f"{anomaly.kind} at {anomaly.stream_offset} len {anomaly.length}"
+    return f"{text}: {anomaly.detail}" if anomaly.detail else text
+
+
+def starts_a_frame(payload: bytes) -> bool:
+    if len(payload) < 8:
+        return len(payload) > 0  # too short to tell: the usual case is a start
+    return header_plausible(*_header(payload), conf.max_frame)
+
+
+def segment_of(pkt: Packet) -> tuple[Segment, bytes] | None:
+    """The packet's TCP segment as the core's capture layer makes it (capture.segment)."""
+    tcp = pkt[TCP]
+    ip = tcp.underlayer
+    header = (tcp.dataofs or 5) * 4
+    if isinstance(ip, IP):
+        src, dst = socket.inet_aton(ip.src), socket.inet_aton(ip.dst)
+        ip_payload = ip.len - ip.ihl * 4 if ip.len is not None and ip.ihl is not None else None
+    elif isinstance(ip, IPv6):
+        src = socket.inet_pton(socket.AF_INET6, ip.src)
+        dst = socket.inet_pton(socket.AF_INET6, ip.dst)
+        ip_payload = ip.plen
+    else:
+        return None
+    layer = tcp.payload
+    if isinstance(layer, scapy_conf.padding_layer):
+        data = b""  # link-layer padding, no TCP payload
+    else:
+        original = getattr(layer, "original", None)
+        data = bytes(original if original is not None else layer)
+    wire_len = ip_payload - header if ip_payload is not None else len(data)
+    wire_len = max(wire_len, 0)
+    data = data[:wire_len]
+    segment = (
+        src,
+        tcp.sport,
+        dst,
+        tcp.dport,
+        tcp.seq,
+        tcp.ack,
+        int(tcp.flags),
+        memoryview(data),
+        wire_len,
+    )
+    return segment, data

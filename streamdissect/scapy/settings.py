@@ -1,0 +1,16 @@
+"""The layer's settings (like scapy's own `conf`): change them on `streamdissect.scapy.conf`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..framing import DEFAULT_MAX_FRAME
+
+
+@dataclass
+class LayerSettings:
+    show_secrets: bool = False  # SASL PLAIN passwords shown by show() / summary() / repr
+    max_frame: int = DEFAULT_MAX_FRAME  # a size field above it is garbage, never buffered
+
+
+conf = LayerSettings()
