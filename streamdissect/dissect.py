@@ -129,6 +129,7 @@ class Dissector:
         publish_messages: bool = True,
         helper_process: bool = False,
         lean: bool = False,
+        hole_patience: int | None = None,
     ) -> None:
         """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
         single plain pcap file, else stream); both give the same events.
@@ -143,7 +144,8 @@ class Dissector:
         codec.FIELD_PATHS / deliver_fields (Deliver: size, then deliver_fields without its
         last item; PublishConfirm ids that go up one by one as a range), and the Publish frames it reads with numpy (with publish_messages=False)
         as (0x0002, ts_ns, connection, direction, publisher id, ids, record count, size),
-        instead of FrameEvents; analysis.analyze_events reads both."""
+        instead of FrameEvents; analysis.analyze_events reads both.
+        `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
         self.engine = engine
@@ -153,6 +155,7 @@ class Dissector:
         self.fixed_max_frame = bool(max_frame)  # given: it, not the negotiated max, limits
         self.deliver_keep_limit = deliver_keep_limit
         self.ooo_cap = ooo_cap
+        self.hole_patience = hole_patience
         self.on_read = on_read
         self.anomalies = AnomalyLog()
         self._streams: list[StreamConnection] = []
@@ -193,7 +196,9 @@ class Dissector:
         and anomalies it completed, in order. The first call starts the run."""
         flows = self._flows
         if flows is None:
-            flows = self._flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
+            flows = self._flows = FlowTable(
+                self._tcp_report, self._new_connection, self.ooo_cap, self.hole_patience
+            )
         flows.segment(segment, ts_ns)
         out = self._out[:]
         self._out.clear()

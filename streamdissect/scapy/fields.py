@@ -46,7 +46,24 @@ INT_FIELDS: dict[str, type[Field]] = {
     "q": SignedLongField,
 }
 
-_short_repr = reprlib.Repr()
+
+class _WireOrderRepr(reprlib.Repr):
+    """reprlib, but maps keep wire order (reprlib sorts their keys)."""
+
+    def repr_dict(self, x: dict, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [
+            f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+            for k, v in list(x.items())[: self.maxdict]
+        ]
+        more = ", ..." if len(x) > self.maxdict else ""
+        return "{" + ", ".join(items) + more + "}"
+
+
+_short_repr = _WireOrderRepr()
 _short_repr.maxstring = 80
 _short_repr.maxother = 80
 _short_repr.maxlist = 12

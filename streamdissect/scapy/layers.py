@@ -130,14 +130,19 @@ def crafting_default(command: str, name: str, wire: Any) -> Any:
 # The frame header
 
 
+class ShownWhen(ConditionalField):
+    """A ConditionalField that only hides from show(): its value reads as it is (0, [])."""
+
+    def i2h(self, pkt: Any, val: Any) -> Any:
+        return self.fld.i2h(pkt, val)
+
+
 def _meta(name: str, default: Any, always: bool = False) -> Field:
     """A MetaField shown only when the capture set something (a crafted frame shows none):
     `always`, whenever the frame came from a capture; else when it is not the default."""
     if always:
-        return ConditionalField(
-            MetaField(name, default), lambda pkt: pkt.fields.get("sender") is not None
-        )
-    return ConditionalField(
+        return ShownWhen(MetaField(name, default), lambda pkt: pkt.fields.get("sender") is not None)
+    return ShownWhen(
         MetaField(name, default), lambda pkt: pkt.fields.get(name) not in (None, 0, [])
     )
 

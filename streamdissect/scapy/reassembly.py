@@ -29,13 +29,19 @@ from scapy.packet import Packet
 from ..capture.segment import ACK, SYN, Segment
 from ..dissect import Anomaly, Dissector, FrameEvent
 from ..framing import Framer, header_plausible
-from ..tcp.reassembly import SEQ_MASK
+from ..tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 from .bind import BOUND_PORTS
 from .layers import StreamFrame, StreamSegment
 from .settings import conf
 
 SESSION_KEY = "streamdissect"
 SENDERS = {"c2s": "client", "s2c": "server"}
+# How far into a direction data from before its first segment is still looked for (reordering
+# moves segments by a few packets; past this, sequence numbers may have gone round).
+REORDER_WINDOW = 1 << 20
+# TCPSession shows no pure ACKs and no end of capture, which is when the core calls a hole a
+# gap: here a hole still open this many data packets of its connection later is one.
+HOLE_PATIENCE = 4
 _size = struct.Struct(">I").unpack_from
 _header = struct.Struct(">IHH").unpack_from
 
@@ -103,9 +109,11 @@ class ConnectionPipeline:
             max_frame=conf.max_frame,
             deliver_keep_limit=None,
             engine="stream",
+            hole_patience=HOLE_PATIENCE,
         )
         self.dissector.framer_class = partial(FrameKeepingFramer, kept=self.kept)  # type: ignore[assignment]
-        self.started: set[tuple[bytes, int]] = set()  # senders that have sent data
+        # sender -> (sequence number of its first data, bytes seen since)
+        self.started: dict[tuple[bytes, int], tuple[int, int]] = {}
         self.framed_to: dict[str, int] = {}  # direction -> stream offset after its last frame
         self.notes: dict[str, list[str]] = {}  # direction -> anomalies since its last frame
 
@@ -118,13 +126,29 @@ class ConnectionPipeline:
         direction = "c2s" if segment[3] in self.ports else "s2c"
         sender_side = SENDERS[direction]
         sender = (segment[0], segment[1])
-        if sender not in self.started:
-            self.started.add(sender)
+        raised: list[str] = []
+        start, seen = self.started.get(sender, (None, 0))
+        self.started[sender] = (segment[4] if start is None else start, seen + len(payload))
+        if start is None:
             if starts_a_frame(payload):
                 # scapy's TCPSession never shows us a SYN: a direction whose first data
                 # starts with a frame header is taken to start there (else: mid-stream)
                 self.dissector.push(self._syn(segment), ts_ns)
-        raised: list[str] = []
+        elif (
+            payload
+            and seen < REORDER_WINDOW
+            and 0 < (start - segment[4]) & SEQ_MASK < HALF_SEQ_SPACE
+        ):
+            # Data from before the first segment seen (they came reordered): the stream
+            # was taken to start later, so these bytes cannot be placed. Said, not framed.
+            note = (
+                f"segment_before_start len {len(payload)}: data before the first segment"
+                " seen in this direction (reordered), not framed"
+            )
+            self.notes.setdefault(direction, []).append(note)
+            marker = StreamSegment(load=payload)
+            marker.fields.update(sender=sender_side, anomalies=[note])
+            return marker
         frames: list[StreamFrame] = []
         for event in self.dissector.push(segment, ts_ns):
             if isinstance(event, FrameEvent):

@@ -74,7 +74,12 @@ class FlowTable:
         report: ConnectionReport,
         on_new: Callable[[TcpConnection, int], None],
         ooo_cap: int = DEFAULT_OOO_CAP,
+        hole_patience: int | None = None,
     ) -> None:
+        """`hole_patience`: declare a hole a gap once that many packets of its connection
+        have come after it (see DirectionReassembler.hole_waited); None: only on the peer's
+        ACKs, the out-of-order cap or the end of the capture."""
+        self._hole_patience = hole_patience
         self._flows: dict[tuple[bytes, int, bytes, int], tuple[TcpConnection, int]] = {}
         self.connections: list[TcpConnection] = []  # every one, in order of first packet
         self._report = report
@@ -104,6 +109,10 @@ class FlowTable:
             other = conn.streams[1 - side]
             if other.pending:
                 other.peer_acked(ack, conn.packets, ts_ns)
+        if self._hole_patience is not None:
+            for waiting in conn.streams:
+                if waiting.pending:
+                    waiting.hole_waited(conn.packets, ts_ns, self._hole_patience)
 
     def _open(
         self, src: bytes, sport: int, dst: bytes, dport: int, ts_ns: int, flags: int

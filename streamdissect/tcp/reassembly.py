@@ -55,6 +55,7 @@ class DirectionReassembler:
     __slots__ = (
         "fin_offset",
         "hole_acked_at",
+        "hole_opened_at",
         "isn",
         "next_seq",
         "offset",
@@ -79,6 +80,7 @@ class DirectionReassembler:
         self.pending_offsets: list[int] = []  # heap of the keys above
         self.pending_bytes = 0
         self.hole_acked_at: int | None = None
+        self.hole_opened_at: int | None = None  # packet number (see hole_waited)
         self.fin_offset: int | None = None
 
     def segment(self, seq: int, flags: int, payload: memoryview, wire_len: int, ts_ns: int) -> None:
@@ -168,6 +170,7 @@ class DirectionReassembler:
                 continue  # fully covered by what filled the hole
             self._deliver(memoryview(captured)[already:], wire_len - already, ts_ns)
         self.hole_acked_at = None
+        self.hole_opened_at = None
 
     def declare_gap(self, ts_ns: int, why: str) -> None:
         """Give up on the first hole: its bytes are missing, framing goes on after it."""
@@ -189,6 +192,15 @@ class DirectionReassembler:
             self.hole_acked_at = packet_number
         elif packet_number - self.hole_acked_at >= ACKED_HOLE_PATIENCE:
             self.declare_gap(ts_ns, "acknowledged by the peer but not captured")
+
+    def hole_waited(self, packet_number: int, ts_ns: int, patience: int) -> None:
+        """A hole still open `patience` packets of the connection after it was first seen is
+        a gap, ACKs or not: for callers that are never shown pure ACKs nor the end of the
+        capture (scapy's TCPSession), where a hole would otherwise hold back every frame."""
+        if self.hole_opened_at is None:
+            self.hole_opened_at = packet_number
+        elif packet_number - self.hole_opened_at >= patience:
+            self.declare_gap(ts_ns, f"not filled within {patience} packets")
 
     def finish(self, ts_ns: int) -> None:
         """End of capture: holes that remain are gaps."""

@@ -1,0 +1,340 @@
+"""sniff(offline=..., session=TCPSession) with the layer: the frames of `streamdissect frames`,
+the wire's bytes, gaps shown and never zero-filled, bad input never an exception."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scapy.all import IP, TCP, Ether, Raw, sniff, wrpcap
+from scapy.sessions import TCPSession
+
+import worsen
+from streamdissect.protocol import encode_record, make_record
+from streamdissect.scapy import (
+    BOUND_PORTS,
+    Deliver,
+    Publish,
+    StreamFrame,
+    StreamMalformed,
+    StreamSegment,
+    bind_port,
+    stream_frames,
+    unbind_port,
+)
+
+CAPTURES = worsen.corpus_captures()
+KEY_FIELDS = ("publisher_id", "subscription_id", "stream", "credit", "committed_chunk_id",
+              "closing_code", "frame_max", "heartbeat", "mechanism")  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def port_5553():
+    """The 4.0 broker's captures are on 5553."""
+    bind_port(5553)
+    yield
+    unbind_port(5553)
+
+
+def reference_frames(path: Path) -> dict[tuple[str, str], list[dict]]:
+    """`streamdissect frames --format jsonl`, per connection and direction."""
+    out = subprocess.run(
+        [sys.executable, "-m", "streamdissect", "frames", "--format", "jsonl", "--port", "5552", "--port", "5553",
+         "--no-heuristic", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    frames: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for line in out.splitlines():
+        row = json.loads(line)
+        if row["command"] != "Anomaly":
+            wanted = {k: row.get(k) for k in ("key", "version", "size", "correlation_id", "code")}
+            wanted |= {k: row[k] for k in KEY_FIELDS if row.get(k) is not None}
+            if row.get("publishing_ids") is not None:
+                wanted["publishing_ids"] = row["publishing_ids"]
+            if row.get("record_count") is not None:
+                wanted["record_count"] = row["record_count"]
+            frames[(row["connection"], row["direction"])].append(wanted)
+    return frames
+
+
+def connection_of(packet: Any, frame: StreamFrame) -> tuple[str, str]:
+    ip, tcp = packet[IP], packet[TCP]
+    if frame.sender == "client":
+        return f"{ip.src}:{tcp.sport}-{ip.dst}:{tcp.dport}", "c2s"
+    return f"{ip.dst}:{tcp.dport}-{ip.src}:{tcp.sport}", "s2c"
+
+
+def scapy_fields(frame: StreamFrame) -> dict[str, Any]:
+    """What the layer's own fields say (not the codec's reading of the bytes)."""
+    body = frame.payload
+    # (only the body's own fields: scapy's attribute lookup goes on to the next frame)
+    names = {f.name for f in body.fields_desc}
+    got = {"key": frame.key, "version": frame.version, "size": frame.size,
+           "correlation_id": body.correlation_id if "correlation_id" in names else None,
+           "code": body.code if "code" in names else None}  # fmt: skip
+    for name in KEY_FIELDS:
+        if name in names and getattr(body, name) is not None:
+            got[name] = getattr(body, name)
+    if isinstance(body, Publish):
+        got["publishing_ids"] = [m.publishing_id for m in body.messages]
+        got["record_count"] = sum(
+            1 if isinstance(m.entry, bytes) else m.entry.num_records for m in body.messages
+        )
+    elif "publishing_ids" in names:
+        got["publishing_ids"] = body.publishing_ids
+    if isinstance(body, Deliver):
+        got["record_count"] = body.num_records
+    return got
+
+
+def sniffed(path: Path) -> tuple[list[Any], dict[tuple[str, str], list[StreamFrame]]]:
+    packets = sniff(offline=str(path), session=TCPSession)
+    frames: dict[tuple[str, str], list[StreamFrame]] = defaultdict(list)
+    for packet in packets:
+        for frame in stream_frames([packet]):
+            frames[connection_of(packet, frame)].append(frame)
+    return packets, frames
+
+
+def wire_streams(path: Path) -> dict[tuple[str, str], bytes]:
+    """Each direction's bytes from the SYN on, put together from the capture with worsen's
+    own reader (not with streamdissect nor the layer)."""
+    _, packets = worsen.read_pcap(path)
+    pieces: dict[tuple, dict[int, bytes]] = defaultdict(dict)
+    starts: dict[tuple, int] = {}
+    for _, data, _ in packets:
+        tcp = worsen.tcp_of(data)
+        if tcp is None:
+            continue
+        if tcp.flags & 0x02:
+            starts[tcp.flow] = tcp.seq + 1
+        if tcp.payload_len:
+            pieces[tcp.flow][tcp.seq] = data[tcp.payload_at : tcp.payload_at + tcp.payload_len]
+    streams = {}
+    for flow, by_seq in pieces.items():
+        src, sport, dst, dport = flow
+        client = dport in (5552, 5553)
+        ends = (src, sport, dst, dport) if client else (dst, dport, src, sport)
+        name = "{}:{}-{}:{}".format(".".join(map(str, ends[0])), ends[1],
+                                    ".".join(map(str, ends[2])), ends[3])  # fmt: skip
+        out = bytearray()
+        for seq in sorted(by_seq):
+            offset = seq - starts[flow]
+            out[offset : offset + len(by_seq[seq])] = by_seq[seq]
+        streams[(name, "c2s" if client else "s2c")] = bytes(out)
+    return streams
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
+def test_sniff_gives_the_frames_of_streamdissect_frames(path):
+    expected = reference_frames(path)
+    _, frames = sniffed(path)
+    got = {key: [scapy_fields(f) for f in found] for key, found in frames.items()}
+    assert got == dict(expected)
+    assert sum(map(len, got.values())) > 0
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
+def test_every_frame_builds_back_to_the_wire_bytes(path):
+    streams = wire_streams(path)
+    _, frames = sniffed(path)
+    checked = 0
+    for key, found in frames.items():
+        for frame in found:
+            data = frame.frame_bytes()
+            offset = frame.stream_offset
+            assert streams[key][offset : offset + len(data)] == data
+            assert bytes(StreamFrame(data)) == data
+            assert frame.gap_before == 0 and frame.anomalies == []
+            checked += 1
+    assert checked == sum(map(len, reference_frames(path).values()))
+
+
+def test_summary_reads_like_a_frames_line():
+    path = worsen.CAPTURES / "raw-errors-3.10.pcap"
+    lines = subprocess.run(
+        [sys.executable, "-m", "streamdissect", "frames", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    texts = [line.split(None, 3)[3] for line in lines]  # after number, time, connection
+    packets = sniff(offline=str(path), session=TCPSession)
+    summaries = []
+    for packet in packets:
+        summary = packet.summary()
+        if StreamFrame in packet:
+            assert summary.startswith("Ether / IP / TCP 127.0.0.1:")
+            summaries += [part for part in summary.split(" / ") if part[:1] in "→←"]
+    assert summaries == texts
+
+
+def dropped_copy(tmp_path: Path) -> tuple[Path, Path, int, int, tuple[str, str]]:
+    """The slow-consumer capture with one server data segment in the middle of a Deliver cut
+    out: (cut copy, original, first and end stream offsets of the lost bytes, direction)."""
+    original = worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap"
+    linktype, packets = worsen.read_pcap(original)
+    streams = wire_streams(original)
+    server_segments = [i for i in worsen.data_segments(packets)
+                       if worsen.tcp_of(packets[i][1]).flow[1] == 5552]  # fmt: skip
+    # the busiest server direction (the consumer's Delivers), a full-sized segment mid-way
+    busiest = max({worsen.tcp_of(packets[i][1]).flow for i in server_segments},
+                  key=lambda flow: sum(worsen.tcp_of(packets[i][1]).flow == flow
+                                       for i in server_segments))  # fmt: skip
+    mine = [i for i in server_segments if worsen.tcp_of(packets[i][1]).flow == busiest]
+    middle = mine[len(mine) // 3 : 2 * len(mine) // 3]
+    victim = max(middle, key=lambda i: worsen.tcp_of(packets[i][1]).payload_len)
+    tcp = worsen.tcp_of(packets[victim][1])
+    syn = next(t.seq for _, d, _ in packets
+               if (t := worsen.tcp_of(d)) and t.flow == tcp.flow and t.flags & 0x02)  # fmt: skip
+    start = tcp.seq - syn - 1
+    client_port = tcp.flow[3]
+    key = next(k for k in streams if k[1] == "s2c" and k[0].split("-")[0].endswith(f":{client_port}"))
+    cut = worsen.write_pcap(tmp_path / "cut.pcap", linktype, worsen.drop(packets, {victim}))
+    return cut, original, start, start + tcp.payload_len, key
+
+
+def test_a_lost_segment_is_shown_and_never_decoded_as_zeros(tmp_path):
+    cut, original, gap_start, gap_end, key = dropped_copy(tmp_path)
+    full = wire_streams(original)[key]
+    _, before = sniffed(original)
+    packets, after = sniffed(cut)
+    # scapy's own buffer holds zeros where the segment was; no frame holds them
+    for frame in after[key]:
+        data = frame.frame_bytes()
+        assert full[frame.stream_offset : frame.stream_offset + len(data)] == data
+    assert all(f.frame_bytes().count(b"\x00" * 64) == 0 or f.stream_offset + len(f.frame_bytes())
+               <= gap_start for f in after[key])  # fmt: skip
+    old = [(f.stream_offset, f.size) for f in before[key]]
+    new = [(f.stream_offset, f.size) for f in after[key]]
+    whole_before = [o for o in old if o[0] + 4 + o[1] <= gap_start]
+    resumed = [o for o in old if o[0] >= gap_end]
+    assert new[: len(whole_before)] == whole_before
+    assert new[-len(resumed) :] == resumed and len(resumed) > 5  # the frames after the gap
+    lost = [o for o in old if o not in new]
+    assert lost and all(o[0] < gap_end and o[0] + 4 + o[1] > gap_start for o in lost)
+    # the gap is shown on the first frame after it
+    first_after = next(f for f in after[key] if f.stream_offset >= gap_end)
+    assert first_after.gap_before > 0
+    assert any("gap" in note for note in first_after.anomalies)
+    assert f"bytes not framed before it]" in next(
+        p for p in packets if StreamFrame in p and first_after in stream_frames([p])
+    ).summary()
+
+
+def after_starts(worsen_with: Any, packets: list, keep: int = 3) -> list:
+    """worsen_with applied to each connection's packets after its first `keep` data segments
+    in each direction (the rest of the capture kept in place)."""
+    firsts: set[int] = set()
+    counts: dict[tuple, int] = defaultdict(int)
+    for i in worsen.data_segments(packets):
+        flow = worsen.tcp_of(packets[i][1]).flow
+        counts[flow] += 1
+        if counts[flow] <= keep:
+            firsts.add(i)
+    start = max(firsts) + 1 if firsts else 0
+    return packets[:start] + worsen_with(packets[start:])
+
+
+@pytest.mark.parametrize("worsen_with", [worsen.reorder, worsen.duplicate])
+def test_reordered_and_retransmitted_segments_give_the_same_frames(tmp_path, worsen_with):
+    original = worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap"
+    linktype, packets = worsen.read_pcap(original)
+    # (past each direction's first segments: see the next test)
+    path = worsen.write_pcap(tmp_path / "worse.pcap", linktype, after_starts(worsen_with, packets))
+    _, frames = sniffed(path)
+    got = {key: [scapy_fields(f) for f in found] for key, found in frames.items()}
+    assert got == dict(reference_frames(original))
+    assert any(f.anomalies for found in frames.values() for f in found)  # and they are said
+
+
+def test_a_reordered_first_segment_is_said_not_misread(tmp_path):
+    """TCPSession shows no SYN: the stream is taken to start at a direction's first data
+    segment, so one that comes before it (swapped) cannot be placed. It is said, and
+    everything after is framed as on the wire."""
+    original = worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap"
+    linktype, packets = worsen.read_pcap(original)
+    path = worsen.write_pcap(tmp_path / "swapped.pcap", linktype, worsen.reorder(packets))
+    streams = wire_streams(original)
+    packets_seen, frames = sniffed(path)
+    notes = [n for found in frames.values() for f in found for n in f.anomalies]
+    assert any(n.startswith("segment_before_start") for n in notes)
+    reference = reference_frames(original)
+    for key, found in frames.items():
+        assert [scapy_fields(f) for f in found] == reference[key][-len(found) :]
+        for frame in found:  # (stream offsets count from the first segment seen)
+            assert frame.frame_bytes() in streams[key]
+
+
+def tcp_packets(payloads: list[bytes], sport: int = 40000) -> list[Any]:
+    """A client connection to 5552 carrying `payloads` (handshake included)."""
+    seq = 1000
+    packets = [Ether() / IP(src="127.0.0.1", dst="127.0.0.1") / TCP(sport=sport, dport=5552,
+                                                                    flags="S", seq=seq - 1)]  # fmt: skip
+    for n, payload in enumerate(payloads):
+        packet = Ether() / IP(src="127.0.0.1", dst="127.0.0.1") / TCP(
+            sport=sport, dport=5552, flags="PA", seq=seq, ack=1
+        ) / Raw(payload)
+        packet.time = 1_700_000_000 + n / 1000
+        packets.append(packet)
+        seq += len(payload)
+    return packets
+
+
+def test_hostile_bytes_never_escape_sniff(tmp_path):
+    heartbeat = encode_record(make_record("Heartbeat"))
+    credit = encode_record(make_record("Credit", subscription_id=1, credit=2))
+    bad_map = b"\x00\x00\x00\x0c\x00\x11\x00\x01\x00\x00\x00\x01\x7f\xff\xff\xff"
+    payloads = [credit, bad_map, b"\xff\xff\xff\xf0\x00\x08\x00\x01" + b"\xab" * 300,
+                b"\x00" * 100, heartbeat + credit, b"\xff" + bytes(range(256)) * 4, credit,
+                heartbeat]  # fmt: skip
+    path = tmp_path / "hostile.pcap"
+    wrpcap(str(path), tcp_packets(payloads))
+    packets = sniff(offline=str(path), session=TCPSession)
+    frames = list(stream_frames(packets))
+    malformed = [f for f in frames if isinstance(f.payload, StreamMalformed)]
+    assert malformed and "map" in malformed[0].payload.reason
+    assert [f.payload.__class__.__name__ for f in frames if not f in malformed][:1] == ["Credit"]
+    # resynchronised on the last Credit (a resync trusts a frame once the next header is in)
+    assert [f.payload.__class__.__name__ for f in frames[-2:]] == ["Credit", "Heartbeat"]
+    assert frames[-2].gap_before == 1 + 256 * 4
+    notes = [n for f in frames for n in f.anomalies]
+    assert any("frame_too_large" in n for n in notes) and any("resync" in n for n in notes)
+    assert any(StreamSegment in p for p in packets)  # bytes that ended no frame, still shown
+    for packet in packets:
+        packet.summary()
+
+
+def test_an_absurd_size_allocates_nothing(tmp_path):
+    # 2**32 - 16 bytes announced, then a few kilobytes of garbage and a real frame
+    credit = encode_record(make_record("Credit", subscription_id=1, credit=2))
+    heartbeat = encode_record(make_record("Heartbeat"))
+    payloads = [b"\xff\xff\xff\xf0\x00\x02\x00\x01" + b"\x11" * 1400 for _ in range(20)]
+    payloads += [credit, heartbeat]
+    path = tmp_path / "absurd.pcap"
+    wrpcap(str(path), tcp_packets(payloads))
+    tracemalloc.start()
+    packets = sniff(offline=str(path), session=TCPSession)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024
+    assert list(stream_frames(packets))[-2].payload.credit == 2
+
+
+def test_other_ports_are_bound_on_request(tmp_path):
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-heartbeat-3.10.pcap")
+    path = worsen.write_pcap(tmp_path / "moved.pcap", linktype,
+                             worsen.rewrite_port(packets, 5552, 5999))  # fmt: skip
+    assert 5999 not in BOUND_PORTS
+    assert not list(stream_frames(sniff(offline=str(path), session=TCPSession)))
+    bind_port(5999)
+    try:
+        frames = list(stream_frames(sniff(offline=str(path), session=TCPSession)))
+        assert len(frames) == sum(map(len, reference_frames(worsen.CAPTURES /
+                                                            "rstream-heartbeat-3.10.pcap").values()))  # fmt: skip
+    finally:
+        unbind_port(5999)
