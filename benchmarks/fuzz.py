@@ -12,7 +12,9 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           gives), then everything a user can ask of the record: to_dict both ways, repr,
           the text summary, re-encoding (must give back exactly the bytes: a record that
           encodes to other bytes would lie), record_from_dict, Deliver entries, records,
-          tracking, bounded decompression, AMQP 1.0 decoding of every record payload.
+          tracking, bounded decompression, AMQP 1.0 decoding of every record payload; one
+          frame in SCAPY_EVERY also through the scapy layer (same verdict and record, the
+          same bytes built back, show() and summary() never raise).
 - stream: a byte stream of mutated frames -> Framer, fed whole and in random splits with
           missing bytes at random places; the split feeds must give the same frames and
           anomalies as the whole feed (TCP segmentation must not change what we report).
@@ -81,6 +83,7 @@ from streamdissect.protocol import (
 )
 from streamdissect.protocol.amqp import to_json as amqp_to_json
 from streamdissect.protocol.summary import frame_summary as summary
+from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -94,6 +97,7 @@ MAX_DECOMPRESSED = 1 << 20  # what the fuzzer lets a sub-batch inflate to
 FUZZ_MAX_FRAME = 1 << 20  # the framer's cap in the stream target (the default is 8 MiB)
 FUZZ_OOO_CAP = 64 * 1024  # small, so the cap path runs often
 SAMPLE_MEMORY_EVERY = 97  # one input in this many runs under tracemalloc
+SCAPY_EVERY = 4  # one frame in this many also goes through the scapy layer (it is slow)
 
 KNOWN_KEYS = sorted({m.key for m in MESSAGES})
 INTERESTING_32 = (0, 1, 2, 3, 4, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF,
@@ -754,11 +758,33 @@ def _amqp(data: Any) -> None:
     amqp_to_json(message.body)
 
 
+def check_scapy(frame: bytes, record: Any) -> None:
+    """The scapy layer reads what the codec reads: never raises, builds back the bytes, and
+    a whole frame is malformed, unknown or the same record for both."""
+    packet = StreamFrame(frame)
+    packet.summary()
+    packet.show(dump=True)
+    if bytes(packet) != frame:
+        raise Finding("the scapy layer builds other bytes than it dissected")
+    if len(frame) < 8 or struct.unpack_from(">I", frame)[0] != len(frame) - 4:
+        return  # (cut or followed by more bytes: the two read different spans)
+    body = packet.payload
+    if isinstance(record, Malformed) != isinstance(body, StreamMalformed):
+        raise Finding(f"codec and scapy layer disagree on malformed: {record!r} / {body!r}")
+    if isinstance(record, Unknown) != isinstance(body, StreamUnknown):
+        raise Finding("codec and scapy layer disagree on unknown")
+    same = packet.to_record().to_dict(show_secrets=True) == record.to_dict(show_secrets=True)
+    if isinstance(record, Record) and not record.truncated and not same:
+        raise Finding(f"the scapy layer reads another {record.command}")
+
+
 def run_frame(frame: bytes) -> None:
     record = decode_frame(frame)
     if "internal error" in getattr(record, "reason", ""):
         raise Finding(f"decode_frame caught its own bug: {record.reason}")
     exercise(record, frame)
+    if int.from_bytes(hashlib.sha1(frame).digest()[4:6], "big") % SCAPY_EVERY == 0:
+        check_scapy(frame, record)
     if isinstance(record, Record) and not record.truncated and len(frame) > 8:
         # what snaplen leaves of a valid frame must not turn malformed (the framer's resync
         # judges cut candidates this way, so segmentation would change its output)

@@ -56,6 +56,25 @@ print("SD_BENCH " + json.dumps({"import_s": t1 - t0, "loop_s": t2 - t1, "emitted
       file=sys.stderr)
 """
 
+SCAPY_LAYER_SCRIPT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from scapy.all import sniff
+from scapy.sessions import TCPSession
+from streamdissect.scapy import StreamFrame
+t1 = time.perf_counter()
+out = [0, 0]
+def seen(pkt):
+    out[0] += 1
+    first = pkt.getlayer(StreamFrame)
+    if first is not None:
+        out[1] += len(first.frames())
+sniff(offline=sys.argv[1], session=TCPSession, store=False, prn=seen)
+t2 = time.perf_counter()
+print("SD_BENCH " + json.dumps({"import_s": t1 - t0, "loop_s": t2 - t1, "emitted": out[0],
+                                "frames": out[1]}), file=sys.stderr)
+"""
+
 PANDAS_SCRIPT = r"""
 import functools, json, sys, time
 t0 = time.perf_counter()
@@ -214,6 +233,9 @@ def build_tools(path: str, scapy_slice: str, selected: set[str] | None) -> list[
              ["tshark", "-r", path, "-q", "-z", "conv,tcp"], path),
         Tool("scapy", "scapy sniff(offline, session=TCPSession, store=False) on a slice",
              [sys.executable, "-c", SCAPY_SCRIPT, scapy_slice], scapy_slice,
+             note="packets/s and MB/s from sniff()'s own time, imports excluded"),
+        Tool("scapy-layer", "the same with streamdissect.scapy imported: frames decoded",
+             [sys.executable, "-c", SCAPY_LAYER_SCRIPT, scapy_slice], scapy_slice,
              note="packets/s and MB/s from sniff()'s own time, imports excluded"),
         Tool("frames", "streamdissect frames --format jsonl FILE > /dev/null",
              sd + ["frames", "--format", "jsonl", path], path),
@@ -401,8 +423,8 @@ def main(argv=None) -> int:
     ap.add_argument("--flatness-repeats", type=int, default=1)
     ap.add_argument("--json", metavar="PATH", default=str(HERE / "out" / "results.json"))
     ap.add_argument("--scapy-packets", type=int, default=20_000)
-    ap.add_argument("--tools", help="comma-separated subset of: cat,tshark,scapy,frames,"
-                                    "analyze,pandas")
+    ap.add_argument("--tools", help="comma-separated subset of: cat,tshark,scapy,scapy-layer,"
+                                    "frames,analyze,pandas")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per run")
     ap.add_argument("--repeat-cap", type=float, default=300,
                     help="a tool whose first run takes longer is not repeated")
@@ -430,7 +452,7 @@ def main(argv=None) -> int:
     selected = set(args.tools.split(",")) if args.tools else None
     with tempfile.TemporaryDirectory(prefix="sd-bench-") as tmp:
         scapy_slice = os.path.join(tmp, "scapy-slice.pcap")
-        if selected is None or "scapy" in selected:
+        if selected is None or selected & {"scapy", "scapy-layer"}:
             try:
                 write_slice(path, scapy_slice, args.scapy_packets)
             except ValueError:  # not classic pcap (pcapng): editcap cuts it, as pcap
@@ -509,9 +531,11 @@ def main(argv=None) -> int:
               "bash scripts/brokers.sh stop)\n")
     print(table(tools))
     for t in tools:
-        if t.name == "scapy" and t.ok:
-            print(f"\n  scapy: first {t.packets} packets ({t.bytes / 1e6:.1f} MB); whole process "
-                  f"median {t.median_s:.3f} s, sniff() loop {t.rate_s():.3f} s")
+        if t.name in ("scapy", "scapy-layer") and t.ok:
+            print(f"\n  {t.name}: first {t.packets} packets ({t.bytes / 1e6:.1f} MB); whole "
+                  f"process median {t.median_s:.3f} s, sniff() loop {t.rate_s():.3f} s")
+            if t.name == "scapy-layer":
+                print(scapy_layer_line(tools, t))
         elif t.note:
             print(f"\n  {t.name}: {t.note}")
         extras = [r.extra for r in t.runs if r.extra and "analyze_s" in r.extra]
@@ -541,6 +565,21 @@ def main(argv=None) -> int:
     Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     print(f"\nresults written to {args.json}")
     return 0
+
+
+def scapy_layer_line(tools: list[Tool], layer: Tool) -> str:
+    """What the layer costs against plain TCPSession, and what `frames` gives instead."""
+    by = {t.name: t for t in tools}
+    frames = statistics.median(r.extra["frames"] for r in layer.runs if r.extra)
+    parts = [f"  {frames:,.0f} frames decoded, {frames / layer.rate_s():,.0f} frames/s"]
+    plain = by.get("scapy")
+    if plain is not None and plain.ok:
+        parts.append(f"packet rate {layer.pps() / plain.pps():.2f}x plain TCPSession")
+    cli = by.get("frames")
+    if cli is not None and cli.ok:
+        parts.append(f"streamdissect frames: {cli.pps() / layer.pps():,.0f}x the layer's "
+                     "packet rate")
+    return "; ".join(parts)
 
 
 def asdict_tool(t: Tool) -> dict:

@@ -119,6 +119,28 @@ class WireValueField(Field[Any, bytes]):
         return self.default
 
 
+_KIND_CLASSES: dict[str, type[WireValueField]] = {}
+
+
+def wire_value_field(name: str, default: Any, wire_type: WireType) -> WireValueField:
+    """A WireValueField whose class name says its wire type in ls(): ArrayField, MapField,
+    OptionalMapField (a trailing field the sender may leave out)..."""
+    kind = _kind(wire_type)
+    cls = _KIND_CLASSES.get(kind)
+    if cls is None:
+        cls = _KIND_CLASSES[kind] = type(kind, (WireValueField,), {"__slots__": ()})
+    return cls(name, default, wire_type)
+
+
+def _kind(wire_type: WireType) -> str:
+    inner = getattr(wire_type, "inner", None)
+    if inner is not None:
+        return "Optional" + _kind(inner)
+    return {"string": "StreamStringField", "bytes": "StreamBytesField", "map": "MapField",
+            "struct": "StructField"}.get(wire_type.name, "ArrayField" if wire_type.name.startswith(
+                "[") else "WireValueField")  # fmt: skip
+
+
 class StreamStringField(WireValueField):
     """int16 length + UTF-8 (None is the null string, length -1)."""
 

@@ -65,8 +65,8 @@ from .fields import (
     SaslDataField,
     StreamBytesField,
     StreamStringField,
-    WireValueField,
     int_field,
+    wire_value_field,
 )
 from .settings import conf
 
@@ -162,6 +162,7 @@ class StreamFrame(Packet):
         _meta("stream_offset", None, always=True),  # of the size field in its direction's stream
         _meta("gap_before", 0),  # bytes since the previous frame not framed (gaps, resync)
         _meta("anomalies", []),  # what the TCP layer and the framer met since then
+        _meta("cut_header", None),  # the bytes of a header cut short (fewer than 8)
     ]
     show_summary = False
 
@@ -187,17 +188,16 @@ class StreamFrame(Packet):
     def do_dissect(self, s: bytes) -> bytes:
         if len(s) >= FRAME_HEADER.size:
             return super().do_dissect(s)
-        self.explicit = 1  # fewer bytes than a header: kept as a truncated frame's start
-        return s
+        self.fields["cut_header"] = s  # fewer bytes than a header: kept as they are
+        self.explicit = 1
+        return b""
 
     def extract_padding(self, s: bytes) -> tuple[bytes, None]:
         return s, None  # do_dissect_payload splits the body from what follows
 
     def do_dissect_payload(self, s: bytes) -> None:
         size = self.size
-        if size is None:  # (see do_dissect)
-            if s:
-                self.add_payload(StreamTruncated(s, _internal=1, _underlayer=self))
+        if size is None:  # a cut header (see do_dissect)
             return
         body_length = max(size - 4, 0) if size is not None and size <= conf.max_frame else len(s)
         body, rest = s[:body_length], s[body_length:]
@@ -223,11 +223,11 @@ class StreamFrame(Packet):
         body_class = BODY_CLASSES.get(self.key) if isinstance(record, Record) else None
         if body_class is None:
             return StreamUnknown(body, _internal=1, _underlayer=self)
+        if record.truncated:  # the bytes stop inside the body: kept as they are
+            return StreamTruncated(body, _internal=1, _underlayer=self)
         try:
             return body_class(body, _internal=1, _underlayer=self)
         except (DecodeError, struct.error, IndexError, ValueError) as exc:
-            if record.truncated:  # the bytes stop inside a field: keep them as they are
-                return StreamTruncated(body, _internal=1, _underlayer=self)
             reason = f"scapy layer could not read what the codec read: {exc!r}"
             return StreamMalformed(body, _internal=1, _underlayer=self, reason=reason, offset=8)
 
@@ -246,12 +246,16 @@ class StreamFrame(Packet):
         return FRAME_HEADER.pack(size, key, version)
 
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+        if self.cut_header is not None:
+            return bytes(self.cut_header)
         body = self.payload
         body_length = len(body.self_build()) if isinstance(body, FrameBody) else len(pay)
         return self._header(body_length) + pkt[FRAME_HEADER.size :] + pay
 
     def frame_bytes(self) -> bytes:
         """This frame's bytes alone (not those of the frames chained after it)."""
+        if self.cut_header is not None:
+            return bytes(self.cut_header)
         body = self.payload
         data = body.self_build() if isinstance(body, FrameBody) else b""
         return self._header(len(data)) + data
@@ -261,6 +265,8 @@ class StreamFrame(Packet):
     def to_record(self) -> Record | Malformed | Unknown:
         """This frame as a codec record (what the analyses take)."""
         data = self.frame_bytes()
+        if len(data) < FRAME_HEADER.size:
+            return decode_frame(data)
         size = FRAME_HEADER.unpack_from(data)[0]
         short = len(data) - 4 < size
         return decode_frame(data, declared_size=size if short else None)
@@ -309,6 +315,8 @@ class StreamFrame(Packet):
         return 0
 
     def mysummary(self) -> str:
+        if self.cut_header is not None:
+            return f"RabbitMQ Stream [a frame cut after {len(self.cut_header)} bytes]"
         return ""
 
 
@@ -568,7 +576,7 @@ def _body_fields(message: Message, field: SpecField) -> list[Field]:
         return [StreamStringField(name, default)]
     if wire is BYTES:
         return [StreamBytesField(name, default)]
-    return [WireValueField(name, default, wire)]
+    return [wire_value_field(name, default, wire)]
 
 
 def _gate(field: Field, since: int) -> Field:
