@@ -12,8 +12,14 @@ import pytest
 from scapy.all import ls
 from scapy.packet import Padding
 
-from streamdissect.protocol import MESSAGES, decode_frame, encode_record, make_record
-from streamdissect.protocol import osiris, primitives
+from streamdissect.protocol import (
+    MESSAGES,
+    decode_frame,
+    encode_record,
+    make_record,
+    osiris,
+    primitives,
+)
 from streamdissect.protocol.publish import SubBatch
 from streamdissect.protocol.spec import CHUNK_HEADER, PUBLISH_MESSAGES, REST
 from streamdissect.scapy import (
@@ -184,7 +190,7 @@ def test_several_frames_in_one_buffer_chain_and_a_partial_one_is_padding():
     "data, kind, reason",
     [
         (b"\x00\x00\x00\x0c\x00\x09\x00\x01\x00\x05\x00\x00\x00\x00\x00\x00", StreamMalformed,
-         "trailing bytes"),  # fmt: skip
+         "trailing bytes"),
         (b"\x00\x00\x00\x08\x00\x11\x00\x01\x00\x00\x00\x01", StreamMalformed, "map count"),
         (b"\x00\x00\x00\x04\x00\x63\x00\x01", StreamUnknown, None),
         (b"\xff\xff\xff\xf0\x00\x08\x00\x01" + b"\x00" * 64, StreamMalformed, "absurd"),

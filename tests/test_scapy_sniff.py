@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import worsen
 from scapy.all import IP, TCP, Ether, Raw, sniff, wrpcap
 from scapy.sessions import TCPSession
 
-import worsen
 from streamdissect.protocol import encode_record, make_record
 from streamdissect.scapy import (
     BOUND_PORTS,
@@ -24,6 +24,7 @@ from streamdissect.scapy import (
     StreamFrame,
     StreamMalformed,
     StreamSegment,
+    StreamTruncated,
     bind_port,
     stream_frames,
     unbind_port,
@@ -221,7 +222,7 @@ def test_a_lost_segment_is_shown_and_never_decoded_as_zeros(tmp_path):
     first_after = next(f for f in after[key] if f.stream_offset >= gap_end)
     assert first_after.gap_before > 0
     assert any("gap" in note for note in first_after.anomalies)
-    assert f"bytes not framed before it]" in next(
+    assert "bytes not framed before it]" in next(
         p for p in packets if StreamFrame in p and first_after in stream_frames([p])
     ).summary()
 
@@ -260,7 +261,7 @@ def test_a_reordered_first_segment_is_said_not_misread(tmp_path):
     linktype, packets = worsen.read_pcap(original)
     path = worsen.write_pcap(tmp_path / "swapped.pcap", linktype, worsen.reorder(packets))
     streams = wire_streams(original)
-    packets_seen, frames = sniffed(path)
+    _, frames = sniffed(path)
     notes = [n for found in frames.values() for f in found for n in f.anomalies]
     assert any(n.startswith("segment_before_start") for n in notes)
     reference = reference_frames(original)
@@ -338,3 +339,53 @@ def test_other_ports_are_bound_on_request(tmp_path):
                                                             "rstream-heartbeat-3.10.pcap").values()))  # fmt: skip
     finally:
         unbind_port(5999)
+
+
+def mss_copy(path: Path, out: Path) -> Path:
+    """The capture as a real network carries it: segments of at most 1448 bytes (the
+    benchmark's own re-cut, which does not use streamdissect)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from make_large import recut
+
+    _, packets = worsen.read_pcap(path)
+    clients = {(t.flow[0], t.flow[1]) for _, d, _ in packets
+               if (t := worsen.tcp_of(d)) and t.flow[3] == 5552}  # fmt: skip
+    recut(path, out, 5552, clients)
+    return out
+
+
+def test_frames_larger_than_a_segment_come_whole(big_capture, tmp_path):
+    """Publish frames of 400 kB and Deliver chunks above 64 KiB, over hundreds of segments
+    of a real capture: each comes whole, in the packet that ends it, as the core frames it."""
+    from conftest import MESSAGE_SIZE, MESSAGES
+
+    from streamdissect.dissect import Dissector, FrameEvent
+
+    path = mss_copy(big_capture, tmp_path / "mss.pcap")
+    events = Dissector(deliver_keep_limit=None).run(str(path))
+    core = [e.record for e in events if isinstance(e, FrameEvent)]
+    frames = list(stream_frames(sniff(offline=str(path), session=TCPSession)))
+    assert [f.to_record() for f in frames] == core
+    big_publishes = [f for f in frames if Publish in f and f.size > MESSAGE_SIZE]
+    assert sum(len(f[Publish].messages) for f in big_publishes) == MESSAGES
+    assert max(f.size for f in big_publishes) > 65536
+    big_delivers = [f for f in frames if Deliver in f and f.size > 64 * 1024]
+    assert big_delivers and all(f.to_record().crc_ok for f in big_delivers)
+    assert all(len(f[Deliver].chunk_payload) == f[Deliver].data_length for f in big_delivers)
+
+
+def test_what_scapy_cannot_read_of_a_64k_segment_is_missing_not_zero(big_capture):
+    """scapy reads at most 65535 bytes of a packet: a full loopback segment (65,549 bytes
+    with its Ethernet header) loses 14. Those frames are truncated and said so."""
+    streams = wire_streams(big_capture)
+    packets, frames = sniffed(big_capture)
+    cut = [f for found in frames.values() for f in found if isinstance(f.payload, StreamTruncated)]
+    assert cut, "no 64 KiB loopback segment in the capture"
+    notes = [n for found in frames.values() for f in found for n in f.anomalies]
+    assert any(n.startswith("not_captured len 14:") for n in notes)
+    for key, found in frames.items():
+        for frame in found:
+            data = frame.frame_bytes()
+            assert streams[key][frame.stream_offset : frame.stream_offset + len(data)] == data
+    assert all("[truncated]" in p.summary() for p in packets if StreamFrame in p
+               and any(f in cut for f in stream_frames([p])))  # fmt: skip
