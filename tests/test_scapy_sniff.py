@@ -389,3 +389,47 @@ def test_what_scapy_cannot_read_of_a_64k_segment_is_missing_not_zero(big_capture
             assert streams[key][frame.stream_offset : frame.stream_offset + len(data)] == data
     assert all("[truncated]" in p.summary() for p in packets if StreamFrame in p
                and any(f in cut for f in stream_frames([p])))  # fmt: skip
+
+
+def test_ipv6_connections_give_the_same_frames(tmp_path):
+    """A broker reached over IPv6: the same frames."""
+    original = worsen.CAPTURES / "rstream-consume-credit-3.10.pcap"
+    linktype, packets = worsen.read_pcap(original)
+    v6 = [(ts, worsen.as_ipv6(data, ()), n) for ts, data, n in packets]
+    path = worsen.write_pcap(tmp_path / "v6.pcap", linktype, v6)
+    frames = list(stream_frames(sniff(offline=str(path), session=TCPSession)))
+    expected = [f.to_record() for f in stream_frames(sniff(offline=str(original),
+                                                            session=TCPSession))]  # fmt: skip
+    assert [f.to_record() for f in frames] == expected and len(expected) == 103
+
+
+def test_anomalies_kept_for_one_frame_are_bounded(tmp_path):
+    """The same segment retransmitted 500 times before the next frame: 64 notes, then a
+    count, not 500 notes."""
+    credit = encode_record(make_record("Credit", subscription_id=1, credit=2))
+    packets = tcp_packets([credit])
+    again = packets[-1]
+    packets += [again.copy() for _ in range(500)]
+    after = tcp_packets([credit, credit])[-1]
+    packets.append(after)
+    path = tmp_path / "retransmitted.pcap"
+    wrpcap(str(path), packets)
+    frames = list(stream_frames(sniff(offline=str(path), session=TCPSession)))
+    assert len(frames) == 2
+    notes = frames[1].anomalies
+    assert len(notes) == 65 and notes[-1] == "and more anomalies: 436"
+    assert all(n.startswith("retransmission") for n in notes[:-1])
+
+
+def test_ipv6_extension_headers_leave_the_same_segment():
+    """(scapy's TCPSession itself cannot follow IPv6 with extension headers: its connection
+    key reads the addresses from the layer under TCP. The segment is read right all the same,
+    for whoever hands such packets over.)"""
+    from streamdissect.scapy.reassembly import segment_of
+
+    _, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-consume-credit-3.10.pcap")
+    data = packets[worsen.data_segments(packets)[0]][1]
+    plain = segment_of(Ether(worsen.as_ipv6(data, ())))
+    extended = segment_of(Ether(worsen.as_ipv6(data, (0, 60))))
+    assert plain[1] and extended[1] == plain[1]
+    assert extended[0][4:7] == plain[0][4:7] and extended[0][8] == plain[0][8] == len(plain[1])

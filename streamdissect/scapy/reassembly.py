@@ -42,6 +42,7 @@ REORDER_WINDOW = 1 << 20
 # TCPSession shows no pure ACKs and no end of capture, which is when the core calls a hole a
 # gap: here a hole still open this many data packets of its connection later is one.
 HOLE_PATIENCE = 4
+MAX_NOTES = 64  # anomalies kept for one frame; past that, counted
 _size = struct.Struct(">I").unpack_from
 _header = struct.Struct(">IHH").unpack_from
 
@@ -134,7 +135,7 @@ class ConnectionPipeline:
                 f"not_captured len {segment[8] - len(payload)}: {len(payload)} of "
                 f"{segment[8]} payload bytes of a segment were captured"
             )
-            self.notes.setdefault(direction, []).append(note)
+            self._note(direction, note)
             raised.append(note)
         start, seen = self.started.get(sender, (None, 0))
         self.started[sender] = (segment[4] if start is None else start, seen + len(payload))
@@ -154,7 +155,7 @@ class ConnectionPipeline:
                 f"segment_before_start len {len(payload)}: data before the first segment"
                 " seen in this direction (reordered), not framed"
             )
-            self.notes.setdefault(direction, []).append(note)
+            self._note(direction, note)
             marker = StreamSegment(load=payload)
             marker.fields.update(sender=sender_side, anomalies=[note])
             return marker
@@ -164,7 +165,7 @@ class ConnectionPipeline:
                 frames.append(self._frame(event))
             elif isinstance(event, Anomaly):
                 note = describe(event)
-                self.notes.setdefault(event.direction or direction, []).append(note)
+                self._note(event.direction or direction, note)
                 if event.direction == direction:
                     raised.append(note)
         if not frames:
@@ -175,6 +176,17 @@ class ConnectionPipeline:
         for frame in frames[1:]:
             first.add_payload(frame)
         return first
+
+    def _note(self, direction: str, note: str) -> None:
+        """Keep an anomaly for the next frame of `direction`: the first MAX_NOTES, then a
+        count (a stream that never makes a frame again must not grow this)."""
+        notes = self.notes.setdefault(direction, [])
+        if len(notes) < MAX_NOTES:
+            notes.append(note)
+        elif len(notes) == MAX_NOTES:
+            notes.append("and more anomalies: 1")
+        else:
+            notes[-1] = f"and more anomalies: {int(notes[-1].rsplit(' ', 1)[1]) + 1}"
 
     def _syn(self, segment: Segment) -> Segment:
         src, sport, dst, dport, seq = segment[:5]
@@ -212,6 +224,10 @@ def segment_of(pkt: Packet) -> tuple[Segment, bytes] | None:
     """The packet's TCP segment as the core's capture layer makes it (capture.segment)."""
     tcp = pkt[TCP]
     ip = tcp.underlayer
+    extensions = 0  # IPv6 extension headers between the IP header and TCP
+    while ip is not None and not isinstance(ip, (IP, IPv6)):
+        extensions += len(ip.self_build())
+        ip = ip.underlayer
     header = (tcp.dataofs or 5) * 4
     if isinstance(ip, IP):
         src, dst = socket.inet_aton(ip.src), socket.inet_aton(ip.dst)
@@ -219,7 +235,7 @@ def segment_of(pkt: Packet) -> tuple[Segment, bytes] | None:
     elif isinstance(ip, IPv6):
         src = socket.inet_pton(socket.AF_INET6, ip.src)
         dst = socket.inet_pton(socket.AF_INET6, ip.dst)
-        ip_payload = ip.plen
+        ip_payload = ip.plen - extensions if ip.plen is not None else None
     else:
         return None
     layer = tcp.payload
