@@ -249,3 +249,13 @@ def test_the_codec_rejects_what_scapy_would_misread():
     assert isinstance(frame.payload, StreamMalformed)
     assert "cannot fit" in frame.payload.reason
     assert decode_frame(bytes(frame)).reason == frame.payload.reason
+
+
+def test_tcp_reassemble_on_a_contiguous_stream_gives_one_whole_frame_at_a_time():
+    credit = encode_record(make_record("Credit", subscription_id=1, credit=3))
+    heartbeat = encode_record(make_record("Heartbeat"))
+    assert StreamFrame.tcp_reassemble(credit[:6], {}) is None  # more bytes needed
+    first = StreamFrame.tcp_reassemble(credit + heartbeat[:3], {})
+    assert bytes(first.frame_bytes()) == credit and bytes(first[Padding]) == heartbeat[:3]
+    garbage = StreamFrame.tcp_reassemble(b"\xff\xff\xff\xff" + b"x" * 20, {}, {})
+    assert isinstance(garbage.payload, StreamMalformed) and "absurd" in garbage.payload.reason

@@ -178,7 +178,10 @@ class StreamFrame(Packet):
         return cls(_record_bytes(record))
 
     @classmethod
-    def tcp_reassemble(cls, data: bytes, metadata: dict, session: dict) -> Packet | None:
+    def tcp_reassemble(
+        cls, data: bytes, metadata: dict, session: dict | None = None
+    ) -> Packet | None:
+        """scapy's reassembly hook (TCPSession, StreamSocket): see reassembly.py."""
         from .reassembly import reassemble
 
         return reassemble(data, metadata, session)

@@ -47,9 +47,11 @@ _size = struct.Struct(">I").unpack_from
 _header = struct.Struct(">IHH").unpack_from
 
 
-def reassemble(data: bytes, metadata: dict, session: dict) -> Packet | None:
+def reassemble(data: bytes, metadata: dict, session: dict | None) -> Packet | None:
+    """With the packet and a session to keep the connection's state in (TCPSession): the
+    frames that packet completed. Else `data` is a contiguous stream (StreamSocket)."""
     original = metadata.get("original")
-    if isinstance(original, Packet) and original.haslayer(TCP):
+    if session is not None and isinstance(original, Packet) and original.haslayer(TCP):
         pipeline = session.get(SESSION_KEY)
         if pipeline is None:
             pipeline = session[SESSION_KEY] = ConnectionPipeline(frozenset(BOUND_PORTS))
