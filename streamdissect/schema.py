@@ -25,7 +25,7 @@ KINDS = {
     "int32": ("Int32", "int32"),
     "float64": ("float64", "float64"),
     "string": ("string", "string"),
-    "bool": ("boolean", "bool"),
+    "bool": ("boolean", "bool_"),  # (pyarrow's name: pa.bool_)
 }
 
 
@@ -233,10 +233,17 @@ def column_names(table: str) -> list[str]:
     return [c.name for c in TABLES[table]]
 
 
-def arrow_schema(table: str):
+def arrow_type(kind: str):
     import pyarrow as pa
 
-    return pa.schema([(c.name, getattr(pa, KINDS[c.kind][1])()) for c in TABLES[table]])
+    return getattr(pa, KINDS[kind][1])()
+
+
+def arrow_schema(table: str):
+    """The table's Arrow schema (Parquet and Spark take theirs from it)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(c.name, arrow_type(c.kind)) for c in TABLES[table]])
 
 
 def pandas_dtypes(table: str) -> dict[str, str]:
