@@ -20,7 +20,8 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           anomalies as the whole feed (TCP segmentation must not change what we report).
 - pcap:   a mutated capture file (pcap or pcapng, sometimes gzip'd) -> the whole Dissector
           pipeline (capture readers, link/IP/TCP headers, reassembler, framer, codec) with
-          every event turned into its jsonl and text output.
+          every event turned into its jsonl and text output; the frames as Arrow batches
+          (frame_batches, in batches of BATCH_ROWS) must hold the record rows (frame_row).
 
 Seeds are real frames and packets of the corpus (captures/*.pcap) plus crafted Deliver
 chunks with sub-batches in every compression. Mutations know the layouts: the size field,
@@ -63,9 +64,11 @@ sys.path.insert(0, str(ROOT))
 
 from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
+from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
 from streamdissect.cli import anomaly_dict, frame_dict
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.frame_batches import frames_arrow
 from streamdissect.framing import Framer
 from streamdissect.protocol import (
     MESSAGES,
@@ -97,6 +100,7 @@ MAX_DECOMPRESSED = 1 << 20  # what the fuzzer lets a sub-batch inflate to
 FUZZ_MAX_FRAME = 1 << 20  # the framer's cap in the stream target (the default is 8 MiB)
 FUZZ_OOO_CAP = 64 * 1024  # small, so the cap path runs often
 SAMPLE_MEMORY_EVERY = 97  # one input in this many runs under tracemalloc
+BATCH_ROWS = 5  # the pcap target's frame batches are small, so a file makes several
 SCAPY_EVERY = 4  # one frame in this many also goes through the scapy layer (it is slow)
 
 KNOWN_KEYS = sorted({m.key for m in MESSAGES})
@@ -938,6 +942,13 @@ def run_pcap(data: bytes, path: str) -> None:
             text = io.StringIO()
     for row in dissector.connections:
         repr(row)
+    frames = [frame_row(e) for e in events if isinstance(e, FrameEvent)]
+    batches = frames_arrow(path, ooo_cap=FUZZ_OOO_CAP, rows_per_batch=BATCH_ROWS).to_pylist()
+    if batches != frames:
+        first = next(i for i, (x, y) in enumerate(zip(batches + [None], frames + [None]))
+                     if x != y)  # fmt: skip
+        raise Finding(f"frame batches differ from the record rows at frame {first}: "
+                      f"{str(batches[first:first + 1])[:300]} vs {str(frames[first:first + 1])[:300]}")
 
 
 # --------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 """Make the large benchmark capture from real traffic, re-cut to a real MSS.
 
     python benchmarks/make_large.py [--out benchmarks/out/large.pcap] [--scale 1.0]
+    python benchmarks/make_large.py --shape small --out benchmarks/out/small.pcap
 
 1. tcpdump on lo (``tcp port 5552``) while rstream 1.1.1 (from PyPI) talks to the real
    RabbitMQ 3.10.8 broker on 127.0.0.1:5552: a Producer publishes MESSAGES fixed-size AMQP
@@ -53,16 +54,24 @@ WINDOW = 20         # unconfirmed batches in flight before the producer waits
 INITIAL_CREDIT = 10  # rstream's default; it then grants 1 credit per delivered chunk
 
 
-def body(i: int) -> bytes:
+# --shape small: what many clients send, one small message per Publish frame, a confirm per
+# message and small chunks (the shape where per-frame work dominates; issue 13).
+SHAPES = {
+    "large": {"messages": MESSAGES, "body_size": BODY_SIZE, "batch": BATCH, "window": WINDOW},
+    "small": {"messages": 250_000, "body_size": 100, "batch": 1, "window": 400},
+}
+
+
+def body(i: int, size: int = BODY_SIZE) -> bytes:
     head = b"sd-bench-%09d-" % i
-    return (head + b"abcdefghijklmnopqrstuvwxyz0123456789" * (BODY_SIZE // 36 + 1))[:BODY_SIZE]
+    return (head + b"abcdefghijklmnopqrstuvwxyz0123456789" * (size // 36 + 1))[:size]
 
 
 # ---------------------------------------------------------------------------------------
 # traffic
 
 
-async def workload(port: int, token: str, n: int) -> dict:
+async def workload(port: int, token: str, n: int, shape: dict) -> dict:
     from rstream import AMQPMessage, Consumer, ConsumerOffsetSpecification, OffsetType, Producer
 
     stream = f"{token}-stream"
@@ -94,12 +103,13 @@ async def workload(port: int, token: str, n: int) -> dict:
             offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
             initial_credit=INITIAL_CREDIT)
         sent = 0
+        batch, size = shape["batch"], shape["body_size"]
         while sent < n:
-            k = min(BATCH, n - sent)
-            await producer.send_batch(stream, [AMQPMessage(body=body(sent + i)) for i in range(k)],
-                                      on_publish_confirm=on_confirm)
+            k = min(batch, n - sent)
+            messages = [AMQPMessage(body=body(sent + i, size)) for i in range(k)]
+            await producer.send_batch(stream, messages, on_publish_confirm=on_confirm)
             sent += k
-            while sent - confirmed[0] - failed[0] > WINDOW * BATCH:
+            while sent - confirmed[0] - failed[0] > shape["window"] * batch:
                 await asyncio.sleep(0.0005)
         deadline = time.monotonic() + 120
         while confirmed[0] + failed[0] < n and time.monotonic() < deadline:
@@ -116,7 +126,7 @@ async def workload(port: int, token: str, n: int) -> dict:
             "consumed": consumed[0], "traffic_s": round(elapsed, 2)}
 
 
-def capture(raw_path: Path, port: int, token: str, n: int) -> tuple[dict, dict]:
+def capture(raw_path: Path, port: int, token: str, n: int, shape: dict) -> tuple[dict, dict]:
     cmd = ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", "131072", "-w", str(raw_path),
            f"tcp port {port}"]
     td = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
@@ -127,7 +137,7 @@ def capture(raw_path: Path, port: int, token: str, n: int) -> tuple[dict, dict]:
         if not line and td.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"tcpdump did not start: {line!r}")
     try:
-        counts = asyncio.run(workload(port, token, n))
+        counts = asyncio.run(workload(port, token, n, shape))
         time.sleep(0.5)  # let the last ACKs and FINs reach the capture
     finally:
         td.send_signal(signal.SIGINT)
@@ -266,18 +276,23 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=5552, help="broker stream port on 127.0.0.1")
     ap.add_argument("--mss", type=int, default=MSS)
     ap.add_argument("--keep-raw", action="store_true", help="keep the loopback capture too")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="large",
+                    help="large: batches of 50 1,000-byte messages (the default); small: one "
+                         "100-byte message per Publish frame (benchmarks/out/small.pcap)")
     args = ap.parse_args(argv)
+    shape = SHAPES[args.shape]
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = out.with_name(out.stem + ".loopback.pcap")
-    n = max(1, round(MESSAGES * args.scale))
+    n = max(1, round(shape["messages"] * args.scale))
     token = f"sd-bench-{os.getpid()}-{int(time.time() * 1000) & 0xFFFFFFFF:x}"
 
     t0 = time.monotonic()
-    print(f"capturing {n} messages of {BODY_SIZE} bytes via 127.0.0.1:{args.port} ...",
+    print(f"capturing {n} messages of {shape['body_size']} bytes, {shape['batch']} a Publish "
+          f"frame, via 127.0.0.1:{args.port} ...",
           flush=True)
-    counts, tdstats = capture(raw, args.port, token, n)
+    counts, tdstats = capture(raw, args.port, token, n, shape)
     t1 = time.monotonic()
     if counts["consumed"] < n or counts["confirmed"] < n:
         print(f"warning: not every message was confirmed/consumed: {counts!r}", file=sys.stderr)
@@ -292,8 +307,9 @@ def main(argv=None) -> int:
 
     summary = {
         "file": str(out), "bytes": out.stat().st_size, "packets": st["packets"],
-        "scale": args.scale, "messages": n, "body_size": BODY_SIZE, "batch": BATCH,
-        "window_batches": WINDOW, "initial_credit": INITIAL_CREDIT, "mss": args.mss,
+        "shape": args.shape, "scale": args.scale, "messages": n,
+        "body_size": shape["body_size"], "batch": shape["batch"],
+        "window_batches": shape["window"], "initial_credit": INITIAL_CREDIT, "mss": args.mss,
         "broker_port": args.port, "connections": len(keep), **counts, **tdstats, **st,
         "capture_s": round(t1 - t0, 1), "recut_s": round(t2 - t1, 1),
     }

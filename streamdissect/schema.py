@@ -26,6 +26,7 @@ KINDS = {
     "float64": ("float64", "float64"),
     "string": ("string", "string"),
     "bool": ("boolean", "bool_"),  # (pyarrow's name: pa.bool_)
+    "list<uint64>": ("object", None),  # a Python list per row in pandas; Arrow list<uint64>
 }
 
 
@@ -52,7 +53,17 @@ FRAMES = _cols(
     ("stream", "string"),
     ("record_count", "int64", "messages in Publish/Deliver (sub-batches count their records)"),
     ("credit", "int64"),
-    ("fields", "string", "every other field of the record, as JSON"),
+    ("publishing_ids", "list<uint64>", "Publish, PublishConfirm"),
+    ("committed_chunk_id", "uint64", "Deliver v2"),
+    ("chunk_id", "uint64", "Deliver: the chunk's first offset"),
+    ("chunk_timestamp_ms", "int64", "Deliver: broker clock"),
+    ("num_entries", "int64", "Deliver: data entries in the chunk"),
+    ("crc_ok", "bool", "Deliver: the chunk's CRC (None when its data was not kept)"),
+    ("offset_type", "int32", "Subscribe, ResolveOffsetSpec, ConsumerUpdate response"),
+    ("offset", "int64"),
+    ("frame_max", "int64", "Tune"),
+    ("heartbeat", "int64", "Tune"),
+    ("fields", "string", "the record's other fields as JSON (payload bytes left out)"),
 )
 
 CONNECTIONS = _cols(
@@ -233,9 +244,35 @@ def column_names(table: str) -> list[str]:
     return [c.name for c in TABLES[table]]
 
 
+_INTEGER_RANGES = {"int64": (-(2**63), 2**63 - 1), "int32": (-(2**31), 2**31 - 1),
+                   "uint64": (0, 2**64 - 1)}  # fmt: skip
+
+
+def fit(kind: str, value):
+    """What a column of `kind` holds of `value`: an integer out of the kind's range is
+    missing (None); text keeps only valid UTF-8 (the codec keeps invalid bytes of a string
+    with surrogate escapes: each becomes U+FFFD); lists keep the items that fit."""
+    if value is None:
+        return None
+    if kind in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[kind]
+        return value if low <= value <= high else None
+    if kind == "string" and isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if kind == "list<uint64>":
+        return [fit("uint64", item) for item in value]
+    return value
+
+
 def arrow_type(kind: str):
     import pyarrow as pa
 
+    if kind == "list<uint64>":
+        return pa.list_(pa.uint64())
     return getattr(pa, KINDS[kind][1])()
 
 

@@ -10,7 +10,8 @@ from streamdissect.analysis import analyze, frames_table
 
 CAPTURE = "captures/rstream-slow-consumer-3.10.pcap"
 ARROW_OF_KIND = {"int64": pa.int64(), "uint64": pa.uint64(), "int32": pa.int32(),
-                 "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_()}  # fmt: skip
+                 "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_(),
+                 "list<uint64>": pa.list_(pa.uint64())}  # fmt: skip
 
 
 @pytest.mark.parametrize("table", sorted(schema.TABLES))

@@ -36,6 +36,20 @@ def dataframe(table: str, rows) -> pd.DataFrame:
     return pd.DataFrame(data, columns=names)
 
 
+def arrow_dataframe(table: str, batches) -> pd.DataFrame:
+    """Arrow record batches of a table (its schema.arrow_schema) as the same DataFrame
+    `dataframe` makes: the schema's nullable pandas dtypes, lists as Python lists."""
+    import pandas as pd
+    import pyarrow as pa
+
+    arrow = pa.Table.from_batches(list(batches), schema=schema.arrow_schema(table))
+    dtypes = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
+              pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
+              pa.string(): pd.StringDtype()}  # fmt: skip
+    # (a list column holds a numpy array per row, as pyarrow gives it to pandas)
+    return arrow.to_pandas(types_mapper=dtypes.get)
+
+
 def _array(values, none, kind: str):
     """A pandas array of the schema `kind` (nullable) holding `values`: a list, or a numpy
     int64 or float64 array with `none`, a mask of the missing ones (or None)."""
@@ -68,6 +82,8 @@ def _array(values, none, kind: str):
             cast = _cast(kind)
             held = (_held(cast, v) for v in values)
             return np.array([math.nan if v is None else v for v in held], dtype=np.float64)
+    if kind == "list<uint64>":
+        return pd.array([None if v is None else list(v) for v in values], dtype="object")
     plain = {"string": str, "bool": bool}[kind]
     if not set(map(type, values)) - {plain, type(None)}:  # (no value to convert)
         return pd.array(values, dtype=pandas_dtype)

@@ -6,17 +6,21 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .. import schema
+from ..protocol.records import Record
 from .fields import get
-from .frame_tables import dataframe
+from .frame_tables import arrow_dataframe
 from .run import analyze
 
 if TYPE_CHECKING:
     import pandas as pd
 
-# Columns of the frames table taken from the record itself; the rest go to `fields` (JSON).
+# The reference row of the frames table, one dict per record (the tests hold
+# frame_batches' columns equal to it); frames_table itself is built from Arrow batches.
 _ENVELOPE = ("key", "command", "response", "version", "size", "correlation_id", "code",
              "code_name", "truncated")
-_PROMOTED = ("publisher_id", "subscription_id", "stream", "record_count", "credit")
+_CHUNK = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp", "num_entries": "num_entries"}
+_LEFT_OUT = ("messages", "chunk_payload", "chunk", "entry_count", "crc_ok")
 
 
 def frame_row(ev, show_secrets: bool = False) -> dict:
@@ -24,26 +28,34 @@ def frame_row(ev, show_secrets: bool = False) -> dict:
     d = rec.to_dict(show_secrets=show_secrets)
     row = {"ts_ns": ev.ts_ns, "connection": ev.connection, "direction": ev.direction,
            "stream_offset": get(ev, "stream_offset")}
-    for name in _ENVELOPE + _PROMOTED:
+    for name in _ENVELOPE:
         row[name] = d.pop(name, None)
-    credit = row["credit"]
-    if not isinstance(credit, (int, type(None))):
-        row["credit"] = None
-    rest = {k: v for k, v in d.items() if k not in row}
+    typed = [c.name for c in schema.FRAMES if c.name not in row and c.name != "fields"]
+    known = isinstance(rec, Record)  # (a Malformed frame's `offset` is where it broke)
+    taken = set(_ENVELOPE)
+    for name in typed:
+        present = known and (name in d or name == "crc_ok")
+        row[name] = getattr(rec, name, None) if present else None
+        if present:
+            taken.add(name)
+    chunk = getattr(rec, "chunk", None)
+    for column, header in _CHUNK.items():
+        row[column] = chunk[header] if chunk else None
+    if isinstance(row["publishing_ids"], range):
+        row["publishing_ids"] = list(row["publishing_ids"])
+    left_out = _LEFT_OUT if known else ()
+    rest = {k: v for k, v in d.items() if k not in taken and k not in left_out}
     row["fields"] = json.dumps(rest, default=str) if rest else None
-    return row
+    return {c.name: schema.fit(c.kind, row[c.name]) for c in schema.FRAMES}
 
 
 def frames_table(paths: str | Sequence[str], ports: Sequence[int] = (5552,),
                  heuristic: bool = True, show_secrets: bool = False) -> pd.DataFrame:
-    from ..dissect import Dissector
+    """One row per frame (streamdissect.schema.FRAMES), made from Arrow batches."""
+    from ..frame_batches import frame_batches
 
-    if isinstance(paths, str):
-        paths = [paths]
-    dissector = Dissector(ports=ports, heuristic=heuristic)
-    rows = [frame_row(ev, show_secrets) for ev in dissector.run(paths)
-            if getattr(ev, "record", None) is not None]
-    return dataframe("frames", rows)
+    batches = frame_batches(paths, ports=ports, heuristic=heuristic, show_secrets=show_secrets)
+    return arrow_dataframe("frames", batches)
 
 
 def _table(name: str):

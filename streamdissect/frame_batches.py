@@ -1,0 +1,265 @@
+"""Frames as Arrow record batches, built column by column: the currency of bulk work.
+
+    for batch in frame_batches("capture.pcap"):   # pyarrow.RecordBatch, schema.FRAMES
+        ...
+
+Each frame appends its envelope (time, connection, direction, offset, key, version, size,
+correlation id, code, truncated) to plain lists, and only the key fields its command has to
+sparse (row, value) lists; command names, the response flag and code names are mapped per
+distinct key and code when a batch is made. No per-frame dict, and no JSON for the frames
+that make up bulk traffic (Publish, Deliver, Credit, PublishConfirm, Heartbeat: all their
+fields are typed columns); the rare commands' other fields go to the `fields` JSON column.
+Payload bytes (Publish messages, Deliver chunk data) are left out, as `frames` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
+from typing import Any
+
+from . import schema
+from .dissect import Dissector, FrameEvent
+from .protocol.codes import RESPONSE_BIT, code_name
+from .protocol.records import Malformed, Record, Unknown, jsonable
+from .protocol.spec import BY_KEY
+
+ROWS_PER_BATCH = 65_536
+ENVELOPE = ("ts_ns", "connection", "direction", "stream_offset", "key", "command", "version",
+            "size", "correlation_id", "code", "truncated")  # fmt: skip
+# Key fields read from the record's attribute of the same name.
+TYPED_ATTRIBUTES = ("publisher_id", "subscription_id", "stream", "record_count", "credit",
+                    "publishing_ids", "committed_chunk_id", "offset_type", "offset",
+                    "frame_max", "heartbeat")  # fmt: skip
+# Key fields read from a Deliver's chunk header: column -> header field.
+CHUNK_COLUMNS = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp",
+                 "num_entries": "num_entries"}  # fmt: skip
+SPARSE = (*TYPED_ATTRIBUTES, *CHUNK_COLUMNS, "crc_ok", "fields")
+# Never in the table: payload bytes, and what the typed columns already hold.
+LEFT_OUT = frozenset(("messages", "chunk_payload", "chunk", "entry_count", "crc_ok"))
+
+
+
+def frame_batches(
+    paths: str | Sequence[str],
+    ports: Iterable[int] = (5552,),
+    heuristic: bool = True,
+    max_frame: int | None = None,
+    show_secrets: bool = False,
+    rows_per_batch: int = ROWS_PER_BATCH,
+    **options: Any,
+) -> Iterator[Any]:
+    """The frames of a capture (several paths: one capture in time order) as
+    pyarrow.RecordBatch with `schema.arrow_schema("frames")`. Options go to Dissector."""
+    options.setdefault("publish_messages", False)  # (the table has no message bodies)
+    options.setdefault("helper_process", True)  # (record boundaries found on the other CPU)
+    dissector = Dissector(ports, heuristic, max_frame, **options)
+    builder = FrameColumns(show_secrets)
+    for event in dissector.run(paths):
+        if event.__class__ is FrameEvent:
+            builder.add(event)
+            if builder.rows >= rows_per_batch:
+                yield builder.batch()
+    if builder.rows:
+        yield builder.batch()
+
+
+def frames_arrow(paths: str | Sequence[str], **options: Any) -> Any:
+    """All the frames of a capture as one pyarrow.Table."""
+    import pyarrow as pa
+
+    return pa.Table.from_batches(list(frame_batches(paths, **options)),
+                                 schema=schema.arrow_schema("frames"))  # fmt: skip
+
+
+class FrameColumns:
+    """Frame events in, record batches out. Events are kept as they come; each column is then
+    made for the whole batch at once (attrgetter over the records, grouped by record class),
+    so the work per frame is a list append."""
+
+    def __init__(self, show_secrets: bool = False) -> None:
+        self.show_secrets = show_secrets
+        self.plans: dict[type, ClassPlan] = {}
+        self.events: list[FrameEvent] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self.events)
+
+    def add(self, event: FrameEvent) -> None:
+        self.events.append(event)
+
+    def batch(self) -> Any:
+        """The frames so far as one pyarrow.RecordBatch; the builder starts over."""
+        import numpy as np
+        import pyarrow as pa
+
+        events, self.events = self.events, []
+        n = len(events)
+        records = list(map(_RECORD, events))
+        columns: dict[str, Any] = {
+            name: list(map(attrgetter(name), events))
+            for name in ("ts_ns", "connection", "direction", "stream_offset")
+        }  # fmt: skip
+        for name in ("key", "version", "size", "correlation_id", "code", "truncated"):
+            columns[name] = list(map(attrgetter(name), records))
+        keys = np.array([0 if k is None else k for k in columns["key"]], dtype=np.int64)
+        columns["response"] = pa.array((keys & RESPONSE_BIT) != 0)
+        names = {code: code_name(code) for code in set(columns["code"]) - {None}}
+        columns["code_name"] = pa.array([names.get(c) for c in columns["code"]], pa.string())
+        commands: list[str | None] = [None] * n
+        sparse: dict[str, tuple[list[int], list]] = {name: ([], []) for name in SPARSE}
+        for cls, rows in _rows_by_class(records).items():
+            plan = self.plans.get(cls)
+            if plan is None:
+                plan = self.plans[cls] = ClassPlan(cls, self.show_secrets)
+            mine = [records[i] for i in rows]
+            plan.fill(mine, rows, commands, sparse)
+        columns["command"] = commands
+        for name, (rows, values) in sparse.items():
+            columns[name] = _sparse(n, rows, values, _KIND[name])
+        arrays = [_as_array(columns[c.name], c.kind) for c in schema.FRAMES]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema.arrow_schema("frames"))
+
+
+_RECORD = attrgetter("record")
+
+
+def _rows_by_class(records: list) -> dict[type, list[int]]:
+    """Row numbers of each record class (numbered, then grouped by numpy, not one by one)."""
+    import numpy as np
+
+    classes = list(map(type, records))
+    number: dict[type, int] = {}
+    for cls in set(classes):
+        number[cls] = len(number)
+    ids = np.fromiter(map(number.__getitem__, classes), dtype=np.int64, count=len(classes))
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(len(number) + 1))
+    by_number = {n: cls for cls, n in number.items()}
+    return {by_number[n]: order[bounds[n] : bounds[n + 1]].tolist() for n in range(len(number))}
+
+
+class ClassPlan:
+    """What one record class contributes beyond the envelope, decided once per class."""
+
+    def __init__(self, cls: type, show_secrets: bool) -> None:
+        self.show_secrets = show_secrets
+        self.record = issubclass(cls, Record)
+        if not self.record:  # Malformed, Unknown: reason, offset, raw as JSON
+            self.command = None
+            self.attributes: list[str] = []
+            self.chunk = False
+            self.crc = False
+            self.rest: set[str] | None = None
+            self.json = True
+            return
+        names = set(cls.body_fields) | {f.name for f in cls.spec.derived}
+        self.command = cls.spec.command
+        self.attributes = [name for name in TYPED_ATTRIBUTES if name in names]
+        self.chunk = "chunk" in names
+        self.crc = "crc_ok" in names
+        self.rest = names - set(TYPED_ATTRIBUTES) - LEFT_OUT
+        self.json = bool(self.rest)
+
+    def fill(self, records: list, rows: list[int], commands: list, sparse: dict) -> None:
+        if self.record:
+            for row in rows:
+                commands[row] = self.command
+        else:
+            for row, record in zip(rows, records):
+                commands[row] = _command_of(record)
+        for name in self.attributes:
+            _put(sparse[name], rows, list(map(attrgetter(name), records)))
+        if self.chunk:
+            headers = list(map(attrgetter("chunk"), records))
+            for column, field in CHUNK_COLUMNS.items():
+                _put(sparse[column], rows, [h[field] if h is not None else None for h in headers])
+        if self.crc:
+            _put(sparse["crc_ok"], rows, list(map(attrgetter("crc_ok"), records)))
+        if self.json:
+            _put(sparse["fields"], rows, [self._json(r) for r in records])
+
+    def _json(self, record: Any) -> str | None:
+        data = record.to_dict(show_secrets=self.show_secrets)
+        wanted = self.rest
+        rest = {n: jsonable(v) for n, v in data.items()  # (in the record's own order)
+                if n not in _ENVELOPE and (wanted is None or n in wanted)}  # fmt: skip
+        return json.dumps(rest, default=str) if rest else None
+
+
+_ENVELOPE = frozenset(("key", "command", "response", "version", "size", "correlation_id",
+                       "code", "code_name", "truncated"))  # fmt: skip
+
+
+def _put(column: tuple[list[int], list], rows: list[int], values: list) -> None:
+    """Add the values that are there (not None) to a sparse column."""
+    where, kept = column
+    if None not in values:  # (the usual case: one pass in C)
+        where.extend(rows)
+        kept.extend(values)
+        return
+    for row, value in zip(rows, values):
+        if value is not None:
+            where.append(row)
+            kept.append(value)
+
+
+_KIND = {c.name: c.kind for c in schema.FRAMES}
+
+
+def _command_of(record: Any) -> str | None:
+    """A Malformed frame is named by its key when the table knows it (as to_dict does)."""
+    if isinstance(record, Malformed):
+        message = BY_KEY.get(record.key)
+        return message.command if message else None
+    return None if isinstance(record, Unknown) else record.command
+
+
+def _as_array(values: Any, kind: str) -> Any:
+    import pyarrow as pa
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    return _typed(values, kind)
+
+
+def _sparse(n: int, rows: list[int], values: list, kind: str) -> Any:
+    """A column of `n` rows holding `values` at `rows`, null elsewhere."""
+    import numpy as np
+    import pyarrow as pa
+
+    arrow_type = schema.arrow_type(kind)
+    if not rows:
+        return pa.nulls(n, arrow_type)
+    if len(rows) == n:  # (every row has it; rows come class by class, so put them in order)
+        if any(row != at for at, row in enumerate(rows)):
+            values = [values[i] for i in np.argsort(np.asarray(rows), kind="stable")]
+        return _typed(values, kind)
+    if pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type):
+        present = _typed(values, kind)
+        if present.null_count == 0:
+            where = np.asarray(rows, dtype=np.int64)
+            data = np.zeros(n, dtype=present.type.to_pandas_dtype())
+            data[where] = present.to_numpy(zero_copy_only=False)
+            mask = np.ones(n, dtype=bool)
+            mask[where] = False
+            return pa.array(data, arrow_type, mask=mask)
+    full: list = [None] * n
+    for row, value in zip(rows, values):
+        full[row] = value
+    return _typed(full, kind)
+
+
+def _typed(values: list, kind: str) -> Any:
+    """pa.array of `values` as the column of `kind` holds them (schema.fit: what the type
+    cannot hold is null, invalid UTF-8 replaced), never an exception."""
+    import pyarrow as pa
+
+    arrow_type = schema.arrow_type(kind)
+    try:
+        return pa.array(values, arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError,
+            UnicodeError):  # fmt: skip
+        return pa.array([schema.fit(kind, v) for v in values], arrow_type)

@@ -1,0 +1,89 @@
+"""Frames as Arrow batches (frame_batches) hold exactly the reference rows built from each
+record (analysis.tables.frame_row), on every capture of the corpus and its made-worse copies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import worsen
+
+from streamdissect import schema
+from streamdissect.analysis import frames_table
+from streamdissect.analysis.tables import frame_row
+from streamdissect.dissect import Dissector, FrameEvent
+from streamdissect.frame_batches import frame_batches, frames_arrow
+
+CAPTURES = worsen.corpus_captures()
+REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.pcap"))
+
+
+def reference(path: Path, **options) -> list[dict]:
+    events = Dissector(ports=(5552, 5553), **options).run(str(path))
+    return [frame_row(e) for e in events if isinstance(e, FrameEvent)]
+
+
+def columnar(path: Path, **options) -> list[dict]:
+    table = frames_arrow(str(path), ports=(5552, 5553), **options)
+    assert table.schema.equals(schema.arrow_schema("frames"))
+    return table.to_pylist()
+
+
+@pytest.mark.parametrize("path", CAPTURES + REGRESSIONS, ids=lambda p: p.stem)
+def test_batches_hold_the_reference_rows(path):
+    expected = reference(path)
+    assert columnar(path) == expected
+    assert expected or path in REGRESSIONS
+
+
+MADE_WORSE = {
+    "reordered": worsen.reorder,
+    "duplicated": worsen.duplicate,
+    "dropped": lambda p: worsen.drop(p, set(worsen.data_segments(p)[5::7])),
+    "midstream": lambda p: worsen.midstream(p, 9),
+    "snaplen": lambda p: worsen.snaplen(p, 120),
+}
+
+
+@pytest.mark.parametrize("how", sorted(MADE_WORSE))
+def test_batches_hold_the_reference_rows_on_made_worse_copies(tmp_path, how):
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    path = worsen.write_pcap(tmp_path / f"{how}.pcap", linktype, MADE_WORSE[how](packets))
+    expected = reference(path)
+    assert columnar(path) == expected
+    if how in ("dropped", "midstream", "snaplen"):
+        assert any(row["truncated"] or row["fields"] for row in expected)
+
+
+def test_batch_size_does_not_change_the_rows():
+    path = worsen.CAPTURES / "rbfly-filter-4.0.pcap"
+    whole = pa.Table.from_batches(list(frame_batches(str(path), ports=(5553,))))
+    pieces = list(frame_batches(str(path), ports=(5553,), rows_per_batch=7))
+    assert len(pieces) > 2 and all(b.num_rows <= 7 for b in pieces)
+    assert pa.Table.from_batches(pieces).equals(whole)
+
+
+def test_hot_frames_need_no_json_and_keep_their_fields_typed():
+    rows = columnar(worsen.CAPTURES / "rstream-filter-4.0.pcap")
+    hot = [r for r in rows if r["command"] in ("Publish", "Deliver", "Credit", "PublishConfirm",
+                                               "Heartbeat") and not r["response"]]  # fmt: skip
+    assert hot and all(r["fields"] is None for r in hot)
+    deliver = next(r for r in rows if r["command"] == "Deliver")
+    assert deliver["chunk_id"] is not None and deliver["num_entries"] >= 1
+    assert deliver["crc_ok"] is True and deliver["record_count"] >= 1
+    publish = next(r for r in rows if r["command"] == "Publish")
+    assert publish["publishing_ids"] and publish["version"] == 2
+    assert publish["record_count"] == len(publish["publishing_ids"])
+
+
+def test_frames_table_is_the_batches_with_pandas_dtypes():
+    path = worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap"
+    table = frames_table(str(path))
+    assert list(table.columns) == schema.column_names("frames")
+    assert {name: str(dtype) for name, dtype in table.dtypes.items()} == {
+        name: dtype if dtype != "string" else "string" for name, dtype in
+        schema.pandas_dtypes("frames").items()}  # fmt: skip
+    assert len(table) == len(reference(path))
+    publish = table[table["command"] == "Publish"].iloc[0]
+    assert list(publish["publishing_ids"]) == [int(i) for i in publish["publishing_ids"]]
