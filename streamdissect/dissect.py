@@ -5,171 +5,35 @@
         else: ...                               # an Anomaly
 
 `Dissector` does the same and keeps the connections and anomalies tables for after the run.
+Both engines live below this module (engine/): the streaming one, the reference, packet by
+packet (engine.stream), and the bulk one for a plain pcap (engine.bulk); they share the
+state of engine.state and import nothing of this module.
 """
 
 from __future__ import annotations
 
-import heapq
-import ipaddress
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from itertools import chain
-from operator import itemgetter
 from typing import Any
 
-from .anomalies import Anomaly, AnomalyLog
-from .capture import ACK, SYN, PacketProblem, open_capture, tcp_segment
-from .capture.pcap import Packet
-from .capture.segment import Segment
-from .framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
-from .protocol import MESSAGES
-from .protocol.publish import id_run
-from .protocol.records import record_class
-from .tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
+from .anomalies import Anomaly
+from .engine import stream
+from .engine.bulk import BulkPcap, pcap_magic
+from .engine.state import (
+    DEFAULT_PORTS,
+    ConnectionSummary,
+    DissectionState,
+    FrameEvent,
+    StreamConnection,
+    endpoint_text,
+)
+from .tcp import FlowTable
 
-DEFAULT_PORTS = (5552,)
-TUNE_KEY = 0x0014
-PUBLISH_KEY = 0x0002
-PUBLISH_CLASS = record_class("Publish")
-CLASSIFY_BYTES = 64  # a direction's first bytes the protocol heuristic may look at
-SENDER_OF_KEY = {m.key: m.sender for m in MESSAGES}
-
-
-@dataclass(slots=True)
-class FrameEvent:
-    ts_ns: int  # capture time of the packet that completed the frame
-    connection: str
-    direction: str  # "c2s" or "s2c"
-    stream_offset: int  # of the frame's size field in its direction's byte stream
-    record: Any  # protocol Record, Malformed or Unknown
+__all__ = ["DEFAULT_PORTS", "Anomaly", "ConnectionSummary", "Dissector", "FrameEvent",
+           "StreamConnection", "dissect", "endpoint_text"]  # fmt: skip
 
 
-@dataclass(slots=True)
-class ConnectionSummary:
-    """One row of the connections table (column names as in streamdissect.schema)."""
-
-    connection: str
-    client: str
-    server: str
-    start_ns: int
-    end_ns: int
-    frames_c2s: int
-    frames_s2c: int
-    bytes_c2s: int
-    bytes_s2c: int
-    tcp_end: str  # fin, rst or open
-
-
-def endpoint_text(address: bytes, port: int) -> str:
-    ip = ipaddress.ip_address(address)
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
-
-
-class Classifier:
-    """Sink for a connection on an unknown port until its first bytes tell what it is."""
-
-    __slots__ = ("buffer", "conn", "desynced", "dissector", "side", "ts_ns")
-
-    def __init__(self, dissector: Dissector, conn: TcpConnection, side: int) -> None:
-        self.dissector = dissector
-        self.conn = conn
-        self.side = side
-        self.buffer = bytearray()
-        self.desynced = False
-        self.ts_ns = 0
-
-    def data(self, payload: memoryview, ts_ns: int) -> None:
-        self.buffer += payload
-        self.ts_ns = ts_ns
-        verdict = looks_like_stream(bytes(self.buffer[:CLASSIFY_BYTES]))
-        if verdict is None and len(self.buffer) < CLASSIFY_BYTES:
-            return
-        self.dissector._classified(self.conn, self.side, bool(verdict))
-
-    def missing(self, length: int, ts_ns: int) -> None:
-        self.dissector._classified(self.conn, self.side, False)
-
-    def desync(self) -> None:
-        self.desynced = True
-
-
-class StreamConnection:
-    """What the dissector keeps per TCP connection (TcpConnection.owner)."""
-
-    __slots__ = ("framers", "frames", "id", "order", "pending", "server_side", "stream", "tcp")
-
-    def __init__(self, tcp: TcpConnection, server_side: int | None) -> None:
-        self.tcp = tcp
-        self.server_side = server_side
-        self.id = ""
-        self.framers: list[Framer] = []
-        self.frames = [0, 0]  # by sending side
-        self.pending: list[tuple] = []  # TCP anomalies held until the protocol is known
-        self.stream = False
-        self.order = 0  # packet number at which it became a Stream connection
-
-    def direction(self, side: int) -> str:
-        return "s2c" if side == self.server_side else "c2s"
-
-
-class Dissector:
-    # What frames each direction: a subclass may keep more of each frame (the scapy layer
-    # keeps its bytes, which it dissects itself).
-    framer_class: type[Framer] = Framer
-
-    def __init__(
-        self,
-        ports: Iterable[int] = DEFAULT_PORTS,
-        heuristic: bool = True,
-        max_frame: int | None = None,
-        ooo_cap: int = DEFAULT_OOO_CAP,
-        deliver_keep_limit: int | None = DELIVER_KEEP_LIMIT,
-        on_read: Callable[[int], None] | None = None,
-        engine: str = "auto",
-        publish_messages: bool = True,
-        helper_process: bool = False,
-        lean: bool = False,
-        hole_patience: int | None = None,
-    ) -> None:
-        """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
-        single plain pcap file, else stream); both give the same events.
-        `publish_messages=False`: Publish records keep their ids and counts but not their
-        message list (`messages` is None), which the bulk engine then never copies; ids
-        that go up one by one are a `range` (equal as JSON, to_dict gives the list).
-        `helper_process=True`: the bulk engine finds record boundaries in a forked process
-        (another CPU) while this one dissects.
-        `lean=True` (the analyze report, which needs no records of its hottest frames): the
-        bulk engine gives well-formed Credit, PublishConfirm and Heartbeat frames and Deliver
-        heads as tuples (key, ts_ns, connection, direction, fields...) with the fields of
-        codec.FIELD_PATHS / deliver_fields (Deliver: size, then deliver_fields without its
-        last item; PublishConfirm ids that go up one by one as a range), and the Publish frames it reads with numpy (with publish_messages=False)
-        as (0x0002, ts_ns, connection, direction, publisher id, ids, record count, size),
-        instead of FrameEvents; analysis.analyze_events reads both.
-        `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
-        if engine not in ("auto", "bulk", "stream"):
-            raise ValueError(f"unknown engine {engine!r}")
-        self.engine = engine
-        self.ports = frozenset(ports)
-        self.heuristic = heuristic
-        self.max_frame = max_frame or DEFAULT_MAX_FRAME
-        self.fixed_max_frame = bool(max_frame)  # given: it, not the negotiated max, limits
-        self.deliver_keep_limit = deliver_keep_limit
-        self.ooo_cap = ooo_cap
-        self.hole_patience = hole_patience
-        self.on_read = on_read
-        self.anomalies = AnomalyLog()
-        self._streams: list[StreamConnection] = []
-        self._id_uses: dict[str, int] = {}
-        self._out: list[FrameEvent | Anomaly] = []
-        self._row = 0  # number of the packet being handled (bulk engine: for ordering)
-        self.anomalies_made = 0  # (the bulk engine looks for them only in blocks that made some)
-        self._bulk = False
-        self._flows: FlowTable | None = None  # set by the run (or the first push)
-        self._frame_class = FrameEvent
-        self.publish_messages = publish_messages
-        self.lean = lean
-        self.helper_process = helper_process
-
+class Dissector(DissectionState):
     # --- the run ---------------------------------------------------------------------
 
     def run(self, paths: str | Iterable[str]) -> Iterator[FrameEvent | Anomaly]:
@@ -179,235 +43,12 @@ class Dissector:
             paths = [paths]
         paths = list(paths)
         if self.engine != "stream" and len(paths) == 1:
-            from .bulk import BulkPcap, pcap_magic
-
             magic = pcap_magic(paths[0])
             if magic is not None:
                 self._bulk = True
                 self._flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
                 return chain.from_iterable(BulkPcap(self, paths[0], magic).batches())
-        packets = self._packets(paths)  # opens every file now: errors raise here
-        return self._run(packets)
-
-    # --- push mode: segments handed over one at a time (the scapy layer, live sources) ---
-
-    def push(self, segment: Segment, ts_ns: int) -> list[FrameEvent | Anomaly]:
-        """Dissect one TCP segment (as `capture.tcp_segment` makes it) and return the frames
-        and anomalies it completed, in order. The first call starts the run."""
-        flows = self._flows
-        if flows is None:
-            flows = self._flows = FlowTable(
-                self._tcp_report, self._new_connection, self.ooo_cap, self.hole_patience
-            )
-        flows.segment(segment, ts_ns)
-        out = self._out[:]
-        self._out.clear()
-        return out
-
-    def _finish(self, ts: int) -> Iterator[FrameEvent | Anomaly]:
-        """Bulk engine: end of capture (the streaming loop does the same inline)."""
-        self._streams.sort(key=lambda s: s.order)
-        self._flows.finish(ts)
-        for stream in self._streams:
-            for framer in stream.framers:
-                framer.finish(ts)
-        out = self._out
-        self.anomalies.extend(ev for ev in out if isinstance(ev, Anomaly))
-        yield from out
-        out.clear()
-
-    def _file_anomaly(
-        self, path: str, kind: str, ts_ns: int | None, offset: int, detail: str
-    ) -> None:
-        self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")
-
-    def _packets(self, paths: list[str]) -> Iterator[Packet]:
-        sources = [open_capture(p, self._file_reporter(p), self.on_read) for p in paths]
-        if len(sources) == 1:
-            return sources[0]
-        return heapq.merge(*sources, key=itemgetter(0))
-
-    def _run(self, packets: Iterator[Packet]) -> Iterator[FrameEvent | Anomaly]:
-        out = self._out
-        flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
-        self._flows = flows
-        segment = flows.segment
-        ts = 0
-        for ts, linktype, data, _wire_len, file_offset in packets:
-            try:
-                seg = tcp_segment(linktype, data)
-            except PacketProblem as problem:
-                self._anomaly(ts, None, None, problem.kind, file_offset, len(data), problem.detail)
-                seg = None
-            if seg is not None:
-                segment(seg, ts)
-            if out:
-                yield from out
-                out.clear()
-        flows.finish(ts)
-        for stream in self._streams:
-            for framer in stream.framers:
-                framer.finish(ts)
-        yield from out
-        out.clear()
-
-    # --- tables ----------------------------------------------------------------------
-
-    @property
-    def connections(self) -> list[ConnectionSummary]:
-        rows = []
-        for s in self._streams:
-            c2s = 1 - s.server_side
-            conn = s.tcp
-            rows.append(
-                ConnectionSummary(
-                    s.id,
-                    endpoint_text(*conn.endpoints[c2s]),
-                    endpoint_text(*conn.endpoints[s.server_side]),
-                    conn.start_ns,
-                    conn.end_ns,
-                    s.frames[c2s],
-                    s.frames[s.server_side],
-                    conn.streams[c2s].offset,
-                    conn.streams[s.server_side].offset,
-                    conn.how_ended,
-                )
-            )
-        return rows
-
-    # --- connections -----------------------------------------------------------------
-
-    def _new_connection(self, conn: TcpConnection, flags: int) -> None:
-        first, second = conn.endpoints
-        if flags & (SYN | ACK) == SYN:
-            syn_server: int | None = 1  # the receiver of a SYN is the server
-        elif flags & (SYN | ACK) == SYN | ACK:
-            syn_server = 0
-        else:
-            syn_server = None
-        if first[1] in self.ports or second[1] in self.ports:
-            if first[1] in self.ports and second[1] in self.ports:
-                server_side = syn_server if syn_server is not None else 1
-            else:
-                server_side = 1 if second[1] in self.ports else 0
-            owner = StreamConnection(conn, server_side)
-            conn.owner = owner
-            self._become_stream(owner)
-        elif self.heuristic:
-            conn.owner = StreamConnection(conn, syn_server)
-            for side, stream in enumerate(conn.streams):
-                stream.sink = Classifier(self, conn, side)
-        else:
-            conn.ignored = True
-
-    def _classified(self, conn: TcpConnection, side: int, is_stream: bool) -> None:
-        owner: StreamConnection = conn.owner
-        if not is_stream:
-            conn.ignored = True
-            owner.pending = []
-            for stream in conn.streams:
-                stream.sink = NullSink()  # the rest of the current segment goes nowhere
-            return
-        if owner.server_side is None:
-            buffer = conn.streams[side].sink.buffer
-            key = (buffer[4] << 8) | buffer[5]
-            sender_is_server = SENDER_OF_KEY.get(key) == "server"
-            owner.server_side = side if sender_is_server else 1 - side
-        classifiers = [stream.sink for stream in conn.streams]
-        self._become_stream(owner)
-        for classifier in classifiers:
-            framer = owner.framers[classifier.side]
-            if classifier.desynced:
-                framer.desync()
-            if classifier.buffer:
-                framer.data(memoryview(bytes(classifier.buffer)), classifier.ts_ns)
-        for args in owner.pending:
-            self._tcp_report(*args)
-        owner.pending = []
-
-    def _become_stream(self, owner: StreamConnection) -> None:
-        conn = owner.tcp
-        client, server = conn.endpoints[1 - owner.server_side], conn.endpoints[owner.server_side]
-        base = f"{endpoint_text(*client)}-{endpoint_text(*server)}"
-        uses = self._id_uses[base] = self._id_uses.get(base, 0) + 1
-        owner.id = base if uses == 1 else f"{base}#{uses}"
-        owner.order = self._row
-        owner.stream = True
-        owner.framers = [self._framer(owner, side) for side in (0, 1)]
-        for side, stream in enumerate(conn.streams):
-            stream.sink = owner.framers[side]
-        self._streams.append(owner)
-
-    def _framer(self, owner: StreamConnection, side: int) -> Framer:
-        direction = owner.direction(side)
-        connection = owner.id
-        out = self._out
-        frames = owner.frames
-
-        drop_messages = not self.publish_messages
-
-        def emit(offset: int, ts_ns: int, record: Any) -> None:
-            frames[side] += 1
-            if drop_messages and record.key == PUBLISH_KEY and record.__class__ is PUBLISH_CLASS:
-                record.messages = None
-                record.publishing_ids = id_run(record.publishing_ids)
-            out.append(FrameEvent(ts_ns, connection, direction, offset, record))
-            if record.key == TUNE_KEY and getattr(record, "frame_max", None):
-                for framer in owner.framers:  # the limit holds both ways
-                    framer.negotiated_frame_max(record.frame_max)
-
-        # What the bulk walk needs to emit a record that is neither a Publish nor a Tune
-        # itself (the same count and event, one call less per frame).
-        emit.lane = (frames, connection, direction)  # type: ignore[attr-defined]
-
-        def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
-            self._anomaly(ts_ns, connection, direction, kind, offset, length, detail)
-
-        return self.framer_class(
-            emit, report, self.max_frame, self.deliver_keep_limit, self.fixed_max_frame
-        )
-
-    # --- anomalies -------------------------------------------------------------------
-
-    def _tcp_report(
-        self,
-        conn: TcpConnection,
-        side: int,
-        kind: str,
-        ts_ns: int,
-        offset: int,
-        length: int,
-        detail: str,
-    ) -> None:
-        owner: StreamConnection = conn.owner
-        if owner is None or conn.ignored:
-            return
-        if not owner.stream:
-            owner.pending.append((conn, side, kind, ts_ns, offset, length, detail))
-            return
-        self._anomaly(ts_ns, owner.id, owner.direction(side), kind, offset, length, detail)
-
-    def _file_reporter(self, path: str):
-        def report(kind: str, ts_ns: int | None, offset: int, detail: str) -> None:
-            self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")
-
-        return report
-
-    def _anomaly(
-        self,
-        ts_ns: int | None,
-        connection: str | None,
-        direction: str | None,
-        kind: str,
-        offset: int | None,
-        length: int,
-        detail: str,
-    ) -> None:
-        anomaly = Anomaly(ts_ns, connection, direction, kind, offset, length, detail)
-        self.anomalies_made += 1
-        if not self._bulk:  # the bulk engine adds them once they are in order
-            self.anomalies.append(anomaly)
-        self._out.append(anomaly)
+        return stream.run(self, paths)  # (opens every file now: errors raise here)
 
 
 def dissect(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import worsen
 
-from streamdissect import bulk
 from streamdissect.dissect import Dissector, FrameEvent
+from streamdissect.engine import bulk
 
 
 def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:

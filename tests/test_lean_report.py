@@ -11,10 +11,10 @@ import pytest
 import worsen
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
-from streamdissect import bulk
 from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.dissect import Dissector
+from streamdissect.engine import bulk
 
 OPTIONS = {"publish_messages": False, "deliver_keep_limit": 0}
 

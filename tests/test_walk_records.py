@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from streamdissect.bulk import walk_records
 from streamdissect.capture.limits import MAX_PACKET
+from streamdissect.engine.bulk import walk_records
 
 
 def plain_walk(buf: bytes, u32) -> tuple[list[int], int, bool]:
@@ -51,7 +51,7 @@ def test_same_as_a_plain_walk(order):
 def test_many_sizes_compile_few_patterns(monkeypatch):
     """A file of many record sizes, each twice in a row: at most RUN_PATTERNS run patterns
     are compiled a block (each costs ~85 us), and the walk is still the plain one."""
-    from streamdissect import bulk
+    from streamdissect.engine import bulk
 
     compiled = []
     real_compile = bulk.re.compile

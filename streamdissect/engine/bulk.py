@@ -46,18 +46,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .anomalies import Anomaly
-from .capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
-from .capture.limits import MAX_PACKET
-from .capture.link import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, LOOP, NULL, RAW
-from .capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
-from .framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
-from .protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
-from .protocol.records import Malformed, record_class
-from .tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
+from ..anomalies import Anomaly
+from ..capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
+from ..capture.limits import MAX_PACKET
+from ..capture.link import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, LOOP, NULL, RAW
+from ..capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
+from ..framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
+from ..protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
+from ..protocol.records import Malformed, record_class
+from ..tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
 if TYPE_CHECKING:
-    from .dissect import Dissector
+    from .state import DissectionState
 
 # Fixed sizes, never taken from the file: peak memory is the same for any large capture.
 # The per-block work is ~150 numpy calls whatever the block's size: 16 MiB blocks take
@@ -517,9 +517,9 @@ def _ipv6_rows(headers6: np.ndarray, dtype6: np.dtype, starts: np.ndarray, h: np
 
 
 class BulkPcap:
-    """Runs one plain pcap file through a Dissector's state, block by block."""
+    """Runs one plain pcap file through a dissection state, block by block."""
 
-    def __init__(self, dissector: Dissector, path: str, magic: int) -> None:
+    def __init__(self, dissector: DissectionState, path: str, magic: int) -> None:
         self.d = dissector
         self.path = path
         self.order, self.frac_ns = PCAP_MAGICS[magic]

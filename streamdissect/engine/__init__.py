@@ -1,0 +1,1 @@
+"""The two engines below the pipeline (dissect.py) and the state they share."""

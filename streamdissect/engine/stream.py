@@ -1,0 +1,51 @@
+"""The streaming engine, the reference: packet by packet through the state's flows."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from operator import itemgetter
+
+from ..anomalies import Anomaly
+from ..capture import PacketProblem, open_capture, tcp_segment
+from ..capture.pcap import Packet
+from ..tcp import FlowTable
+from .state import DissectionState, FrameEvent
+
+
+def run(state: DissectionState, paths: list[str]) -> Iterator[FrameEvent | Anomaly]:
+    """Frames and anomalies of `paths` (merged in time order). Every file is opened here, so
+    a file that is no capture raises CaptureError at once."""
+    packets = _packets(state, paths)
+    return _run(state, packets)
+
+
+def _packets(self: DissectionState, paths: list[str]) -> Iterator[Packet]:
+    sources = [open_capture(p, self._file_reporter(p), self.on_read) for p in paths]
+    if len(sources) == 1:
+        return sources[0]
+    return heapq.merge(*sources, key=itemgetter(0))
+
+def _run(self: DissectionState, packets: Iterator[Packet]) -> Iterator[FrameEvent | Anomaly]:
+    out = self._out
+    flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
+    self._flows = flows
+    segment = flows.segment
+    ts = 0
+    for ts, linktype, data, _wire_len, file_offset in packets:
+        try:
+            seg = tcp_segment(linktype, data)
+        except PacketProblem as problem:
+            self._anomaly(ts, None, None, problem.kind, file_offset, len(data), problem.detail)
+            seg = None
+        if seg is not None:
+            segment(seg, ts)
+        if out:
+            yield from out
+            out.clear()
+    flows.finish(ts)
+    for stream in self._streams:
+        for framer in stream.framers:
+            framer.finish(ts)
+    yield from out
+    out.clear()
