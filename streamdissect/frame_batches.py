@@ -51,9 +51,10 @@ def frame_batches(
     **options: Any,
 ) -> Iterator[Any]:
     """The frames of a capture (several paths: one capture in time order) as
-    pyarrow.RecordBatch with `schema.arrow_schema("frames")`. Options go to Dissector."""
+    pyarrow.RecordBatch with `schema.arrow_schema("frames")`. Options go to Dissector
+    (`helper_process=True` forks a helper on another CPU: quicker, but not for a process
+    with threads of its own, such as a notebook kernel, so not the default)."""
     options.setdefault("publish_messages", False)  # (the table has no message bodies)
-    options.setdefault("helper_process", True)  # (record boundaries found on the other CPU)
     dissector = Dissector(ports, heuristic, max_frame, **options)
     builder = FrameColumns(show_secrets)
     for event in dissector.run(paths):
