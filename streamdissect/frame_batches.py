@@ -34,7 +34,7 @@ TYPED_ATTRIBUTES = ("publisher_id", "subscription_id", "stream", "record_count",
                     "frame_max", "heartbeat")  # fmt: skip
 # Key fields read from a Deliver's chunk header: column -> header field.
 CHUNK_COLUMNS = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp",
-                 "num_entries": "num_entries"}  # fmt: skip
+                 "num_entries": "num_entries", "chunk_type": "chunk_type"}  # fmt: skip
 SPARSE = (*TYPED_ATTRIBUTES, *CHUNK_COLUMNS, "crc_ok", "fields")
 # Never in the table: payload bytes, and what the typed columns already hold.
 LEFT_OUT = frozenset(("messages", "chunk_payload", "chunk", "entry_count", "crc_ok"))

@@ -58,6 +58,7 @@ FRAMES = _cols(
     ("chunk_id", "uint64", "Deliver: the chunk's first offset"),
     ("chunk_timestamp_ms", "int64", "Deliver: broker clock"),
     ("num_entries", "int64", "Deliver: data entries in the chunk"),
+    ("chunk_type", "int32", "Deliver: 0 user data, 1 tracking delta, 2 tracking snapshot"),
     ("crc_ok", "bool", "Deliver: the chunk's CRC (None when its data was not kept)"),
     ("offset_type", "int32", "Subscribe, ResolveOffsetSpec, ConsumerUpdate response"),
     ("offset", "int64"),

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 # frame_batches' columns equal to it); frames_table itself is built from Arrow batches.
 _ENVELOPE = ("key", "command", "response", "version", "size", "correlation_id", "code",
              "code_name", "truncated")
-_CHUNK = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp", "num_entries": "num_entries"}
+_CHUNK = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp", "num_entries": "num_entries",
+          "chunk_type": "chunk_type"}  # fmt: skip
 _LEFT_OUT = ("messages", "chunk_payload", "chunk", "entry_count", "crc_ok")
 
 
