@@ -947,7 +947,7 @@ def run_pcap(data: bytes, path: str) -> None:
         repr(row)
     frames = [frame_row(e) for e in events if isinstance(e, FrameEvent)]
     arrow = frames_arrow(path, ooo_cap=FUZZ_OOO_CAP, rows_per_batch=BATCH_ROWS)
-    check_columns(arrow, events)
+    check_columns(arrow, events, dissector)
     batches = arrow.to_pylist()
     if batches != frames:
         first = next(i for i, (x, y) in enumerate(zip(batches + [None], frames + [None]))
@@ -956,7 +956,7 @@ def run_pcap(data: bytes, path: str) -> None:
                       f"{str(batches[first:first + 1])[:300]} vs {str(frames[first:first + 1])[:300]}")
 
 
-def check_columns(frames: Any, events: list) -> None:
+def check_columns(frames: Any, events: list, dissector: Any) -> None:
     """The analyses over columns equal the record-based collectors on the same frames."""
     analysis = analyze_events(events)
     for table, compute in (("deliveries", columns.deliveries), ("throughput", columns.throughput)):
@@ -967,6 +967,14 @@ def check_columns(frames: Any, events: list) -> None:
         expected = [r for r in expected if table != "throughput" or r["second_ns"] is not None]
         if compute(frames).to_pylist() != expected:
             raise Finding(f"the {table} table over columns differs from the collectors'")
+    tcp = list(dissector.connections)
+    got = columns.connections(frames, tcp).to_pylist()  # (never raises, whatever the times)
+    if all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent)):
+        analysis = analyze_events(events, tcp_connections_after=lambda: tcp)
+        expected = [{c.name: schema.fit(c.kind, row[c.name]) for c in schema.CONNECTIONS}
+                    for row in analysis.rows("connections")]  # fmt: skip
+        if got != expected:
+            raise Finding("the connections table over columns differs from the collector's")
 
 
 # --------------------------------------------------------------------------------------

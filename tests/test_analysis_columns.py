@@ -57,3 +57,47 @@ def test_the_same_code_runs_per_connection_group():
              for name in pc.unique(frames["connection"]).to_pylist()]  # fmt: skip
     together = pa.concat_tables(parts).sort_by([("ts_ns", "ascending")]).to_pylist()
     assert together == columns.deliveries(frames).to_pylist() and len(together) == 40
+
+
+def connections_both_ways(path: Path) -> tuple[list[dict], list[dict], bool]:
+    """(over columns, the collector's) for one capture, and whether every time fits int64."""
+    from streamdissect.analysis import analyze_events
+    from streamdissect.dissect import Dissector, FrameEvent
+    from streamdissect.frame_batches import FrameColumns
+
+    dissector = Dissector(ports=(5552, 5553))
+    events = list(dissector.run(str(path)))
+    builder = FrameColumns()
+    for event in events:
+        if isinstance(event, FrameEvent):
+            builder.add(event)
+    import pyarrow as pa
+
+    frames = (pa.Table.from_batches([builder.batch()]) if builder.rows else
+              pa.Table.from_batches([], schema=schema.arrow_schema("frames")))  # fmt: skip
+    got = columns.connections(frames, list(dissector.connections)).to_pylist()
+    analysis = analyze_events(events, tcp_connections_after=lambda: list(dissector.connections))
+    expected = [{c.name: schema.fit(c.kind, row[c.name]) for c in schema.CONNECTIONS}
+                for row in analysis.rows("connections")]  # fmt: skip
+    times_fit = all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent))
+    return got, expected, times_fit
+
+
+@pytest.mark.parametrize("path", CAPTURES + REGRESSIONS, ids=lambda p: p.stem)
+def test_connections_over_columns_equal_the_collector(path):
+    got, expected, times_fit = connections_both_ways(path)
+    if times_fit:  # (a time past int64 is null in the frames: silences cannot be the same)
+        assert got == expected
+    assert [r["connection"] for r in got] == [r["connection"] for r in expected]
+
+
+def test_connections_over_columns_on_made_worse_copies_and_silences(tmp_path):
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-heartbeat-3.10.pcap")
+    for name, worse in (("reordered", worsen.reorder(packets)),
+                        ("dropped", worsen.drop(packets, set(worsen.data_segments(packets)[4::3]))),
+                        ("midstream", worsen.midstream(packets, 7))):  # fmt: skip
+        path = worsen.write_pcap(tmp_path / f"{name}.pcap", linktype, worse)
+        got, expected, _ = connections_both_ways(path)
+        assert got == expected, name
+    got, _, _ = connections_both_ways(worsen.CAPTURES / "rstream-heartbeat-3.10.pcap")
+    assert any(r["heartbeats_c2s"] or r["heartbeats_s2c"] for r in got)

@@ -12,6 +12,7 @@ connection group (Spark) and over a whole capture. The record-based collectors
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -140,3 +141,149 @@ def _result(table: str, columns: dict[str, Any]) -> Any:
             values = pa.array(values, arrow_type)
         arrays.append(values if values.type == arrow_type else values.cast(arrow_type))
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(table))
+
+
+LIFECYCLE_COMMANDS = ("Tune", "PeerProperties", "SaslAuthenticate", "Open", "Close")
+
+
+def connections(frames: Any, tcp_connections: list | None = None) -> Any:
+    """One row per connection (schema.CONNECTIONS): the TCP facts of the dissector's
+    connections table with what the frames say. Counts and heartbeat silences over columns;
+    the few handshake frames (Tune, PeerProperties, SaslAuthenticate, Open, Close) one by
+    one, in order. A silence counts when a direction is quiet for more than twice the
+    heartbeat negotiated before the frame that ends it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .fields import get
+
+    frames = _table(frames)
+    n = frames.num_rows
+    # connections numbered in order of first appearance (Arrow's dictionary encoding, in C)
+    encoded = pc.dictionary_encode(frames["connection"]).combine_chunks()
+    names = np.array(encoded.dictionary.to_pylist(), dtype=object)
+    conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    # (a time past int64, from a hostile capture, is null in the frames: taken as 0 here)
+    ts = pc.fill_null(frames["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    c2s = pc.fill_null(pc.equal(frames["direction"], "c2s"), False).to_numpy(zero_copy_only=False)
+    command = frames["command"]
+    facts = [_Facts() for _ in names]
+    rows = np.arange(n)
+    # first and last frame of each connection, in frame order
+    first_row = np.full(len(names), n, dtype=np.int64)
+    np.minimum.at(first_row, conn, rows)
+    last_row = np.full(len(names), -1, dtype=np.int64)
+    np.maximum.at(last_row, conn, rows)
+    heartbeat = pc.fill_null(pc.equal(command, "Heartbeat"), False).to_numpy(zero_copy_only=False)
+    beats_c2s = np.bincount(conn[heartbeat & c2s], minlength=len(names))
+    beats_s2c = np.bincount(conn[heartbeat & ~c2s], minlength=len(names))
+    for k, fact in enumerate(facts):
+        fact.first_ns, fact.last_ns = int(ts[first_row[k]]), int(ts[last_row[k]])
+        fact.heartbeats = {"c2s": int(beats_c2s[k]), "s2c": int(beats_s2c[k])}
+    # the rare frames, in order; the heartbeat in force after each Tune
+    rare = pc.is_in(command, value_set=pa.array(LIFECYCLE_COMMANDS))
+    rare_rows = np.flatnonzero(pc.fill_null(rare, False).to_numpy(zero_copy_only=False))
+    picked = frames.take(rare_rows).to_pylist()
+    tunes: dict[int, tuple[list[int], list]] = {}
+    for row, frame in zip(rare_rows.tolist(), picked):
+        k = int(conn[row])
+        value = _lifecycle_frame(facts[k], frame, json.loads(frame["fields"] or "{}"))
+        if frame["command"] == "Tune":
+            where, values = tunes.setdefault(k, ([], []))
+            where.append(row)
+            values.append(value)
+    # silences: consecutive frames of one direction further apart than 2 heartbeats
+    in_force = np.zeros(n, dtype=np.int64)  # the heartbeat before each frame (0: none)
+    for k, (where, values) in tunes.items():
+        mine = np.flatnonzero(conn == k)  # (once per connection that has a Tune)
+        after = np.searchsorted(np.asarray(where), mine, side="left") - 1  # last Tune before
+        known = np.array([0] + [v or 0 for v in values], dtype=np.int64)
+        in_force[mine] = known[after + 1]
+    order = np.lexsort((rows, c2s, conn))  # by connection, direction, then frame order
+    same = (conn[order][1:] == conn[order][:-1]) & (c2s[order][1:] == c2s[order][:-1])
+    gap = ts[order][1:] - ts[order][:-1]
+    beat = in_force[order][1:]
+    missed = same & (beat > 0) & (gap > 2 * beat * NS_PER_S)
+    counts = np.bincount(conn[order][1:][missed], minlength=len(names))
+    for k, fact in enumerate(facts):
+        fact.missed_gaps = int(counts[k])
+    ordered = dict(zip(names.tolist(), facts))  # (in order of first appearance)
+    return _connections_table(ordered, tcp_connections or [], get)
+
+
+class _Facts:
+    """What the frames say of one connection (lifecycle.LifecycleCollector's _Conn)."""
+
+    def __init__(self) -> None:
+        self.first_ns = self.last_ns = None
+        self.handshake_ms = self.sasl_mechanism = self.user = self.vhost = None
+        self.frame_max = self.heartbeat = None
+        self.heartbeats = {"c2s": 0, "s2c": 0}
+        self.missed_gaps = 0
+        self.client_properties = self.server_properties = None
+        self.close_code = self.close_reason = self.closed_by = None
+
+
+def _lifecycle_frame(c: _Facts, frame: dict, fields: dict) -> Any:
+    """One handshake frame, as the collector's on_* method takes it; a Tune returns the
+    heartbeat in force after it."""
+    command, response = frame["command"], frame["response"]
+    if command == "Tune":
+        if frame["direction"] == "s2c":
+            c.frame_max = c.frame_max if c.frame_max is not None else frame["frame_max"]
+            c.heartbeat = c.heartbeat if c.heartbeat is not None else frame["heartbeat"]
+        else:  # the client's reply is what the connection runs with
+            c.frame_max, c.heartbeat = frame["frame_max"], frame["heartbeat"]
+        return c.heartbeat
+    if command == "PeerProperties":
+        if response:
+            c.server_properties = fields.get("properties")
+        else:
+            c.client_properties = fields.get("properties")
+    elif command == "SaslAuthenticate" and not response:
+        c.sasl_mechanism = fields.get("mechanism")
+        if fields.get("username") is not None:
+            c.user = fields["username"]
+    elif command == "Open":
+        if not response:
+            c.vhost = fields.get("virtual_host")
+        elif c.handshake_ms is None and frame["ts_ns"] is not None:
+            c.handshake_ms = (frame["ts_ns"] - c.first_ns) / 1e6
+    elif command == "Close" and not response and c.closed_by is None:
+        c.closed_by = "client" if frame["direction"] == "c2s" else "server"
+        c.close_code, c.close_reason = fields.get("closing_code"), fields.get("closing_reason")
+    return None
+
+
+def _connections_table(facts: dict, tcp_connections: list, get: Any) -> Any:
+    tcp_by_id = {get(t, "connection"): t for t in tcp_connections}
+    ids = list(tcp_by_id) + [cid for cid in facts if cid not in tcp_by_id]  # (first seen)
+    table: dict[str, list] = {c.name: [] for c in schema.CONNECTIONS}
+    for cid in ids:
+        c = facts.get(cid) or _Facts()
+        t = tcp_by_id.get(cid)
+        tcp_end = get(t, "tcp_end") or get(t, "ended_by") or get(t, "end_reason")
+        closed_by = c.closed_by
+        if closed_by is None and tcp_end in ("fin", "rst"):
+            closed_by = "TCP closed without Close"
+        row = {
+            "connection": cid, "client": get(t, "client"), "server": get(t, "server"),
+            "start_ns": get(t, "start_ns", c.first_ns), "end_ns": get(t, "end_ns", c.last_ns),
+            "frames_c2s": get(t, "frames_c2s"), "frames_s2c": get(t, "frames_s2c"),
+            "bytes_c2s": get(t, "bytes_c2s"), "bytes_s2c": get(t, "bytes_s2c"),
+            "handshake_ms": c.handshake_ms, "sasl_mechanism": c.sasl_mechanism, "user": c.user,
+            "vhost": c.vhost, "frame_max": c.frame_max, "heartbeat": c.heartbeat,
+            "heartbeats_c2s": c.heartbeats["c2s"], "heartbeats_s2c": c.heartbeats["s2c"],
+            "missed_heartbeat_gaps": c.missed_gaps,
+            "client_properties": _sorted_json(c.client_properties),
+            "server_properties": _sorted_json(c.server_properties),
+            "close_code": c.close_code, "close_reason": c.close_reason,
+            "closed_by": closed_by, "tcp_end": tcp_end,
+        }  # fmt: skip
+        for column in schema.CONNECTIONS:
+            table[column.name].append(schema.fit(column.kind, row[column.name]))
+    return _result("connections", table)
+
+
+def _sorted_json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
