@@ -287,3 +287,81 @@ def _connections_table(facts: dict, tcp_connections: list, get: Any) -> Any:
 
 def _sorted_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+# --- request/response pairing and errors: over the few rows that are calls ---------------
+
+
+class _RowEvent:
+    """A frame row read as the collectors read an event and its record (attributes)."""
+
+    __slots__ = ("_row", "connection", "direction", "record", "ts_ns")
+
+    def __init__(self, row: dict) -> None:
+        self._row = row
+        self.ts_ns, self.connection, self.direction = (
+            row["ts_ns"],
+            row["connection"],
+            row["direction"],
+        )
+        self.record = self
+
+    def __getattr__(self, name: str) -> Any:
+        return self._row.get(name)
+
+
+def _rows_of(frames: Any, commands: Any) -> list[dict]:
+    """The rows whose command is one of `commands`, in frame order, as dicts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    wanted = pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(sorted(commands))), False)
+    return frames.filter(wanted).to_pylist()
+
+
+def _pairing(frames: Any) -> Any:
+    """The latency collector (latency.py, the same code) fed with the rows that are calls:
+    a handful of frames, whatever the traffic."""
+    from ..protocol.spec import COMMANDS
+    from .latency import NOT_CALLS, LatencyCollector
+
+    collector = LatencyCollector()
+    for row in _rows_of(_table(frames), set(COMMANDS) - NOT_CALLS):
+        if row["ts_ns"] is not None:  # (a time past int64 cannot be paired by time)
+            collector.on_frame(_RowEvent(row))
+    return collector
+
+
+def requests(frames: Any) -> Any:
+    """Every request with its response, or open, or an orphan response (schema.REQUESTS)."""
+    return _rows_result("requests", _pairing(frames).rows)
+
+
+def latency(frames: Any) -> Any:
+    """Per command: calls, answered, open, orphans, duplicate ids, latency percentiles
+    (schema.LATENCY), like Wireshark's SRT tables."""
+    return _rows_result("latency", _pairing(frames).summary())
+
+
+def errors(frames: Any) -> Any:
+    """Every non-OK code by the command it answers, and PublishError's codes (schema.ERRORS)."""
+    import pyarrow.compute as pc
+
+    from .errors import ErrorCollector
+
+    frames = _table(frames)
+    collector = ErrorCollector()
+    coded = pc.fill_null(pc.not_equal(frames["code"], 1), False)  # (null codes: no code)
+    for row in frames.filter(coded).to_pylist():
+        collector.on_response(_RowEvent(row))
+    for row in _rows_of(frames, {"PublishError"}):
+        fields = json.loads(row["fields"] or "{}")
+        collector.on_publish_error(_RowEvent(row | {"errors": fields.get("errors")}))
+    return _rows_result("errors", collector.rows())
+
+
+def _rows_result(table: str, rows: list[dict]) -> Any:
+    columns = {
+        c.name: [schema.fit(c.kind, r.get(c.name)) for r in rows] for c in schema.TABLES[table]
+    }
+    return _result(table, columns)
