@@ -960,9 +960,10 @@ def check_columns(frames: Any, events: list, dissector: Any) -> None:
     """The analyses over columns equal the record-based collectors on the same frames."""
     analysis = analyze_events(events)
     times_fit = all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent))
-    for table in ("deliveries", "throughput", "requests", "latency", "errors"):
+    for table in ("deliveries", "throughput", "requests", "latency", "errors", "publishes",
+                  "confirms", "backlog"):  # fmt: skip
         compute = getattr(columns, table)
-        if table in ("deliveries", "requests", "latency") and not times_fit:
+        if table not in ("throughput", "errors") and not times_fit:
             compute(frames)  # (never raises; a time past int64 is null in the frames)
             continue
         kinds = schema.TABLES[table]

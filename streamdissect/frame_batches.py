@@ -223,7 +223,7 @@ def _as_array(values: Any, kind: str) -> Any:
 
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values
-    return _typed(values, kind)
+    return typed_array(values, kind)
 
 
 def _sparse(n: int, rows: list[int], values: list, kind: str) -> Any:
@@ -237,9 +237,9 @@ def _sparse(n: int, rows: list[int], values: list, kind: str) -> Any:
     if len(rows) == n:  # (every row has it; rows come class by class, so put them in order)
         if any(row != at for at, row in enumerate(rows)):
             values = [values[i] for i in np.argsort(np.asarray(rows), kind="stable")]
-        return _typed(values, kind)
+        return typed_array(values, kind)
     if pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type):
-        present = _typed(values, kind)
+        present = typed_array(values, kind)
         if present.null_count == 0:
             where = np.asarray(rows, dtype=np.int64)
             data = np.zeros(n, dtype=present.type.to_pandas_dtype())
@@ -250,10 +250,10 @@ def _sparse(n: int, rows: list[int], values: list, kind: str) -> Any:
     full: list = [None] * n
     for row, value in zip(rows, values):
         full[row] = value
-    return _typed(full, kind)
+    return typed_array(full, kind)
 
 
-def _typed(values: list, kind: str) -> Any:
+def typed_array(values: list, kind: str) -> Any:
     """pa.array of `values` as the column of `kind` holds them (schema.fit: what the type
     cannot hold is null, invalid UTF-8 replaced), never an exception."""
     import pyarrow as pa

@@ -15,10 +15,12 @@ from streamdissect.frame_batches import frame_batches, frames_arrow
 CAPTURES = worsen.corpus_captures()
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.pcap"))
 TABLES = {"deliveries": columns.deliveries, "throughput": columns.throughput,
-          "requests": columns.requests, "latency": columns.latency, "errors": columns.errors}
+          "requests": columns.requests, "latency": columns.latency, "errors": columns.errors,
+          "publishes": columns.publishes, "confirms": columns.confirms,
+          "backlog": columns.backlog}
 # Tables whose rows use a frame's time: a time past int64 (null in the frames) is compared
 # only where every time fits (throughput leaves such frames out of its seconds anyway).
-TIMED = ("deliveries", "requests", "latency")
+TIMED = ("deliveries", "requests", "latency", "publishes", "confirms", "backlog")
 
 
 def reference(path: Path, table: str) -> list[dict]:
@@ -125,3 +127,45 @@ def test_pairing_and_errors_see_the_calls_and_the_codes():
     assert {"command": "Create", "code": 5, "code_name": "STREAM_ALREADY_EXISTS",
             "count": 1} in errors  # fmt: skip
     assert any(r["command"] == "PublishError" for r in errors)
+
+
+def test_an_irregular_ledger_goes_through_the_collector_and_keeps_its_order(tmp_path):
+    """Resent ids, a confirm before its publish, a PublishError and a re-declared publisher:
+    the collector's own code over those rows, merged in order with the regular ledgers."""
+    from scapy.all import IP, TCP, Ether, Raw, wrpcap
+
+    from streamdissect.protocol import encode_record, make_record
+
+    def publish(pid, ids):
+        return encode_record(make_record("Publish", publisher_id=pid,
+                                         messages=[(i, None, b"m") for i in ids]))  # fmt: skip
+
+    c2s = [encode_record(make_record("DeclarePublisher", correlation_id=1, publisher_id=1,
+                                     publisher_reference="", stream="s")),
+           publish(1, [1, 2, 3]), publish(1, [3, 4]), publish(2, [10, 11]),
+           encode_record(make_record("DeclarePublisher", correlation_id=2, publisher_id=1,
+                                     publisher_reference="", stream="s")),
+           publish(1, [7])]  # fmt: skip
+    s2c = [encode_record(make_record("PublishConfirm", publisher_id=1, publishing_ids=[9])),
+           encode_record(make_record("PublishConfirm", publisher_id=1, publishing_ids=[1, 3])),
+           encode_record(make_record("PublishError", publisher_id=1,
+                                     errors=[{"publishing_id": 2, "code": 0x12}])),
+           encode_record(make_record("PublishConfirm", publisher_id=2, publishing_ids=[10]))]
+    packets, seq = [], {"c": 1000, "s": 5000}
+    order = [("c", 0), ("s", 0), ("c", 1), ("c", 2), ("s", 1), ("c", 3), ("s", 2), ("s", 3),
+             ("c", 4), ("c", 5)]  # fmt: skip
+    for n, (side, k) in enumerate(order):
+        data = (c2s if side == "c" else s2c)[k]
+        ports = (40000, 5552) if side == "c" else (5552, 40000)
+        packet = Ether() / IP(src="127.0.0.1", dst="127.0.0.1") / TCP(
+            sport=ports[0], dport=ports[1], flags="PA", seq=seq[side]) / Raw(data)
+        packet.time = 1_700_000_000 + n / 1000
+        seq[side] += len(data)
+        packets.append(packet)
+    path = tmp_path / "ledger.pcap"
+    wrpcap(str(path), packets)
+    for table in ("publishes", "confirms", "backlog"):
+        got = TABLES[table](frames_arrow(str(path))).to_pylist()
+        assert got == reference(path, table), table
+    outcomes = [r["outcome"] for r in columns.publishes(frames_arrow(str(path))).to_pylist()]
+    assert {"confirmed", "errored", "unconfirmed"} <= set(outcomes)

@@ -8,6 +8,7 @@ connection group (Spark) and over a whole capture. The record-based collectors
     frames = frame_batches.frames_arrow("capture.pcap")
     columns.deliveries(frames)     # the deliveries table (consumer lag), pyarrow
     columns.throughput(frames)     # the throughput table
+    publishes, confirms, backlog = columns.confirm_ledger(frames)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import schema
+from .percentiles import summarize_ms
 
 NS_PER_S = 1_000_000_000
 
@@ -361,7 +363,276 @@ def errors(frames: Any) -> Any:
 
 
 def _rows_result(table: str, rows: list[dict]) -> Any:
-    columns = {
-        c.name: [schema.fit(c.kind, r.get(c.name)) for r in rows] for c in schema.TABLES[table]
-    }
-    return _result(table, columns)
+    from ..frame_batches import typed_array
+
+    kinds = schema.TABLES[table]
+    return _result(
+        table, {c.name: typed_array([r.get(c.name) for r in rows], c.kind) for c in kinds}
+    )
+
+
+# --- the publish-confirm ledger ----------------------------------------------------------
+
+LEDGER_COMMANDS = ("Publish", "PublishConfirm", "PublishError", "DeclarePublisher")
+
+
+def publishes(frames: Any) -> Any:
+    """One row per publishing id with its outcome (schema.PUBLISHES)."""
+    return confirm_ledger(frames)[0]
+
+
+def confirms(frames: Any) -> Any:
+    """One row per (connection, publisher id): counts and publish-to-confirm lag
+    (schema.CONFIRMS)."""
+    return confirm_ledger(frames)[1]
+
+
+def backlog(frames: Any) -> Any:
+    """Publishing ids awaiting confirm after each Publish, PublishConfirm or PublishError
+    frame (schema.BACKLOG)."""
+    return confirm_ledger(frames)[2]
+
+
+def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
+    """(publishes, confirms, backlog): the three tables of confirms.ConfirmCollector, in one
+    pass (publishes(), confirms() and backlog() each make all three). A (connection, publisher id) whose
+    ids are all distinct, confirmed at most once, with no PublishError and no DeclarePublisher
+    after its first frame (what clients do) is computed over columns; any other goes through
+    the collector's own code, row by row. Rows are put in the collector's order by keys:
+    (0, frame, position) for what a frame decides, (1, ledger, position) for the ids still
+    outstanding at the end."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    frames = _table(frames)
+    wanted = pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(LEDGER_COMMANDS)), False)
+    rows_at = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))
+    t = frames.take(rows_at)
+    command = np.array(t["command"].to_pylist(), dtype=object)
+    response = pc.fill_null(t["response"], False).to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(t["connection"]).combine_chunks()
+    conn_names = encoded.dictionary.to_pylist()
+    conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    pid_known = pc.is_valid(t["publisher_id"]).to_numpy(zero_copy_only=False)
+    pid = pc.fill_null(t["publisher_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    group = conn * 512 + np.where(pid_known, pid + 1, 0)  # (None is its own publisher id)
+    ts = pc.fill_null(t["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    is_publish, is_confirm = command == "Publish", command == "PublishConfirm"
+    is_error = command == "PublishError"
+    is_declare = (command == "DeclarePublisher") & ~response
+    ledger_frame = is_publish | is_confirm | is_error
+    # ledgers in order of creation (their first Publish, PublishConfirm or PublishError)
+    ledger_rows = np.flatnonzero(ledger_frame)
+    found, first_at = np.unique(group[ledger_rows], return_index=True)
+    creation = np.argsort(first_at, kind="stable")
+    first_of = dict(zip(found[creation].tolist(), ledger_rows[first_at[creation]].tolist()))
+    rank = {g: r for r, g in enumerate(first_of)}
+    irregular = {int(g) for g in group[is_error]}
+    irregular |= {int(g) for g, i in zip(group[is_declare], np.flatnonzero(is_declare))
+                  if g in first_of and i > first_of[g]}  # fmt: skip
+    if not np.all(pid_known | ~ledger_frame):  # (a frame whose publisher id could not be read)
+        irregular |= {int(g) for g in group[ledger_frame & ~pid_known]}
+    # every id, with its frame
+    ids = {}
+    for name, mask in (("p", is_publish), ("c", is_confirm)):
+        lists = t["publishing_ids"].filter(pa.array(mask))
+        parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+        frame_of = np.flatnonzero(mask)[parent] if len(parent) else np.zeros(0, np.int64)
+        flat = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.uint64)
+        position = np.arange(len(flat)) - np.searchsorted(parent, parent, side="left")
+        ids[name] = pd.DataFrame({"g": group[frame_of], "id": flat, "frame": frame_of,
+                                  "pos": position, "ts": ts[frame_of]})  # fmt: skip
+    p, c = ids["p"], ids["c"]
+    irregular |= set(p["g"][p.duplicated(["g", "id"], keep=False)].tolist())
+    irregular |= set(c["g"][c.duplicated(["g", "id"], keep=False)].tolist())
+    regular_p, regular_c = p[~p["g"].isin(irregular)], c[~c["g"].isin(irregular)]
+    # (an inner merge: a left one would make the publish side float where it found nothing,
+    # and nanosecond times do not survive float64)
+    joined = regular_c.merge(regular_p, on=["g", "id"], how="inner", suffixes=("", "_p"))
+    confirmed = joined[joined["frame_p"] < joined["frame"]]
+    matched = regular_p.merge(confirmed[["g", "id"]], on=["g", "id"], how="left", indicator=True)
+    outstanding_p = regular_p.loc[(matched["_merge"] == "left_only").to_numpy()]
+
+    def ident(g: int) -> tuple[str, int | None]:
+        return conn_names[g // 512], (g % 512) - 1 if g % 512 else None
+
+    # PUBLISHES: confirmed ids at their confirm, then what is outstanding at the end
+    c_g = confirmed["g"].to_numpy(np.int64)
+    u_g = outstanding_p["g"].to_numpy(np.int64)
+    lag = (confirmed["ts"].to_numpy(np.int64) - confirmed["ts_p"].to_numpy(np.int64)) / 1e6
+    ranks = np.array([rank.get(int(g), 0) for g in np.unique(np.concatenate([c_g, u_g]))])
+    rank_of = dict(zip(np.unique(np.concatenate([c_g, u_g])).tolist(), ranks.tolist()))
+    u_rank = np.array([rank_of[g] for g in u_g.tolist()], dtype=np.int64)
+    pair_columns = {
+        "g": np.concatenate([c_g, u_g]),
+        "publishing_id": np.concatenate([confirmed["id"].to_numpy(np.uint64),
+                                         outstanding_p["id"].to_numpy(np.uint64)]),
+        "publish_ts_ns": np.concatenate([confirmed["ts_p"].to_numpy(np.int64),
+                                         outstanding_p["ts"].to_numpy(np.int64)]),
+        "outcome_ts_ns": [*confirmed["ts"].to_numpy(np.int64).tolist(), *[None] * len(u_g)],
+        "lag_ms": [*lag.tolist(), *[None] * len(u_g)],
+        "outcome": ["confirmed"] * len(c_g) + ["unconfirmed"] * len(u_g),
+        "code": [None] * (len(c_g) + len(u_g)),
+        # the collector's order: (phase, frame or ledger, position...)
+        "k0": np.concatenate([np.zeros(len(c_g), np.int64), np.ones(len(u_g), np.int64)]),
+        "k1": np.concatenate([confirmed["frame"].to_numpy(np.int64), u_rank]),
+        "k2": np.concatenate([confirmed["pos"].to_numpy(np.int64),
+                              outstanding_p["frame"].to_numpy(np.int64)]),
+        "k3": np.concatenate([np.zeros(len(c_g), np.int64), outstanding_p["pos"].to_numpy(np.int64)]),
+    }  # fmt: skip
+    # BACKLOG after each frame of a regular ledger: + its new ids, - the confirmed ones
+    delta = np.zeros(len(t), dtype=np.int64)
+    np.add.at(delta, regular_p["frame"].to_numpy(np.int64), 1)
+    np.add.at(delta, confirmed["frame"].to_numpy(np.int64), -1)
+    regular_frame = ledger_frame & ~np.isin(group, np.array(sorted(irregular), dtype=np.int64))
+    where = np.flatnonzero(regular_frame)
+    by_group = where[np.argsort(group[where], kind="stable")]  # frame order within a ledger
+    running = np.cumsum(delta[by_group])
+    starts = np.r_[0, np.flatnonzero(np.diff(group[by_group])) + 1]
+    before = np.repeat(np.r_[0, running][starts], np.diff(np.r_[starts, len(by_group)]))
+    outstanding = np.empty(len(t), dtype=np.int64)
+    outstanding[by_group] = running - before
+    point_columns = {"frame": where, "ts_ns": ts[where], "g": group[where],
+                     "outstanding": outstanding[where]}  # fmt: skip
+    summaries: dict[int, dict] = {}
+    records = pc.fill_null(t["record_count"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = pc.fill_null(pc.list_value_length(t["publishing_ids"]), 0).to_numpy(
+        zero_copy_only=False).astype(np.int64)  # fmt: skip
+    sent_records = np.where(records > 0, records, counts)
+    order = np.argsort(c_g, kind="stable")
+    lag_bounds = np.searchsorted(c_g[order], np.array(list(first_of), dtype=np.int64))
+    lag_ends = np.searchsorted(c_g[order], np.array(list(first_of), dtype=np.int64), "right")
+    for g, lo, hi in zip(first_of, lag_bounds.tolist(), lag_ends.tolist()):
+        if g in irregular:
+            continue
+        mine = group == g
+        lags = lag[order][lo:hi]
+        name, pub = ident(g)
+        published = int(counts[mine & is_publish].sum())
+        confirmed_n = len(lags)
+        row = {"connection": name, "publisher_id": pub, "published": published,
+               "records_published": int(sent_records[mine & is_publish].sum()),
+               "confirmed": confirmed_n, "errored": 0,
+               "unconfirmed": published - confirmed_n,
+               "unmatched_confirms": int(counts[mine & is_confirm].sum()) - confirmed_n,
+               "errors_by_code": "{}"}  # fmt: skip
+        stats = summarize_ms(lags)
+        del stats["min_ms"]
+        summaries[g] = row | stats
+    extra_pairs: list[tuple[tuple, tuple]] = []
+    extra_points: list[tuple[int, tuple]] = []
+    if irregular:
+        _irregular_ledgers(t, irregular, group, ts, rank, extra_pairs, extra_points, summaries,
+                           ident)  # fmt: skip
+    summary_rows = [summaries[g] for g in first_of]
+    return (
+        _pairs_table(pair_columns, extra_pairs, conn_names),
+        _rows_result("confirms", summary_rows),
+        _points_table(point_columns, extra_points, conn_names),
+    )
+
+
+def _names_of(groups: Any, conn_names: list) -> tuple[list, list]:
+    """(connection, publisher id) of each group number."""
+    groups = np.asarray(groups, dtype=np.int64)
+    names = np.array(conn_names, dtype=object)[groups // 512].tolist() if len(groups) else []
+    pids = [int(p) - 1 if p else None for p in (groups % 512).tolist()]
+    return names, pids
+
+
+def _pairs_table(columns: dict, extra: list, conn_names: list) -> Any:
+    """PUBLISHES in the collector's order: the regular rows (columns) and the irregular
+    ledgers' rows (tuples with their keys), sorted together by key."""
+    import pyarrow as pa
+
+    from ..frame_batches import typed_array
+
+    n = len(columns["g"])
+    keys = np.stack([columns["k0"], columns["k1"], columns["k2"], columns["k3"]])
+    if extra:  # (the few irregular rows, as the collector made them: lists from here on)
+        names, pids = _names_of(columns["g"], conn_names)
+        fields = ["publishing_id", "publish_ts_ns", "outcome_ts_ns", "lag_ms", "outcome", "code"]
+        values = {"connection": names, "publisher_id": pids}
+        values |= {f: list(np.asarray(columns[f], dtype=object)) for f in fields}
+        more = np.array([(k + (0, 0, 0, 0))[:4] for k, _ in extra], dtype=np.int64).T
+        keys = np.concatenate([keys, more], axis=1)
+        for i, name in enumerate(["connection", "publisher_id", *fields]):
+            values[name] = values[name] + [row[i] for _, row in extra]
+        order = np.lexsort(keys[::-1]).tolist()
+        out = {c.name: typed_array([values[c.name][i] for i in order], c.kind)
+               for c in schema.PUBLISHES}  # fmt: skip
+        return _result("publishes", out)
+    order = np.lexsort(keys[::-1]) if n else np.zeros(0, np.int64)
+    groups = columns["g"][order]
+    confirmed = columns["k0"][order] == 0
+    names = pa.array(np.array(conn_names, dtype=object)[groups // 512] if n else [], pa.string())
+    pid = groups % 512
+    outcome_ts = np.asarray(columns["outcome_ts_ns"], dtype=object)[order]
+    lag = np.asarray(columns["lag_ms"], dtype=object)[order]
+    out = {
+        "connection": names,
+        "publisher_id": pa.array(pid - 1, pa.int32(), mask=pid == 0),
+        "publishing_id": pa.array(columns["publishing_id"][order], pa.uint64()),
+        "publish_ts_ns": pa.array(columns["publish_ts_ns"][order], pa.int64()),
+        "outcome_ts_ns": pa.array(np.where(confirmed, outcome_ts, 0).astype(np.int64), pa.int64(),
+                                  mask=~confirmed),
+        "lag_ms": pa.array(np.where(confirmed, lag, 0.0).astype(np.float64), pa.float64(),
+                           mask=~confirmed),
+        "outcome": pa.array(np.where(confirmed, "confirmed", "unconfirmed"), pa.string()),
+        "code": pa.nulls(n, pa.int32()),
+    }  # fmt: skip
+    return _result("publishes", out)
+
+
+def _points_table(columns: dict, extra: list, conn_names: list) -> Any:
+    """BACKLOG in frame order: regular ledgers' points and the irregular ones'."""
+    names, pids = _names_of(columns["g"], conn_names)
+    frames = columns["frame"].tolist() + [frame for frame, _ in extra]
+    values = {"ts_ns": columns["ts_ns"].tolist() + [row[0] for _, row in extra],
+              "connection": names + [row[1] for _, row in extra],
+              "publisher_id": pids + [row[2] for _, row in extra],
+              "outstanding": columns["outstanding"].tolist() + [row[3] for _, row in extra]}  # fmt: skip
+    order = np.argsort(np.asarray(frames, dtype=np.int64), kind="stable")
+    from ..frame_batches import typed_array
+
+    out = {c.name: typed_array([values[c.name][i] for i in order.tolist()], c.kind)
+           for c in schema.BACKLOG}  # fmt: skip
+    return _result("backlog", out)
+
+
+def _irregular_ledgers(t: Any, irregular: set, group: Any, ts: Any, rank: dict, pairs: list,
+                       points: list, summaries: dict, ident: Any) -> None:  # fmt: skip
+    """The collector's own code over the rows of the irregular ledgers, one by one."""
+    from .confirms import ConfirmCollector
+
+    collector = ConfirmCollector()
+    frames = t.to_pylist()
+    for i, frame in enumerate(frames):
+        if int(group[i]) not in irregular:
+            continue
+        event = _RowEvent(frame)
+        before_pairs, before_points = len(collector.pairs), len(collector.backlog)
+        command = frame["command"]
+        if command == "Publish":
+            collector.on_publish(event)
+        elif command == "PublishConfirm":
+            collector.on_confirm(event)
+        elif command == "PublishError":
+            errors = json.loads(frame["fields"] or "{}").get("errors")
+            collector.on_error(_RowEvent(frame | {"errors": errors}))
+        elif command == "DeclarePublisher":
+            collector.on_declare(event)
+        for k in range(before_pairs, len(collector.pairs)):
+            pairs.append(((0, i, k), tuple(collector.pairs[k])))
+        for k in range(before_points, len(collector.backlog)):
+            points.append((i, collector.backlog[k]))
+    finished = len(collector.pairs)
+    collector.finish()
+    for k in range(finished, len(collector.pairs)):
+        row = tuple(collector.pairs[k])
+        g = next(g for g in irregular if ident(g) == (row[0], row[1]))
+        pairs.append(((1, rank[g], -1, k), row))
+    for row in collector.summary():
+        g = next(g for g in irregular if ident(g) == (row["connection"], row["publisher_id"]))
+        summaries[g] = row
