@@ -975,6 +975,14 @@ def check_columns(frames: Any, events: list, dissector: Any) -> None:
             raise Finding(f"the {table} table over columns differs from the collectors'")
     tcp = list(dissector.connections)
     got = columns.connections(frames, tcp).to_pylist()  # (never raises, whatever the times)
+    credit, stalls = columns.credit(frames, tcp)
+    if times_fit:
+        analysis = analyze_events(events, tcp_connections_after=lambda: tcp)
+        for table, result in (("credit", credit), ("stalls", stalls)):
+            expected = [{c.name: schema.fit(c.kind, row[c.name]) for c in schema.TABLES[table]}
+                        for row in analysis.rows(table)]  # fmt: skip
+            if result.to_pylist() != expected:
+                raise Finding(f"the {table} table over columns differs from the collector's")
     if times_fit:
         analysis = analyze_events(events, tcp_connections_after=lambda: tcp)
         expected = [{c.name: schema.fit(c.kind, row[c.name]) for c in schema.CONNECTIONS}

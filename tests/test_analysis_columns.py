@@ -169,3 +169,40 @@ def test_an_irregular_ledger_goes_through_the_collector_and_keeps_its_order(tmp_
         assert got == reference(path, table), table
     outcomes = [r["outcome"] for r in columns.publishes(frames_arrow(str(path))).to_pylist()]
     assert {"confirmed", "errored", "unconfirmed"} <= set(outcomes)
+
+
+def credit_both_ways(path: Path) -> tuple[list, list, list, list]:
+    """(credit, stalls) over columns and from the collector, for one capture."""
+    from streamdissect.dissect import Dissector
+
+    dissector = Dissector(ports=(5552, 5553))
+    list(dissector.run(str(path)))
+    credit, stalls = columns.credit(frames_arrow(str(path), ports=(5552, 5553)),
+                                    list(dissector.connections))  # fmt: skip
+    return (credit.to_pylist(), reference(path, "credit"), stalls.to_pylist(),
+            reference(path, "stalls"))
+
+
+@pytest.mark.parametrize("path", CAPTURES + REGRESSIONS, ids=lambda p: p.stem)
+def test_credit_and_stalls_over_columns_equal_the_collector(path):
+    credit, expected_credit, stalls, expected_stalls = credit_both_ways(path)
+    if times_fit(path):
+        assert (credit, stalls) == (expected_credit, expected_stalls)
+
+
+@pytest.mark.parametrize("how", ["reorder", "duplicate", "dropped", "midstream"])
+def test_credit_and_stalls_over_columns_on_made_worse_copies(tmp_path, how):
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    worse = {"reorder": worsen.reorder, "duplicate": worsen.duplicate,
+             "dropped": lambda p: worsen.drop(p, set(worsen.data_segments(p)[3::5])),
+             "midstream": lambda p: worsen.midstream(p, 40)}[how]  # fmt: skip
+    path = worsen.write_pcap(tmp_path / "worse.pcap", linktype, worse(packets))
+    credit, expected_credit, stalls, expected_stalls = credit_both_ways(path)
+    assert (credit, stalls) == (expected_credit, expected_stalls)
+
+
+def test_the_slow_consumer_stalls_over_columns():
+    credit, _, stalls, _ = credit_both_ways(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    (consumer,) = [r for r in credit if r["initial_credit"] == 2]
+    assert consumer["credits_granted"] == 38 and consumer["stall_count"] == 39
+    assert sum(s["ended_by"] == "credit" for s in stalls) == 38

@@ -636,3 +636,115 @@ def _irregular_ledgers(t: Any, irregular: set, group: Any, ts: Any, rank: dict, 
     for row in collector.summary():
         g = next(g for g in irregular if ident(g) == (row["connection"], row["publisher_id"]))
         summaries[g] = row
+
+
+# --- credit and stalls ------------------------------------------------------------------
+
+CREDIT_COMMANDS = ("Subscribe", "Unsubscribe", "Credit", "Deliver")
+
+
+def credit(frames: Any, tcp_connections: list | None = None,
+           at_once_ms: float | None = None) -> tuple[Any, Any]:  # fmt: skip
+    """(credit, stalls) tables (schema.CREDIT, schema.STALLS). The collector's own state
+    (credit.CreditCollector) takes the rare frames (Subscribe and its response, Unsubscribe,
+    Credit errors) one by one; the Credit and Deliver frames between two of those are
+    applied per subscription over columns: the balance as a running sum, stalls opened by a
+    Deliver that leaves no credit and closed by a Credit that restores some."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .credit import AT_ONCE_MS, CreditCollector
+    from .fields import get
+
+    frames = _table(frames)
+    collector = CreditCollector(at_once_ms=AT_ONCE_MS if at_once_ms is None else at_once_ms)
+    wanted = pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(CREDIT_COMMANDS)), False)
+    t = frames.filter(wanted)
+    command = np.array(t["command"].to_pylist(), dtype=object)
+    response = pc.fill_null(t["response"], False).to_numpy(zero_copy_only=False)
+    hot = ((command == "Credit") & ~response) | (command == "Deliver")
+    encoded = pc.dictionary_encode(t["connection"]).combine_chunks()
+    names = encoded.dictionary.to_pylist()
+    conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    sid_known = pc.is_valid(t["subscription_id"]).to_numpy(zero_copy_only=False)
+    sid = pc.fill_null(t["subscription_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    key = conn * 512 + np.where(sid_known, sid + 1, 0)
+    columns = {
+        "ts": pc.fill_null(t["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
+        "amount": pc.fill_null(t["credit"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
+        "records": pc.fill_null(t["record_count"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
+        "ahead": pc.fill_null(pc.greater(t["committed_chunk_id"], t["chunk_id"]), False).to_numpy(
+            zero_copy_only=False),
+        "credit": command == "Credit",
+    }  # fmt: skip
+    boundaries = np.flatnonzero(~hot)
+    starts = np.r_[0, boundaries + 1]
+    stops = np.r_[boundaries, len(t)]
+    boundary_rows = t.take(boundaries).to_pylist() if len(boundaries) else []
+    for n, (lo, hi) in enumerate(zip(starts.tolist(), stops.tolist())):
+        if hi > lo:
+            run_keys = key[lo:hi]
+            for k in np.unique(run_keys).tolist():
+                rows = lo + np.flatnonzero(run_keys == k)
+                name = names[k // 512]
+                sub_id = (k % 512) - 1 if k % 512 else None
+                sub = collector.subscription(name, sub_id)
+                _apply_run(sub, collector.at_once_ns, {c: v[rows] for c, v in columns.items()})
+        if n < len(boundary_rows):
+            row = boundary_rows[n]
+            event = _RowEvent(row)
+            {"Subscribe": collector.on_subscribe, "Unsubscribe": collector.on_unsubscribe,
+             "Credit": collector.on_credit}[row["command"]](event)  # fmt: skip
+    # the end, as analyze_events ends it: connections closed by TCP, then the capture's end
+    for conn_row in tcp_connections or []:
+        if get(conn_row, "tcp_end") in ("fin", "rst") and get(conn_row, "end_ns") is not None:
+            collector.end_connection(get(conn_row, "connection"), get(conn_row, "end_ns"))
+    times = pc.drop_null(frames["ts_ns"])
+    collector.finish(int(times[-1].as_py()) if len(times) else 0)
+    return (_rows_result("credit", collector.summary()),
+            _rows_result("stalls", collector.stall_rows()))  # fmt: skip
+
+
+def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
+    """Credit requests and Delivers of one subscription, in order, as CreditCollector's
+    _granted and deliver apply them one by one."""
+    from .credit import Stall
+
+    is_credit = run["credit"]
+    is_deliver = ~is_credit
+    ts = run["ts"]
+    sub.granted += int(run["amount"][is_credit].sum())
+    sub.credit_frames += int(np.count_nonzero(is_credit))
+    sub.chunks += int(np.count_nonzero(is_deliver))
+    sub.records += int(run["records"][is_deliver].sum())
+    delivers = np.flatnonzero(is_deliver)
+    if sub.awaiting_deliver is not None and len(delivers):  # (a stall ended before this run)
+        if ts[delivers[0]] - sub.awaiting_deliver.end_ns <= at_once_ns:
+            sub.awaiting_deliver.broker_had_more = True
+        sub.awaiting_deliver = None
+    if sub.balance is None:  # no Subscribe seen (or refused): no balance, no stall
+        return
+    balance = sub.balance + np.cumsum(np.where(is_credit, run["amount"], -1))
+    opens = is_deliver & (balance <= 0)
+    closes = is_credit & (balance > 0)
+    decisive = np.flatnonzero(opens | closes)
+    kind = opens[decisive]  # True: a Deliver that leaves no credit; False: a Credit restoring
+    before = np.r_[sub.open_stall is not None, kind[:-1]]
+    for at, is_open, was_open in zip(decisive.tolist(), kind.tolist(), before.tolist()):
+        if is_open and not was_open:
+            stall = Stall(sub.connection, sub.subscription_id, int(ts[at]), bool(run["ahead"][at]))
+            sub.stalls.append(stall)
+            sub.open_stall = stall
+        elif not is_open and was_open:
+            stall = sub.open_stall
+            stall.end_ns = int(ts[at])
+            stall.ended_by = "credit"
+            stall.duration_ms = (stall.end_ns - stall.start_ns) / 1e6
+            sub.open_stall = None
+            later = delivers[delivers > at]
+            nxt = int(later[0]) if later.size else None
+            if nxt is None:
+                sub.awaiting_deliver = stall  # (the next Deliver comes in a later run)
+            elif ts[nxt] - stall.end_ns <= at_once_ns:
+                stall.broker_had_more = True
+    sub.balance = int(balance[-1])

@@ -77,6 +77,11 @@ class CreditCollector:
             sub = self._subs[key] = _Subscription(connection, sid)
         return sub
 
+    def subscription(self, connection: str, sid: int | None) -> _Subscription:
+        """The live ledger of (connection, subscription id), made when first named (as a
+        Credit or Deliver for a subscription never seen subscribing makes it)."""
+        return self._subs.get((connection, sid)) or self._sub(connection, sid)
+
     def on_subscribe(self, ev) -> None:
         rec = ev.record
         if getattr(rec, "response", None):
