@@ -206,3 +206,17 @@ def test_the_slow_consumer_stalls_over_columns():
     (consumer,) = [r for r in credit if r["initial_credit"] == 2]
     assert consumer["credits_granted"] == 38 and consumer["stall_count"] == 39
     assert sum(s["ended_by"] == "credit" for s in stalls) == 38
+
+
+def test_all_tables_at_once_equal_analyze():
+    from streamdissect.dissect import Dissector
+
+    path = worsen.CAPTURES / "rstream-sac-4.0.pcap"
+    dissector = Dissector(ports=(5552, 5553))
+    list(dissector.run(str(path)))
+    found = columns.tables(frames_arrow(str(path), ports=(5552, 5553)),
+                           list(dissector.connections))  # fmt: skip
+    assert set(found) == set(schema.TABLES) - {"frames", "anomalies"}
+    for name, table in found.items():
+        assert table.schema.equals(schema.arrow_schema(name))
+        assert table.to_pylist() == reference(path, name), name

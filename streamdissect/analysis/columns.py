@@ -748,3 +748,25 @@ def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
             elif ts[nxt] - stall.end_ns <= at_once_ns:
                 stall.broker_had_more = True
     sub.balance = int(balance[-1])
+
+
+def tables(frames: Any, tcp_connections: list | None = None,
+           at_once_ms: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every analysis table of `analysis.analyze` (all but frames and anomalies), over
+    columns, as pyarrow Tables keyed by schema name."""
+    frames = _table(frames)
+    publish_rows, confirm_rows, backlog_rows = confirm_ledger(frames)
+    credit_rows, stall_rows = credit(frames, tcp_connections, at_once_ms)
+    return {
+        "connections": connections(frames, tcp_connections),
+        "requests": requests(frames),
+        "latency": latency(frames),
+        "publishes": publish_rows,
+        "confirms": confirm_rows,
+        "backlog": backlog_rows,
+        "credit": credit_rows,
+        "stalls": stall_rows,
+        "deliveries": deliveries(frames),
+        "throughput": throughput(frames),
+        "errors": errors(frames),
+    }
