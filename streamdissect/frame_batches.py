@@ -25,7 +25,7 @@ from .protocol.codes import RESPONSE_BIT, code_name
 from .protocol.records import Malformed, Record, Unknown, jsonable
 from .protocol.spec import BY_KEY
 
-ROWS_PER_BATCH = 65_536
+ROWS_PER_BATCH = 16_384
 ENVELOPE = ("ts_ns", "connection", "direction", "stream_offset", "key", "command", "version",
             "size", "correlation_id", "code", "truncated")  # fmt: skip
 # Key fields read from the record's attribute of the same name.

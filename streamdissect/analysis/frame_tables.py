@@ -42,12 +42,13 @@ def arrow_dataframe(table: str, batches) -> pd.DataFrame:
     import pandas as pd
     import pyarrow as pa
 
-    arrow = pa.Table.from_batches(list(batches), schema=schema.arrow_schema(table))
+    arrow = pa.Table.from_batches(batches, schema=schema.arrow_schema(table))
     dtypes = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
-              pa.string(): pd.StringDtype()}  # fmt: skip
-    # (a list column holds a numpy array per row, as pyarrow gives it to pandas)
-    return arrow.to_pandas(types_mapper=dtypes.get)
+              pa.string(): pd.StringDtype("pyarrow")}  # fmt: skip  (strings stay Arrow memory)
+    # (a list column holds a numpy array per row, as pyarrow gives it to pandas; the Arrow
+    # columns are freed as they are converted, so the table is not held twice)
+    return arrow.to_pandas(types_mapper=dtypes.get, self_destruct=True, split_blocks=True)
 
 
 def _array(values, none, kind: str):
