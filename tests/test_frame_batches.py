@@ -87,3 +87,19 @@ def test_frames_table_is_the_batches_with_pandas_dtypes():
     assert len(table) == len(reference(path))
     publish = table[table["command"] == "Publish"].iloc[0]
     assert list(publish["publishing_ids"]) == [int(i) for i in publish["publishing_ids"]]
+
+
+def test_pcapng_gzip_and_rotated_sets_give_the_same_frames(tmp_path):
+    """The batches of a pcapng, a gzip'd one, and a capture split into two files read as
+    one, equal those of the plain pcap."""
+    path = worsen.CAPTURES / "rstream-consume-credit-3.10.pcap"
+    plain = frames_arrow(str(path)).to_pylist()
+    pcapng = worsen.to_pcapng(path, tmp_path / "c.pcapng")
+    assert frames_arrow(str(pcapng)).to_pylist() == plain
+    gz = worsen.gzip_copy(pcapng, tmp_path / "c.pcapng.gz")
+    assert frames_arrow(str(gz)).to_pylist() == plain
+    linktype, packets = worsen.read_pcap(path)
+    half = len(packets) // 2
+    first = worsen.write_pcap(tmp_path / "a.pcap", linktype, packets[:half])
+    second = worsen.write_pcap(tmp_path / "b.pcap", linktype, packets[half:])
+    assert frames_arrow([str(first), str(second)]).to_pylist() == plain and len(plain) == 103
