@@ -52,9 +52,10 @@ def frame_batches(
 ) -> Iterator[Any]:
     """The frames of a capture (several paths: one capture in time order) as
     pyarrow.RecordBatch with `schema.arrow_schema("frames")`. Options go to Dissector
-    (`helper_process=True` forks a helper on another CPU: quicker, but not for a process
-    with threads of its own, such as a notebook kernel, so not the default)."""
+    (`helper_process`: a helper forked on another CPU, by default only when this process
+    has no other thread: a script, not a notebook kernel)."""
     options.setdefault("publish_messages", False)  # (the table has no message bodies)
+    options.setdefault("helper_process", None)  # (only where forking is safe: Dissector)
     dissector = Dissector(ports, heuristic, max_frame, **options)
     builder = FrameColumns(show_secrets)
     for event in dissector.run(paths):

@@ -103,3 +103,23 @@ def test_pcapng_gzip_and_rotated_sets_give_the_same_frames(tmp_path):
     first = worsen.write_pcap(tmp_path / "a.pcap", linktype, packets[:half])
     second = worsen.write_pcap(tmp_path / "b.pcap", linktype, packets[half:])
     assert frames_arrow([str(first), str(second)]).to_pylist() == plain and len(plain) == 103
+
+
+def test_the_helper_process_is_used_only_where_forking_is_safe():
+    """By default (None) a helper is forked only in a process with no other thread: never
+    under a notebook kernel's or a Spark worker's threads."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\n"
+        "from streamdissect.dissect import Dissector\n"
+        "alone = Dissector(helper_process=None).helper_process\n"
+        "stop = threading.Event(); t = threading.Thread(target=stop.wait); t.start()\n"
+        "shared = Dissector(helper_process=None).helper_process\n"
+        "stop.set(); t.join()\n"
+        "print(alone, shared, Dissector().helper_process)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert out == ["True", "False", "False"]

@@ -261,10 +261,11 @@ def _lean_handlers(c: Collectors) -> dict:
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
             on_read=None, report_only: bool = False, engine: str = "auto",
-            helper_process: bool = False) -> Analysis:
+            helper_process: bool | None = None) -> Analysis:
     """Read a capture (several paths: one capture in time order) and run every analysis.
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
-    analyze_events. `engine`, `helper_process`: see dissect.Dissector."""
+    analyze_events. `engine`, `helper_process` (by default only in a process with no other
+    thread): see dissect.Dissector."""
     from ..dissect import Dissector
     from ..framing import DELIVER_KEEP_LIMIT
 

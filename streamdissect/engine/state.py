@@ -104,6 +104,12 @@ class StreamConnection:
         return "s2c" if side == self.server_side else "c2s"
 
 
+def single_threaded() -> bool:
+    import threading
+
+    return threading.active_count() == 1
+
+
 class DissectionState:
     """What a run keeps: connections, their framers, the anomalies, and the output queue,
     shared by both engines (engine.stream, engine.bulk) and push mode. dissect.Dissector is
@@ -123,7 +129,7 @@ class DissectionState:
         on_read: Callable[[int], None] | None = None,
         engine: str = "auto",
         publish_messages: bool = True,
-        helper_process: bool = False,
+        helper_process: bool | None = False,
         lean: bool = False,
         hole_patience: int | None = None,
     ) -> None:
@@ -132,7 +138,8 @@ class DissectionState:
         `publish_messages=False`: Publish records keep their ids and counts but not their
         message list (`messages` is None), which the bulk engine then never copies; ids
         that go up one by one are a `range` (equal as JSON, to_dict gives the list).
-        `helper_process=True`: the bulk engine finds record boundaries in a forked process
+        `helper_process=True` (None: when this process has no other thread): the bulk engine
+        finds record boundaries in a forked process
         (another CPU) while this one dissects.
         `lean=True` (the analyze report, which needs no records of its hottest frames): the
         bulk engine gives well-formed Credit, PublishConfirm and Heartbeat frames and Deliver
@@ -164,7 +171,9 @@ class DissectionState:
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
         self.lean = lean
-        self.helper_process = helper_process
+        # None: only where forking is safe, a process with no other thread (a script; not a
+        # notebook kernel nor a Spark worker, whose threads a fork would copy mid-lock)
+        self.helper_process = single_threaded() if helper_process is None else helper_process
 
     # --- push mode: segments handed over one at a time (the scapy layer, live sources) ---
 
