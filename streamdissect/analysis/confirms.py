@@ -140,7 +140,10 @@ class ConfirmCollector:
             if led.runs:
                 self._to_dict(led)
             outstanding = led.outstanding
-            if outstanding.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+            if len(ids) == 1:  # (one message a frame, as many clients send: no set needed)
+                if ids[0] not in outstanding:
+                    outstanding[ids[0]] = ts
+            elif outstanding.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
                 outstanding.update(zip(ids, repeat(ts)))
             else:
                 for pub_id in ids:
