@@ -461,9 +461,7 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
     c_g = confirmed["g"].to_numpy(np.int64)
     u_g = outstanding_p["g"].to_numpy(np.int64)
     lag = (confirmed["ts"].to_numpy(np.int64) - confirmed["ts_p"].to_numpy(np.int64)) / 1e6
-    ranks = np.array([rank.get(int(g), 0) for g in np.unique(np.concatenate([c_g, u_g]))])
-    rank_of = dict(zip(np.unique(np.concatenate([c_g, u_g])).tolist(), ranks.tolist()))
-    u_rank = np.array([rank_of[g] for g in u_g.tolist()], dtype=np.int64)
+    u_rank = np.array([rank[g] for g in u_g.tolist()], dtype=np.int64)  # (ledger creation)
     pair_columns = {
         "g": np.concatenate([c_g, u_g]),
         "publishing_id": np.concatenate([confirmed["id"].to_numpy(np.uint64),
