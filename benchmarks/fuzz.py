@@ -69,7 +69,7 @@ from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
-from streamdissect.cli import anomaly_dict, frame_dict
+from streamdissect.cli import HotLines, anomaly_dict, frame_dict
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.frame_batches import frames_arrow
 from streamdissect.framing import Framer
@@ -926,10 +926,14 @@ def run_pcap(data: bytes, path: str) -> None:
                           f"{reference[first - 40 : first + 80]!r}")  # fmt: skip
     text = io.StringIO()
     last: dict[tuple[str, str], int] = {}
+    hot = HotLines()
     for event in events:
         if isinstance(event, FrameEvent):
             row = frame_dict(event, show_secrets=False)
-            json.dumps(row, default=str)
+            line = json.dumps(row, default=str) + "\n"
+            fast = hot.line(event)
+            if fast is not None and fast != line:
+                raise Finding(f"a hot jsonl line differs from json.dumps: {fast[:200]!r}")
             text.write(summary(event.record))
             if event.record.to_dict is None:
                 raise Finding("record without to_dict")

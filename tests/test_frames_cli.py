@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import worsen
@@ -156,3 +157,42 @@ def test_port_and_max_frame_options(real, tmp_path, capsys):
         == 0
     )
     assert len(capsys.readouterr().out.splitlines()) == len(frames)
+
+
+def _hot_and_generic(path) -> tuple[str, str, int]:
+    import io
+    import json
+
+    from streamdissect.cli import HotLines, anomaly_dict, frame_dict, jsonl_writer
+    from streamdissect.dissect import Dissector, FrameEvent
+
+    events = list(Dissector(ports=(5552, 5553), publish_messages=False).run(str(path)))
+    written = io.StringIO()
+    write = jsonl_writer(written, False, False)
+    for event in events:
+        write(event)
+    generic = "".join(
+        json.dumps(frame_dict(e, False, False) if isinstance(e, FrameEvent) else anomaly_dict(e),
+                   default=str) + "\n" for e in events)  # fmt: skip
+    hot = HotLines()
+    fast = sum(hot.line(e) is not None for e in events if isinstance(e, FrameEvent))
+    return written.getvalue(), generic, fast
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
+    + sorted((Path(__file__).parent / "regressions").glob("*.pcap")),
+    ids=lambda p: p.stem,
+)
+def test_hot_jsonl_lines_are_the_generic_bytes(path):
+    """The jsonl lines written from a format for the hottest commands are byte for byte what
+    json.dumps of the frame's dict writes."""
+    written, generic, _ = _hot_and_generic(path)
+    assert written == generic
+
+
+def test_hot_lines_cover_the_bulk_of_real_traffic():
+    path = Path(__file__).parent.parent / "captures" / "rstream-slow-consumer-3.10.pcap"
+    written, generic, fast = _hot_and_generic(path)
+    assert written == generic and fast > 100
