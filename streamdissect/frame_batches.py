@@ -22,12 +22,10 @@ from typing import Any
 from . import schema
 from .dissect import Dissector, FrameEvent
 from .protocol.codes import RESPONSE_BIT, code_name
-from .protocol.records import Malformed, Record, Unknown, jsonable
+from .protocol.records import COMMON_COLUMNS, Malformed, Record, Unknown, jsonable
 from .protocol.spec import BY_KEY
 
 ROWS_PER_BATCH = 16_384
-ENVELOPE = ("ts_ns", "connection", "direction", "stream_offset", "key", "command", "version",
-            "size", "correlation_id", "code", "truncated")  # fmt: skip
 # Key fields read from the record's attribute of the same name.
 TYPED_ATTRIBUTES = ("publisher_id", "subscription_id", "stream", "record_count", "credit",
                     "publishing_ids", "committed_chunk_id", "offset_type", "offset",
@@ -38,7 +36,6 @@ CHUNK_COLUMNS = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp",
 SPARSE = (*TYPED_ATTRIBUTES, *CHUNK_COLUMNS, "crc_ok", "fields")
 # Never in the table: payload bytes, and what the typed columns already hold.
 LEFT_OUT = frozenset(("messages", "chunk_payload", "chunk", "entry_count", "crc_ok"))
-
 
 
 def frame_batches(
@@ -187,12 +184,11 @@ class ClassPlan:
         data = record.to_dict(show_secrets=self.show_secrets)
         wanted = self.rest
         rest = {n: jsonable(v) for n, v in data.items()  # (in the record's own order)
-                if n not in _ENVELOPE and (wanted is None or n in wanted)}  # fmt: skip
+                if n not in COMMON and (wanted is None or n in wanted)}  # fmt: skip
         return json.dumps(rest, default=str) if rest else None
 
 
-_ENVELOPE = frozenset(("key", "command", "response", "version", "size", "correlation_id",
-                       "code", "code_name", "truncated"))  # fmt: skip
+COMMON = frozenset(COMMON_COLUMNS)  # (every record's own columns: the envelope has them)
 
 
 def _put(column: tuple[list[int], list], rows: list[int], values: list) -> None:

@@ -37,8 +37,9 @@ def dataframe(table: str, rows) -> pd.DataFrame:
 
 
 def arrow_dataframe(table: str, batches) -> pd.DataFrame:
-    """Arrow record batches of a table (its schema.arrow_schema) as the same DataFrame
-    `dataframe` makes: the schema's nullable pandas dtypes, lists as Python lists."""
+    """Arrow record batches of a table (its schema.arrow_schema) as a DataFrame with the
+    schema's nullable pandas dtypes (`string` kept in Arrow memory; a list column holds a
+    numpy array per row)."""
     import pandas as pd
     import pyarrow as pa
 
@@ -46,8 +47,7 @@ def arrow_dataframe(table: str, batches) -> pd.DataFrame:
     dtypes = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
               pa.string(): pd.StringDtype("pyarrow")}  # fmt: skip  (strings stay Arrow memory)
-    # (a list column holds a numpy array per row, as pyarrow gives it to pandas; the Arrow
-    # columns are freed as they are converted, so the table is not held twice)
+    # (the Arrow columns are freed as they are converted: the table is not held twice)
     return arrow.to_pandas(types_mapper=dtypes.get, self_destruct=True, split_blocks=True)
 
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import schema
-from ..protocol.records import Record
+from ..frame_batches import CHUNK_COLUMNS, LEFT_OUT
+from ..protocol.records import COMMON_COLUMNS, Record
 from .fields import get
 from .frame_tables import arrow_dataframe
 from .run import analyze
@@ -16,12 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # The reference row of the frames table, one dict per record (the tests hold
-# frame_batches' columns equal to it); frames_table itself is built from Arrow batches.
-_ENVELOPE = ("key", "command", "response", "version", "size", "correlation_id", "code",
-             "code_name", "truncated")
-_CHUNK = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp", "num_entries": "num_entries",
-          "chunk_type": "chunk_type"}  # fmt: skip
-_LEFT_OUT = ("messages", "chunk_payload", "chunk", "entry_count", "crc_ok")
+# frame_batches' columns equal to it; which columns there are is frame_batches' own
+# definition); frames_table itself is built from Arrow batches.
 
 
 def frame_row(ev, show_secrets: bool = False) -> dict:
@@ -29,22 +26,22 @@ def frame_row(ev, show_secrets: bool = False) -> dict:
     d = rec.to_dict(show_secrets=show_secrets)
     row = {"ts_ns": ev.ts_ns, "connection": ev.connection, "direction": ev.direction,
            "stream_offset": get(ev, "stream_offset")}
-    for name in _ENVELOPE:
+    for name in COMMON_COLUMNS:
         row[name] = d.pop(name, None)
     typed = [c.name for c in schema.FRAMES if c.name not in row and c.name != "fields"]
     known = isinstance(rec, Record)  # (a Malformed frame's `offset` is where it broke)
-    taken = set(_ENVELOPE)
+    taken = set(COMMON_COLUMNS)
     for name in typed:
         present = known and (name in d or name == "crc_ok")
         row[name] = getattr(rec, name, None) if present else None
         if present:
             taken.add(name)
     chunk = getattr(rec, "chunk", None)
-    for column, header in _CHUNK.items():
+    for column, header in CHUNK_COLUMNS.items():
         row[column] = chunk[header] if chunk else None
     if isinstance(row["publishing_ids"], range):
         row["publishing_ids"] = list(row["publishing_ids"])
-    left_out = _LEFT_OUT if known else ()
+    left_out = LEFT_OUT if known else ()
     rest = {k: v for k, v in d.items() if k not in taken and k not in left_out}
     row["fields"] = json.dumps(rest, default=str) if rest else None
     return {c.name: schema.fit(c.kind, row[c.name]) for c in schema.FRAMES}
