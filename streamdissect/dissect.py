@@ -27,7 +27,6 @@ from .engine.state import (
     StreamConnection,
     endpoint_text,
 )
-from .tcp import FlowTable
 
 __all__ = ["DEFAULT_PORTS", "Anomaly", "ConnectionSummary", "Dissector", "FrameEvent",
            "StreamConnection", "dissect", "endpoint_text"]  # fmt: skip
@@ -46,7 +45,7 @@ class Dissector(DissectionState):
             magic = pcap_magic(paths[0])
             if magic is not None:
                 self._bulk = True
-                self._flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
+                self.start_flows()
                 return chain.from_iterable(BulkPcap(self, paths[0], magic).batches())
         return stream.run(self, paths)  # (opens every file now: errors raise here)
 

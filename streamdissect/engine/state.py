@@ -177,14 +177,17 @@ class DissectionState:
 
     # --- push mode: segments handed over one at a time (the scapy layer, live sources) ---
 
+    def start_flows(self) -> FlowTable:
+        """The run's table of TCP connections (every engine, and push mode, starts here)."""
+        self._flows = FlowTable(
+            self._tcp_report, self._new_connection, self.ooo_cap, self.hole_patience
+        )
+        return self._flows
+
     def push(self, segment: Segment, ts_ns: int) -> list[FrameEvent | Anomaly]:
         """Dissect one TCP segment (as `capture.tcp_segment` makes it) and return the frames
         and anomalies it completed, in order. The first call starts the run."""
-        flows = self._flows
-        if flows is None:
-            flows = self._flows = FlowTable(
-                self._tcp_report, self._new_connection, self.ooo_cap, self.hole_patience
-            )
+        flows = self._flows if self._flows is not None else self.start_flows()
         flows.segment(segment, ts_ns)
         out = self._out[:]
         self._out.clear()

@@ -9,7 +9,6 @@ from operator import itemgetter
 from ..anomalies import Anomaly
 from ..capture import PacketProblem, open_capture, tcp_segment
 from ..capture.pcap import Packet
-from ..tcp import FlowTable
 from .state import DissectionState, FrameEvent
 
 
@@ -20,23 +19,23 @@ def run(state: DissectionState, paths: list[str]) -> Iterator[FrameEvent | Anoma
     return _run(state, packets)
 
 
-def _packets(self: DissectionState, paths: list[str]) -> Iterator[Packet]:
-    sources = [open_capture(p, self._file_reporter(p), self.on_read) for p in paths]
+def _packets(state: DissectionState, paths: list[str]) -> Iterator[Packet]:
+    sources = [open_capture(p, state._file_reporter(p), state.on_read) for p in paths]
     if len(sources) == 1:
         return sources[0]
     return heapq.merge(*sources, key=itemgetter(0))
 
-def _run(self: DissectionState, packets: Iterator[Packet]) -> Iterator[FrameEvent | Anomaly]:
-    out = self._out
-    flows = FlowTable(self._tcp_report, self._new_connection, self.ooo_cap)
-    self._flows = flows
+
+def _run(state: DissectionState, packets: Iterator[Packet]) -> Iterator[FrameEvent | Anomaly]:
+    out = state._out
+    flows = state.start_flows()
     segment = flows.segment
     ts = 0
     for ts, linktype, data, _wire_len, file_offset in packets:
         try:
             seg = tcp_segment(linktype, data)
         except PacketProblem as problem:
-            self._anomaly(ts, None, None, problem.kind, file_offset, len(data), problem.detail)
+            state._anomaly(ts, None, None, problem.kind, file_offset, len(data), problem.detail)
             seg = None
         if seg is not None:
             segment(seg, ts)
@@ -44,7 +43,7 @@ def _run(self: DissectionState, packets: Iterator[Packet]) -> Iterator[FrameEven
             yield from out
             out.clear()
     flows.finish(ts)
-    for stream in self._streams:
+    for stream in state._streams:
         for framer in stream.framers:
             framer.finish(ts)
     yield from out
