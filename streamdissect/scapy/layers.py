@@ -58,6 +58,7 @@ from ..protocol.spec import CHUNK_HEADER, MESSAGES, PUBLISH_MESSAGES, REST, Mess
 from ..protocol.spec import Field as SpecField
 from ..protocol.summary import frame_summary
 from .fields import (
+    INT_FIELDS,
     ChunkPayloadField,
     ComputedIntField,
     MetaField,
@@ -510,41 +511,23 @@ CHUNK_COMPUTED = {
 HEX_FIELDS: dict[str, type[Field]] = {"magic_version": XByteField, "crc": XIntField}
 
 
-def chunk_header_fields(command: str) -> list[Field]:
+def chunk_header_fields() -> list[Field]:
     """The 48-byte Osiris chunk header as one field each, from osiris.HEADER's layout;
     counts, lengths and the CRC are computed from chunk_payload when left unset."""
     fields: list[Field] = []
     for name, fmt in zip(osiris.HEADER_FIELDS[:-1], osiris.HEADER.format[1:]):
-        default = CHUNK_FIELD_DEFAULTS.get(name, crafting_default(command, name, _INT_OF[fmt]))
+        default = CHUNK_FIELD_DEFAULTS.get(name, CRAFTING_DEFAULTS.get(name, 0))
         if name in ENUMS:
             field: Field = ByteEnumField(name, default, ENUMS[name])
         elif name in HEX_FIELDS:
             field = HEX_FIELDS[name](name, default)
         else:
-            field = int_field(name, _INT_OF[fmt], default)
+            field = INT_FIELDS[fmt](name, default)
         if name in CHUNK_COMPUTED:
             field = ComputedIntField(field, CHUNK_COMPUTED[name])
         fields.append(field)
     fields.append(ThreeBytesField(osiris.HEADER_FIELDS[-1], 0))  # reserved: 3 bytes
     return fields
-
-
-def _int_types() -> dict[str, IntType]:
-    from ..protocol import primitives
-
-    types = [
-        primitives.U8,
-        primitives.U16,
-        primitives.U32,
-        primitives.U64,
-        primitives.INT16,
-        primitives.INT32,
-        primitives.INT64,
-    ]
-    return {t.fmt: t for t in types}
-
-
-_INT_OF = _int_types()
 
 
 # --- generation ------------------------------------------------------------------------------
@@ -561,7 +544,7 @@ def _body_fields(message: Message, field: SpecField) -> list[Field]:
     wire, name, command = field.type, field.name, message.command
     default = crafting_default(command, name, wire)
     if wire is CHUNK_HEADER:
-        return chunk_header_fields(command)
+        return chunk_header_fields()
     if wire is PUBLISH_MESSAGES:
         return _publish_fields()
     if wire is REST:
