@@ -374,6 +374,19 @@ def _rows_result(table: str, rows: list[dict]) -> Any:
 # --- the publish-confirm ledger ----------------------------------------------------------
 
 LEDGER_COMMANDS = ("Publish", "PublishConfirm", "PublishError", "DeclarePublisher")
+# A (connection, u8 publisher or subscription id) as one number: connection * ID_SPAN + the id
+# + 1, and + 0 for an id that could not be read (None is an id of its own, as in the
+# collectors' dictionaries).
+ID_SPAN = 512
+
+
+def _group_of(conn: Any, known: Any, ids: Any) -> Any:
+    return conn * ID_SPAN + np.where(known, ids + 1, 0)
+
+
+def _ident(g: int, conn_names: list) -> tuple[str, int | None]:
+    """(connection, id) of a group number."""
+    return conn_names[g // ID_SPAN], (g % ID_SPAN) - 1 if g % ID_SPAN else None
 
 
 def publishes(frames: Any) -> Any:
@@ -416,7 +429,7 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
     conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     pid_known = pc.is_valid(t["publisher_id"]).to_numpy(zero_copy_only=False)
     pid = pc.fill_null(t["publisher_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    group = conn * 512 + np.where(pid_known, pid + 1, 0)  # (None is its own publisher id)
+    group = _group_of(conn, pid_known, pid)
     ts = pc.fill_null(t["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
     is_publish, is_confirm = command == "Publish", command == "PublishConfirm"
     is_error = command == "PublishError"
@@ -455,7 +468,7 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
     outstanding_p = regular_p.loc[(matched["_merge"] == "left_only").to_numpy()]
 
     def ident(g: int) -> tuple[str, int | None]:
-        return conn_names[g // 512], (g % 512) - 1 if g % 512 else None
+        return _ident(g, conn_names)
 
     # PUBLISHES: confirmed ids at their confirm, then what is outstanding at the end
     c_g = confirmed["g"].to_numpy(np.int64)
@@ -521,7 +534,7 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
     extra_pairs: list[tuple[tuple, tuple]] = []
     extra_points: list[tuple[int, tuple]] = []
     if irregular:
-        _irregular_ledgers(t, irregular, group, ts, rank, extra_pairs, extra_points, summaries,
+        _irregular_ledgers(t, irregular, group, rank, extra_pairs, extra_points, summaries,
                            ident)  # fmt: skip
     summary_rows = [summaries[g] for g in first_of]
     return (
@@ -534,8 +547,8 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
 def _names_of(groups: Any, conn_names: list) -> tuple[list, list]:
     """(connection, publisher id) of each group number."""
     groups = np.asarray(groups, dtype=np.int64)
-    names = np.array(conn_names, dtype=object)[groups // 512].tolist() if len(groups) else []
-    pids = [int(p) - 1 if p else None for p in (groups % 512).tolist()]
+    names = np.array(conn_names, dtype=object)[groups // ID_SPAN].tolist() if len(groups) else []
+    pids = [int(p) - 1 if p else None for p in (groups % ID_SPAN).tolist()]
     return names, pids
 
 
@@ -564,8 +577,10 @@ def _pairs_table(columns: dict, extra: list, conn_names: list) -> Any:
     order = np.lexsort(keys[::-1]) if n else np.zeros(0, np.int64)
     groups = columns["g"][order]
     confirmed = columns["k0"][order] == 0
-    names = pa.array(np.array(conn_names, dtype=object)[groups // 512] if n else [], pa.string())
-    pid = groups % 512
+    names = pa.array(
+        np.array(conn_names, dtype=object)[groups // ID_SPAN] if n else [], pa.string()
+    )
+    pid = groups % ID_SPAN
     outcome_ts = np.asarray(columns["outcome_ts_ns"], dtype=object)[order]
     lag = np.asarray(columns["lag_ms"], dtype=object)[order]
     out = {
@@ -599,16 +614,15 @@ def _points_table(columns: dict, extra: list, conn_names: list) -> Any:
     return _result("backlog", out)
 
 
-def _irregular_ledgers(t: Any, irregular: set, group: Any, ts: Any, rank: dict, pairs: list,
+def _irregular_ledgers(t: Any, irregular: set, group: Any, rank: dict, pairs: list,
                        points: list, summaries: dict, ident: Any) -> None:  # fmt: skip
     """The collector's own code over the rows of the irregular ledgers, one by one."""
     from .confirms import ConfirmCollector
 
     collector = ConfirmCollector()
-    frames = t.to_pylist()
-    for i, frame in enumerate(frames):
-        if int(group[i]) not in irregular:
-            continue
+    mine = np.flatnonzero(np.isin(group, np.array(sorted(irregular), dtype=np.int64)))
+    group_of_ident = {ident(g): g for g in irregular}
+    for i, frame in zip(mine.tolist(), t.take(mine).to_pylist()):
         event = _RowEvent(frame)
         before_pairs, before_points = len(collector.pairs), len(collector.backlog)
         command = frame["command"]
@@ -629,11 +643,9 @@ def _irregular_ledgers(t: Any, irregular: set, group: Any, ts: Any, rank: dict, 
     collector.finish()
     for k in range(finished, len(collector.pairs)):
         row = tuple(collector.pairs[k])
-        g = next(g for g in irregular if ident(g) == (row[0], row[1]))
-        pairs.append(((1, rank[g], -1, k), row))
+        pairs.append(((1, rank[group_of_ident[(row[0], row[1])]], -1, k), row))
     for row in collector.summary():
-        g = next(g for g in irregular if ident(g) == (row["connection"], row["publisher_id"]))
-        summaries[g] = row
+        summaries[group_of_ident[(row["connection"], row["publisher_id"])]] = row
 
 
 # --- credit and stalls ------------------------------------------------------------------
@@ -666,7 +678,7 @@ def credit(frames: Any, tcp_connections: list | None = None,
     conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     sid_known = pc.is_valid(t["subscription_id"]).to_numpy(zero_copy_only=False)
     sid = pc.fill_null(t["subscription_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    key = conn * 512 + np.where(sid_known, sid + 1, 0)
+    key = _group_of(conn, sid_known, sid)
     columns = {
         "ts": pc.fill_null(t["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
         "amount": pc.fill_null(t["credit"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
@@ -684,8 +696,7 @@ def credit(frames: Any, tcp_connections: list | None = None,
             run_keys = key[lo:hi]
             for k in np.unique(run_keys).tolist():
                 rows = lo + np.flatnonzero(run_keys == k)
-                name = names[k // 512]
-                sub_id = (k % 512) - 1 if k % 512 else None
+                name, sub_id = _ident(k, names)
                 sub = collector.subscription(name, sub_id)
                 _apply_run(sub, collector.at_once_ns, {c: v[rows] for c, v in columns.items()})
         if n < len(boundary_rows):
