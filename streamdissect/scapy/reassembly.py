@@ -119,6 +119,7 @@ class ConnectionPipeline:
         self.started: dict[tuple[bytes, int], tuple[int, int]] = {}
         self.framed_to: dict[str, int] = {}  # direction -> stream offset after its last frame
         self.notes: dict[str, list[str]] = {}  # direction -> anomalies since its last frame
+        self.more_notes: dict[str, int] = {}  # direction -> how many past MAX_NOTES
 
     def packet(self, pkt: Packet) -> Packet:
         found = segment_of(pkt)
@@ -185,10 +186,14 @@ class ConnectionPipeline:
         notes = self.notes.setdefault(direction, [])
         if len(notes) < MAX_NOTES:
             notes.append(note)
-        elif len(notes) == MAX_NOTES:
-            notes.append("and more anomalies: 1")
         else:
-            notes[-1] = f"and more anomalies: {int(notes[-1].rsplit(' ', 1)[1]) + 1}"
+            self.more_notes[direction] = self.more_notes.get(direction, 0) + 1
+
+    def _notes_for_frame(self, direction: str) -> list[str]:
+        """The anomalies kept since `direction`'s previous frame, then forgotten."""
+        notes = self.notes.pop(direction, [])
+        more = self.more_notes.pop(direction, 0)
+        return [*notes, f"and more anomalies: {more}"] if more else notes
 
     def _syn(self, segment: Segment) -> Segment:
         src, sport, dst, dport, seq = segment[:5]
@@ -206,7 +211,7 @@ class ConnectionPipeline:
             sender=SENDERS[direction],
             stream_offset=offset,
             gap_before=gap,
-            anomalies=self.notes.pop(direction, []),
+            anomalies=self._notes_for_frame(direction),
         )
         return frame
 
