@@ -107,6 +107,7 @@ def _table(frames: Any) -> Any:
 
 
 def _int_or_zero(column: Any) -> Any:
+    """An int64 array of the column, 0 where it is null."""
     import pyarrow.compute as pc
 
     return pc.fill_null(column, 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -162,11 +163,10 @@ def connections(frames: Any, tcp_connections: list | None = None) -> Any:
     frames = _table(frames)
     n = frames.num_rows
     # connections numbered in order of first appearance (Arrow's dictionary encoding, in C)
-    encoded = pc.dictionary_encode(frames["connection"]).combine_chunks()
-    names = np.array(encoded.dictionary.to_pylist(), dtype=object)
-    conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    conn_names, conn = _connection_numbers(frames)
+    names = np.array(conn_names, dtype=object)
     # (a time past int64, from a hostile capture, is null in the frames: taken as 0 here)
-    ts = pc.fill_null(frames["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = _int_or_zero(frames["ts_ns"])
     c2s = pc.fill_null(pc.equal(frames["direction"], "c2s"), False).to_numpy(zero_copy_only=False)
     command = frames["command"]
     facts = [_Facts() for _ in names]
@@ -384,6 +384,31 @@ def _group_of(conn: Any, known: Any, ids: Any) -> Any:
     return conn * ID_SPAN + np.where(known, ids + 1, 0)
 
 
+def _connection_numbers(frames: Any) -> tuple[list[str], Any]:
+    """(connection names, each row's connection number), numbered in order of first
+    appearance (Arrow's dictionary encoding, in C)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(frames["connection"]).combine_chunks()
+    return encoded.dictionary.to_pylist(), _int_or_zero(encoded.indices)
+
+
+def _ledger_rows(frames: Any, commands: Any, id_column: str) -> tuple[Any, Any, Any, list, Any]:
+    """The rows of `commands` (in frame order) of a ledger keyed by (connection, the u8 in
+    `id_column`): (rows, command, response flag, connection names, group number)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    frames = _table(frames)
+    t = frames.filter(pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(commands)),
+                                   False))  # fmt: skip
+    command = np.array(t["command"].to_pylist(), dtype=object)
+    response = pc.fill_null(t["response"], False).to_numpy(zero_copy_only=False)
+    conn_names, conn = _connection_numbers(t)
+    known = pc.is_valid(t[id_column]).to_numpy(zero_copy_only=False)
+    return t, command, response, conn_names, _group_of(conn, known, _int_or_zero(t[id_column]))
+
+
 def _ident(g: int, conn_names: list) -> tuple[str, int | None]:
     """(connection, id) of a group number."""
     return conn_names[g // ID_SPAN], (g % ID_SPAN) - 1 if g % ID_SPAN else None
@@ -418,19 +443,10 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    frames = _table(frames)
-    wanted = pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(LEDGER_COMMANDS)), False)
-    rows_at = np.flatnonzero(wanted.to_numpy(zero_copy_only=False))
-    t = frames.take(rows_at)
-    command = np.array(t["command"].to_pylist(), dtype=object)
-    response = pc.fill_null(t["response"], False).to_numpy(zero_copy_only=False)
-    encoded = pc.dictionary_encode(t["connection"]).combine_chunks()
-    conn_names = encoded.dictionary.to_pylist()
-    conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    t, command, response, conn_names, group = _ledger_rows(frames, LEDGER_COMMANDS,
+                                                           "publisher_id")  # fmt: skip
     pid_known = pc.is_valid(t["publisher_id"]).to_numpy(zero_copy_only=False)
-    pid = pc.fill_null(t["publisher_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    group = _group_of(conn, pid_known, pid)
-    ts = pc.fill_null(t["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = _int_or_zero(t["ts_ns"])
     is_publish, is_confirm = command == "Publish", command == "PublishConfirm"
     is_error = command == "PublishError"
     is_declare = (command == "DeclarePublisher") & ~response
@@ -507,9 +523,8 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
     point_columns = {"frame": where, "ts_ns": ts[where], "g": group[where],
                      "outstanding": outstanding[where]}  # fmt: skip
     summaries: dict[int, dict] = {}
-    records = pc.fill_null(t["record_count"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = pc.fill_null(pc.list_value_length(t["publishing_ids"]), 0).to_numpy(
-        zero_copy_only=False).astype(np.int64)  # fmt: skip
+    records = _int_or_zero(t["record_count"])
+    counts = _int_or_zero(pc.list_value_length(t["publishing_ids"]))
     sent_records = np.where(records > 0, records, counts)
     order = np.argsort(c_g, kind="stable")
     lag_bounds = np.searchsorted(c_g[order], np.array(list(first_of), dtype=np.int64))
@@ -660,7 +675,6 @@ def credit(frames: Any, tcp_connections: list | None = None,
     Credit errors) one by one; the Credit and Deliver frames between two of those are
     applied per subscription over columns: the balance as a running sum, stalls opened by a
     Deliver that leaves no credit and closed by a Credit that restores some."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from .credit import AT_ONCE_MS, CreditCollector
@@ -668,21 +682,12 @@ def credit(frames: Any, tcp_connections: list | None = None,
 
     frames = _table(frames)
     collector = CreditCollector(at_once_ms=AT_ONCE_MS if at_once_ms is None else at_once_ms)
-    wanted = pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(CREDIT_COMMANDS)), False)
-    t = frames.filter(wanted)
-    command = np.array(t["command"].to_pylist(), dtype=object)
-    response = pc.fill_null(t["response"], False).to_numpy(zero_copy_only=False)
+    t, command, response, names, key = _ledger_rows(frames, CREDIT_COMMANDS, "subscription_id")
     hot = ((command == "Credit") & ~response) | (command == "Deliver")
-    encoded = pc.dictionary_encode(t["connection"]).combine_chunks()
-    names = encoded.dictionary.to_pylist()
-    conn = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    sid_known = pc.is_valid(t["subscription_id"]).to_numpy(zero_copy_only=False)
-    sid = pc.fill_null(t["subscription_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    key = _group_of(conn, sid_known, sid)
     columns = {
-        "ts": pc.fill_null(t["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
-        "amount": pc.fill_null(t["credit"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
-        "records": pc.fill_null(t["record_count"], 0).to_numpy(zero_copy_only=False).astype(np.int64),
+        "ts": _int_or_zero(t["ts_ns"]),
+        "amount": _int_or_zero(t["credit"]),
+        "records": _int_or_zero(t["record_count"]),
         "ahead": pc.fill_null(pc.greater(t["committed_chunk_id"], t["chunk_id"]), False).to_numpy(
             zero_copy_only=False),
         "credit": command == "Credit",
