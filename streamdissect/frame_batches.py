@@ -21,6 +21,7 @@ from typing import Any
 
 from . import schema
 from .dissect import Dissector, FrameEvent
+from .engine.hot import COMMAND_OF, DIRECTIONS, FrameRun
 from .protocol.codes import RESPONSE_BIT, code_name
 from .protocol.records import COMMON_COLUMNS, Malformed, Record, Unknown, jsonable
 from .protocol.spec import BY_KEY
@@ -53,15 +54,21 @@ def frame_batches(
     has no other thread: a script, not a notebook kernel)."""
     options.setdefault("publish_messages", False)  # (the table has no message bodies)
     options.setdefault("helper_process", None)  # (only where forking is safe: Dissector)
+    options.setdefault("columns", True)  # (the bulk engine's hot frames come as columns)
     dissector = Dissector(ports, heuristic, max_frame, **options)
     builder = FrameColumns(show_secrets)
     for event in dissector.run(paths):
-        if event.__class__ is FrameEvent:
+        cls = event.__class__
+        if cls is FrameEvent:
             builder.add(event)
-            if builder.rows >= rows_per_batch:
-                yield builder.batch()
+        elif cls is FrameRun:
+            builder.add_run(event)
+        else:
+            continue
+        if builder.rows >= rows_per_batch:
+            yield from builder.batches(rows_per_batch)
     if builder.rows:
-        yield builder.batch()
+        yield from builder.batches(rows_per_batch)
 
 
 def frames_arrow(paths: str | Sequence[str], **options: Any) -> Any:
@@ -75,22 +82,36 @@ def frames_arrow(paths: str | Sequence[str], **options: Any) -> Any:
 class FrameColumns:
     """Frame events in, record batches out. Events are kept as they come; each column is then
     made for the whole batch at once (attrgetter over the records, grouped by record class),
-    so the work per frame is a list append."""
+    so the work per frame is a list append. The bulk engine's FrameRuns (columns already)
+    become batches of their own, in their place."""
 
     def __init__(self, show_secrets: bool = False) -> None:
         self.show_secrets = show_secrets
         self.plans: dict[type, ClassPlan] = {}
         self.events: list[FrameEvent] = []
-
-    @property
-    def rows(self) -> int:
-        return len(self.events)
+        self.pieces: list[Any] = []  # batches made so far, in order
+        self.rows = 0
 
     def add(self, event: FrameEvent) -> None:
         self.events.append(event)
+        self.rows += 1
+
+    def add_run(self, run: FrameRun) -> None:
+        if self.events:
+            self.pieces.append(self.batch())
+        self.pieces.append(run_batch(run))
+        self.rows += len(run)
+
+    def batches(self, most: int = ROWS_PER_BATCH) -> list[Any]:
+        """The frames so far as pyarrow.RecordBatches of at most `most` rows (slices, no
+        copies); the builder starts over."""
+        if self.events:
+            self.pieces.append(self.batch())
+        pieces, self.pieces, self.rows = self.pieces, [], 0
+        return [piece.slice(at, most) for piece in pieces for at in range(0, piece.num_rows, most)]
 
     def batch(self) -> Any:
-        """The frames so far as one pyarrow.RecordBatch; the builder starts over."""
+        """The frame events so far as one pyarrow.RecordBatch (they are taken)."""
         import numpy as np
         import pyarrow as pa
 
@@ -123,6 +144,45 @@ class FrameColumns:
 
 
 _RECORD = attrgetter("record")
+# FrameRun columns by their FRAMES names (the envelope and hot.FIELD_COLUMNS)
+_ENVELOPE = ("ts_ns", "stream_offset", "key", "version", "size")
+
+
+def run_batch(run: FrameRun) -> Any:
+    """A FrameRun as a pyarrow.RecordBatch of schema.FRAMES, column by column."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(run)
+    columns: dict[str, Any] = {name: getattr(run, name) for name in _ENVELOPE}
+    columns["connection"] = pa.array(run.connections, pa.string()).take(run.connection)
+    columns["direction"] = pa.array(DIRECTIONS, pa.string()).take(run.direction)
+    keys = run.key.astype(np.int64)
+    known = sorted(COMMAND_OF)
+    command_at = np.searchsorted(known, keys)
+    columns["command"] = pa.array([COMMAND_OF[k] for k in known], pa.string()).take(command_at)
+    columns["response"] = (keys & RESPONSE_BIT) != 0
+    columns["truncated"] = np.zeros(n, dtype=bool)
+    for name, (values, valid) in run.fields.items():
+        columns[name] = pa.array(values, schema.arrow_type(_KIND[name]), mask=~valid)
+    offsets = run.id_offsets - run.id_offsets[0]
+    has_ids = run.id_counts >= 0
+    columns["publishing_ids"] = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), pa.array(run.id_values[run.id_offsets[0]:run.id_offsets[-1]],
+                                                pa.uint64()),
+        mask=pa.array(~has_ids))  # fmt: skip
+    columns["crc_ok"] = pa.array(run.crc == 1, pa.bool_(), mask=run.crc < 0)
+    arrays = []
+    for c in schema.FRAMES:
+        arrow_type = schema.arrow_type(c.kind)
+        value = columns.get(c.name)
+        if value is None:
+            arrays.append(pa.nulls(n, arrow_type))
+        elif isinstance(value, np.ndarray):
+            arrays.append(pa.array(value, arrow_type))
+        else:
+            arrays.append(value if value.type == arrow_type else value.cast(arrow_type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema.arrow_schema("frames"))
 
 
 def _rows_by_class(records: list) -> dict[type, list[int]]:

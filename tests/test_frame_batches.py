@@ -3,6 +3,7 @@ record (analysis.tables.frame_row), on every capture of the corpus and its made-
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -123,3 +124,56 @@ def test_the_helper_process_is_used_only_where_forking_is_safe():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
     assert out == ["True", "False", "False"]
+
+
+def _deliver(version: int, chunk_id: int, data: bytes, crc: int | None = None,
+             magic: int = 0x50, entries: int = 1) -> bytes:  # fmt: skip
+    import zlib
+
+    from test_bulk_engine import _frame
+
+    from streamdissect.protocol import osiris
+
+    header = {"magic_version": magic, "chunk_type": 0, "num_entries": entries, "num_records": 1,
+              "timestamp": 1_700_000_000_000, "epoch": 1, "chunk_id": chunk_id,
+              "crc": zlib.crc32(data) if crc is None else crc, "data_length": len(data),
+              "trailer_length": 0, "bloom_size": 0, "reserved": 0}  # fmt: skip
+    prefix = struct.pack(">B", 4) + (struct.pack(">Q", chunk_id + 5) if version == 2 else b"")
+    return _frame(0x0008, version, prefix + osiris.pack_header(header) + data)
+
+
+def test_hot_frames_come_as_runs_and_odd_ones_as_records_in_their_place(tmp_path):
+    """The bulk engine's columns mode: hot frames as FrameRuns, and each odd one (a check the
+    codec would fail, another version, a bad CRC) declined to the record path, in its place:
+    the rows are the reference's, in the reference's order."""
+    from test_bulk_engine import _frame, frames_capture
+
+    from streamdissect.engine.hot import FrameRun
+
+    def publish(pid, ids, word=5, version=1):
+        body = b"".join(struct.pack(">QI", i, word) + b"hello"[:word] for i in ids)
+        return _frame(0x0002, version, struct.pack(">Bi", pid, len(ids)) + body)
+
+    data = struct.pack(">I", 3) + b"abc"
+    frames = [
+        publish(1, [1, 2, 3]), publish(1, [4]), publish(1, [9, 7]),  # ids in any order
+        publish(1, [5], word=9),  # entry size and frame size disagree
+        publish(2, [6], version=2),  # (v2: the codec's)
+        _frame(0x0009, 1, struct.pack(">Bh", 3, 10)), _frame(0x0009, 2, struct.pack(">Bh", 3, 1)),
+        _frame(0x0003, 1, struct.pack(">Bi2Q", 1, 2, 1, 2)), _frame(0x0003, 1, struct.pack(">Bi", 1, -1)),
+        _frame(0x0017, 1, b""), _frame(0x0017, 1, b"\x00"),
+        _deliver(1, 10, data), _deliver(2, 11, data), _deliver(2, 12, data, crc=1),
+        _deliver(2, 13, data, magic=0x40), _deliver(1, 14, data, entries=2),
+        _deliver(3, 15, data),
+    ]  # fmt: skip
+    path = frames_capture(tmp_path / "hot.pcap", frames)
+    events = list(Dissector(columns=True, publish_messages=False).run(str(path)))
+    runs = [e for e in events if isinstance(e, FrameRun)]
+    records = [e.record for e in events if isinstance(e, FrameEvent)]
+    assert sum(map(len, runs)) == 3 * 9 and len(records) == 3 * 8
+    assert columnar(path) == reference(path)
+    rows = [r for r in columnar(path) if r["command"] == "Deliver"]
+    assert [r["crc_ok"] for r in rows[:3]] == [True, True, False]
+    kept = [r for r in columnar(path, deliver_keep_limit=0) if r["command"] == "Deliver"]
+    assert [r["crc_ok"] for r in kept[:3]] == [None, None, None]
+    assert columnar(path, deliver_keep_limit=0) == reference(path, deliver_keep_limit=0)

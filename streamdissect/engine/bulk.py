@@ -55,6 +55,7 @@ from ..framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MA
 from ..protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
 from ..protocol.records import Malformed, record_class
 from ..tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
+from . import hot
 
 if TYPE_CHECKING:
     from .state import DissectionState
@@ -120,18 +121,10 @@ def _deliver_head_record(head: bytes, size: int, version: int) -> Any:
 # Lean frames whose fields _lean_frames reads for a whole walk at once: gathered as HEAD_BYTES
 # from each frame's start, then viewed with the kind's layout (codec.credit_fields,
 # confirm_fields and deliver_fields read the same bytes one frame at a time).
-HEAD_BYTES = 65  # a v2 Deliver's prefix and chunk header, the longest
+HEAD_BYTES = hot.HEAD_BYTES
 
 
-def _head_layout(*fields: tuple) -> np.dtype:
-    names, formats, offsets, at = [], [], [], 0
-    for name, fmt in fields:
-        names.append(name)
-        formats.append(fmt)
-        offsets.append(at)
-        at += np.dtype(fmt).itemsize
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": HEAD_BYTES})  # fmt: skip
+_head_layout = hot.head_layout
 
 
 _FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
@@ -684,6 +677,7 @@ class BulkPcap:
         self.pstart, self.plen, self.wlen, self.fid = pstart, plen, wlen, fid
         self.keys, self.slow = keys, slow
         self.events = []
+        self.hot: list[hot.HotChunk] = []
         rb = self.rows_before
         for r, problem in problems.items():
             d._row = rb + r
@@ -694,9 +688,14 @@ class BulkPcap:
             self._flows(first_row)
         self.rows_before += n
         events = self.events
-        events.sort()
         self.events = []
+        if self.hot:  # columns mode: the hot frames' places are None among the events
+            events = [ev for ev in events if ev is not None]
+        events.sort()
         ordered = list(map(_third, events))
+        if self.hot:
+            ordered = hot.place(self.hot, events)
+            self.hot = []
         if self.anomalies_made != d.anomalies_made:  # (most blocks have none)
             self.anomalies_made = d.anomalies_made
             d.anomalies.extend([ev for ev in ordered if ev.__class__ is Anomaly])
@@ -845,6 +844,7 @@ class BulkPcap:
             plans.append((side, where, base, rel, ends, wl, in_order, retrans, syn, fl, prev))
         saved = _save(conn)
         events = len(self.events)
+        hot_chunks = len(self.hot)
         self.check = check = LimitCheck(owner.framers[0].frame_limit,
                                         min(MIN_LIMIT, owner.framers[0].max_frame))  # fmt: skip
         self._fast(conn, rows, k, plans)
@@ -853,6 +853,7 @@ class BulkPcap:
             # clock: do this connection's block again, packet by packet.
             _restore(conn, saved)
             del self.events[events:]
+            del self.hot[hot_chunks:]
             self._exact(rows.tolist())
             return
         if k < len(rows):
@@ -957,18 +958,26 @@ class BulkPcap:
         heads = not self.d.publish_messages
         publishes: list[tuple] = []
         batched: dict[int, list] = {key: [] for key in (*_DIRECT, DELIVER_KEY)}
+        walk = None
+        if self.d.columns and getattr(framer.emit, "lane", None) is not None and pos < send:
+            # columns mode: this direction's bytes of the block in one buffer, the hot
+            # frames' starts noted by the walk (HotWalk)
+            walk = HotWalk(so[0], b"".join([mv[p : p + n] for p, n in zip(po, lo)]),
+                           hot.HOT_KEYS if heads else hot.HOT_KEYS - {PUBLISH_KEY})  # fmt: skip
         try:
             self._walk(framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
-                       publishes, batched)  # fmt: skip
+                       publishes, batched, walk)  # fmt: skip
         finally:
             if publishes:
                 self._publishes(framer, side, publishes, so, lo, po, read)
             for key, items in batched.items():
                 if items:
                     self._lean_frames(framer, side, key, items, read)
+            if walk is not None and walk.starts:
+                self._hot_chunk(framer, side, walk, rows, times)
 
     def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
-              publishes, batched) -> None:  # fmt: skip
+              publishes, batched, walk=None) -> None:  # fmt: skip
         buf, mv = self.buf, self.mv
         events = self.events
         out = self.d._out
@@ -984,9 +993,38 @@ class BulkPcap:
             counts, connection, direction = lane
             make = self.d._frame_class
         # lean (Dissector docstring): no record for the hottest frames, a tuple of their fields
-        lean = lane is not None and self.d.lean
+        lean = lane is not None and self.d.lean and walk is None
+        if walk is not None:
+            data, base, stop, hot_keys = walk.data, walk.base, send - walk.base, walk.keys
+            starts, runs = walk.starts, walk.runs
+            note = starts.append
         jj = 0
         while pos < send:
+            if walk is not None and not out:
+                # The hot frames from here, noted and nothing else (hot.decode reads them);
+                # the walk below takes the first other one (HotWalk).
+                p = first = pos - base
+                noted = len(starts)
+                limit = framer.frame_limit  # (no hot frame changes it)
+                while p + HEADER <= stop:
+                    size, key, _ = _header(data, p)
+                    if key not in hot_keys or size < 4 or p + 4 + size > stop:
+                        break
+                    if size > low:  # within this limit; LimitCheck learns of it
+                        if size > limit:
+                            break
+                        walk.big.append(len(starts))
+                    note(p)
+                    p += 4 + size
+                if p != first:
+                    count = len(starts) - noted
+                    runs.append((len(events), count))
+                    events.extend(repeat(None, count))  # their places among the events
+                    pos = base + p
+                    framer.offset = pos
+                    jj = bisect_right(so, pos - 1, jj) - 1
+                    if pos >= send:
+                        break
             j = jj  # the segment the last frame ended in
             if send - pos < HEADER:
                 self._exact_tail(framer, pos, so, lo, po, io, to)
@@ -1069,6 +1107,36 @@ class BulkPcap:
             out.clear()
             pos = end
         framer.offset = pos
+
+    def _hot_chunk(self, framer: Any, side: int, walk: HotWalk, rows: np.ndarray,
+                   times: np.ndarray) -> None:  # fmt: skip
+        """The hot frames a walk noted: their columns (hot.decode) as a chunk of the block;
+        one that fails a check is decoded as a record, in its place."""
+        frames, connection, direction = framer.emit.lane
+        starts = np.frombuffer(walk.starts, dtype=np.int64)
+        data = np.frombuffer(walk.data + bytes(hot.PAD), dtype=np.uint8)
+        keep_limit = framer.deliver_keep_limit
+        columns = hot.decode(data, starts, keep_limit)
+        so_a = self.arrays[0]
+        offsets = walk.base + starts
+        seg = np.searchsorted(so_a, offsets + 3 + columns.size, side="right") - 1
+        row, ts = rows[seg], times[seg]  # the segment holding the frame's last byte
+        slot = np.concatenate([np.arange(s, s + n, dtype=np.int64) for s, n in walk.runs])
+        accepted = columns.accepted
+        declined = np.flatnonzero(~accepted).tolist()
+        for k in declined:
+            a, size = int(starts[k]), int(columns.size[k])
+            framer._decode(walk.base + a, int(ts[k]), walk.data[a : a + 4 + size], size, False)
+            self._place_out(int(row[k]), int(slot[k]))
+        if walk.big:  # (LimitCheck: the row of the packet that tells the size)
+            big = np.asarray(walk.big, dtype=np.int64)
+            told = rows[np.searchsorted(so_a, offsets[big] + 3, side="right") - 1]
+            self.check.big.extend(zip(told.tolist(), offsets[big].tolist(), repeat(side),
+                                      columns.size[big].tolist()))  # fmt: skip
+        frames[side] += len(starts) - len(declined)
+        if len(declined) < len(starts):
+            self.hot.append(hot.chunk(columns, accepted, row, slot, ts, offsets, connection,
+                                      direction))  # fmt: skip
 
     def _publishes(self, framer: Any, side: int, items: list, so: array, lo: array, po: array,
                    read) -> None:  # fmt: skip
@@ -1354,6 +1422,20 @@ def _ints(values: np.ndarray) -> array:
 
 
 MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
+
+
+class HotWalk:
+    """Columns mode, one direction's walk of a block: its in-order bytes in one buffer
+    (`data`, from stream offset `base`), the hot keys, the buffer positions of the hot
+    frames noted, and their runs (first event slot, count)."""
+
+    __slots__ = ("base", "big", "data", "keys", "runs", "starts")
+
+    def __init__(self, base: int, data: bytes, keys: frozenset) -> None:
+        self.base, self.data, self.keys = base, data, keys
+        self.starts = array("q")
+        self.big: list[int] = []  # (indexes into starts: frames above LimitCheck.low)
+        self.runs: list[tuple[int, int]] = []
 
 
 class LimitCheck:

@@ -131,6 +131,7 @@ class DissectionState:
         publish_messages: bool = True,
         helper_process: bool | None = False,
         lean: bool = False,
+        columns: bool = False,
         hole_patience: int | None = None,
     ) -> None:
         """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
@@ -148,6 +149,10 @@ class DissectionState:
         last item; PublishConfirm ids that go up one by one as a range), and the Publish frames it reads with numpy (with publish_messages=False)
         as (0x0002, ts_ns, connection, direction, publisher id, ids, record count, size),
         instead of FrameEvents; analysis.analyze_events reads both.
+        `columns=True` (frame_batches, the columnar analyses): the bulk engine gives the
+        well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
+        Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.FrameRun
+        columns, in their place among the other events, instead of FrameEvents.
         `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
@@ -171,6 +176,7 @@ class DissectionState:
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
         self.lean = lean
+        self.columns = columns
         # None: only where forking is safe, a process with no other thread (a script; not a
         # notebook kernel nor a Spark worker, whose threads a fork would copy mid-lock)
         self.helper_process = single_threaded() if helper_process is None else helper_process

@@ -1,0 +1,348 @@
+"""Hot frames as columns: what bulk traffic is made of, decoded for a whole walk at once.
+
+The bulk engine's columns mode (DissectionState `columns=True`) walks one direction's
+in-order bytes of a block as one contiguous buffer, notes where each hot frame starts
+(Publish, PublishConfirm, Credit, Heartbeat, Deliver up to the lowest frame limit), and
+hands the starts here: their fields are gathered with numpy and checked as the codec's field
+parsers check them (codec.credit_fields, confirm_fields, deliver_fields; a v1 Publish of
+simple entries of one size, as the bulk engine's Publish path reads it). A frame that fails
+a check is `declined`: the engine decodes it as a record, which explains it. The columns
+carry the names of schema.FRAMES.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..protocol.spec import BY_KEY
+
+PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = 0x02, 0x03, 0x08, 0x09, 0x17
+HOT_KEYS = frozenset((PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY))
+COMMAND_OF = {key: BY_KEY[key].command for key in HOT_KEYS}
+# Nullable integer columns a hot frame may fill: name -> numpy dtype.
+FIELD_COLUMNS = {
+    "publisher_id": np.int64, "subscription_id": np.int64, "record_count": np.int64,
+    "credit": np.int64, "committed_chunk_id": np.uint64, "chunk_id": np.uint64,
+    "chunk_timestamp_ms": np.int64, "num_entries": np.int64, "chunk_type": np.int64,
+}  # fmt: skip
+HEAD_BYTES = 65  # a v2 Deliver's prefix and chunk header: the longest head read here
+PAD = HEAD_BYTES  # zero bytes after a walk's buffer, so that every gather stays inside it
+
+
+def head_layout(*fields: tuple) -> np.dtype:
+    """A HEAD_BYTES item read as these (name, numpy format) fields, one after the other."""
+    names, formats, offsets, at = [], [], [], 0
+    for name, fmt in fields:
+        names.append(name)
+        formats.append(fmt)
+        offsets.append(at)
+        at += np.dtype(fmt).itemsize
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": HEAD_BYTES})  # fmt: skip
+
+
+_FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
+_CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
+          ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
+          ("data_length", ">u4"), ("trailer_length", ">u4"))  # fmt: skip
+FRAME_HEAD = head_layout(*_FRAME)
+CREDIT_HEAD = head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
+CONFIRM_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
+PUBLISH_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
+                       ("word", ">u4"))  # fmt: skip
+DELIVER_HEADS = {  # version -> (bytes before the chunk data, layout)
+    1: (57, head_layout(*_FRAME, ("sid", "u1"), *_CHUNK)),
+    2: (65, head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK)),
+}
+_U64 = np.dtype(">u8")
+
+
+@dataclass(slots=True)
+class HotColumns:
+    """Columns of n hot frames: `accepted` (else declined: the record path takes it), the
+    nullable fields (values, valid), the publishing ids of Publish and PublishConfirm as
+    per-frame counts (-1: none) over `id_values` in frame order, and crc_ok (-1 none, 0, 1)."""
+
+    key: np.ndarray
+    version: np.ndarray
+    size: np.ndarray
+    accepted: np.ndarray
+    fields: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    id_counts: np.ndarray | None = None
+    id_values: np.ndarray | None = None
+    crc: np.ndarray | None = None
+
+
+def sliding(data: np.ndarray, width: int) -> np.ndarray:
+    """`data` (uint8, padded) as `width`-byte items starting at every byte: indexing it with
+    positions copies whole items, one memcpy each."""
+    items = np.ndarray(shape=(len(data) - width + 1,), dtype=np.dtype(f"V{width}"),
+                       buffer=data, offset=0, strides=(1,))  # fmt: skip
+    items.flags.writeable = False
+    return items
+
+
+def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None) -> HotColumns:
+    """Fields of the hot frames starting at `starts` in `data` (a walk's bytes, PAD zero bytes
+    after the last frame; every frame whole). `crc_limit`: Deliver frames up to this size
+    have their chunk's CRC checked (None: all), as the framer keeps their data."""
+    n = len(starts)
+    heads = sliding(data, HEAD_BYTES)[starts]
+    head = heads.view(FRAME_HEAD)
+    key = head["key"].astype(np.int64)
+    version = head["version"].astype(np.int64)
+    size = head["size"].astype(np.int64)
+    out = HotColumns(key, version, size, np.zeros(n, dtype=bool))
+    values = {name: np.zeros(n, dtype=dtype) for name, dtype in FIELD_COLUMNS.items()}
+    valid = {name: np.zeros(n, dtype=bool) for name in FIELD_COLUMNS}
+    id_counts = np.full(n, -1, dtype=np.int64)
+    crc = np.full(n, -1, dtype=np.int8)
+    id_parts: list[tuple[np.ndarray, np.ndarray]] = []  # (frame numbers, their ids)
+
+    def put(name: str, rows: np.ndarray, column: np.ndarray) -> None:
+        values[name][rows] = column
+        valid[name][rows] = True
+
+    ones = version == 1
+    # Heartbeat: nothing but its header.
+    out.accepted |= (key == HEARTBEAT_KEY) & ones & (size == 4)
+    # Credit
+    rows = np.flatnonzero((key == CREDIT_KEY) & ones & (size == 7))
+    if len(rows):
+        h = heads[rows].view(CREDIT_HEAD)
+        put("subscription_id", rows, h["sid"])
+        put("credit", rows, h["credit"])
+        out.accepted[rows] = True
+    # PublishConfirm
+    rows = np.flatnonzero((key == CONFIRM_KEY) & ones)
+    if len(rows):
+        h = heads[rows].view(CONFIRM_HEAD)
+        count = h["count"].astype(np.int64)
+        rows = rows[(count >= 0) & (9 + 8 * count == size[rows])]
+        if len(rows):
+            h = heads[rows].view(CONFIRM_HEAD)
+            count = h["count"].astype(np.int64)
+            ids = sliding(data, 8)[_positions(starts[rows] + 13, count, 8)].view(_U64)
+            put("publisher_id", rows, h["publisher"])
+            id_counts[rows] = count
+            id_parts.append((rows, ids.astype(np.uint64)))
+            out.accepted[rows] = True
+    # Publish v1, simple entries of one size (what clients send one message at a time)
+    rows = np.flatnonzero((key == PUBLISH_KEY) & ones & (size + 4 >= 25))
+    if len(rows):
+        h = heads[rows].view(PUBLISH_HEAD)
+        count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
+        stride = 12 + word
+        ok = (count > 0) & (word < 0x80000000) & (13 + count * stride == 4 + size[rows])
+        rows, count, stride = rows[ok], count[ok], stride[ok]
+        if len(rows):
+            where = _positions(starts[rows] + 13, count, stride)
+            message = sliding(data, 12)[where].view([("id", ">u8"), ("word", ">u4")])
+            frame_of = np.repeat(np.arange(len(rows)), count)
+            bad = message["word"].astype(np.int64) + 12 != stride[frame_of]
+            good = np.ones(len(rows), dtype=bool)
+            good[frame_of[bad]] = False
+            keep = good[frame_of]
+            rows, count = rows[good], count[good]
+            put("publisher_id", rows, heads[rows].view(PUBLISH_HEAD)["publisher"])
+            put("record_count", rows, count)
+            id_counts[rows] = count
+            id_parts.append((rows, message["id"][keep].astype(np.uint64)))
+            out.accepted[rows] = True
+    # Deliver v1 and v2, whole (the walk only takes frames that are)
+    for v, (need, layout) in DELIVER_HEADS.items():
+        rows = np.flatnonzero((key == DELIVER_KEY) & (version == v) & (size + 4 >= need))
+        if not len(rows):
+            continue
+        h = heads[rows].view(layout)
+        entries = h["entries"].astype(np.int64)
+        data_length = h["data_length"].astype(np.int64)
+        ok = ((h["magic"] >> 4 == 5) & (entries * 4 <= data_length)
+              & (h["records"] <= entries * 0xFFFF) & (4 + size[rows] - need >= data_length))  # fmt: skip
+        rows, h, data_length = rows[ok], h[ok], data_length[ok]
+        if not len(rows):
+            continue
+        put("subscription_id", rows, h["sid"])
+        if v == 2:
+            put("committed_chunk_id", rows, h["committed"])
+        put("chunk_id", rows, h["chunk_id"])
+        put("chunk_timestamp_ms", rows, h["timestamp"])
+        put("num_entries", rows, h["entries"])
+        put("chunk_type", rows, h["chunk_type"])
+        put("record_count", rows, h["records"])
+        checked = np.ones(len(rows), dtype=bool) if crc_limit is None else (
+            size[rows] <= crc_limit)  # fmt: skip
+        if checked.any():
+            mv = memoryview(data)
+            firsts = (starts[rows] + need).tolist()
+            for k in np.flatnonzero(checked).tolist():
+                a = firsts[k]
+                match = zlib.crc32(mv[a : a + int(data_length[k])]) == int(h["crc"][k])
+                crc[rows[k]] = 1 if match else 0
+        out.accepted[rows] = True
+    out.fields = {name: (values[name], valid[name]) for name in FIELD_COLUMNS}
+    out.id_counts = id_counts
+    out.id_values = _ids_in_frame_order(id_parts, id_counts)
+    out.crc = crc
+    return out
+
+
+def _positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int) -> np.ndarray:
+    """Positions of `counts[i]` items `strides[i]` apart from `firsts[i]`, all frames in a
+    row."""
+    total = int(counts.sum())
+    frame_of = np.repeat(np.arange(len(counts)), counts)
+    index = np.arange(total, dtype=np.int64) - (np.cumsum(counts) - counts)[frame_of]
+    step = strides if isinstance(strides, int) else strides[frame_of]
+    return firsts[frame_of] + index * step
+
+
+def _ids_in_frame_order(parts: list, id_counts: np.ndarray) -> np.ndarray:
+    """The ids of Publish and PublishConfirm parts (each in its frames' order) laid out in
+    frame order, as the counts say."""
+    if not parts:
+        return np.zeros(0, dtype=np.uint64)
+    if len(parts) == 1:
+        return parts[0][1]
+    counts = np.maximum(id_counts, 0)
+    starts = np.cumsum(counts) - counts
+    values = np.zeros(int(counts.sum()), dtype=np.uint64)
+    for rows, ids in parts:
+        values[_positions(starts[rows], counts[rows], 1)] = ids
+    return values
+
+
+DIRECTIONS = ("c2s", "s2c")
+
+
+@dataclass(slots=True)
+class FrameRun:
+    """Consecutive frames of a block with no other event between them, all hot and
+    well-formed, as columns (one row per frame, in the streaming engine's order): ts_ns,
+    stream_offset, key, version, size; `connection` numbers into `connections`, `direction`
+    into DIRECTIONS; the nullable fields (values, valid) of FIELD_COLUMNS; the publishing ids
+    of frame i are id_values[id_offsets[i] : id_offsets[i + 1]] when id_counts[i] >= 0; crc:
+    -1 not checked, 0 bad, 1 good."""
+
+    ts_ns: np.ndarray
+    connection: np.ndarray
+    connections: list[str]
+    direction: np.ndarray
+    stream_offset: np.ndarray
+    key: np.ndarray
+    version: np.ndarray
+    size: np.ndarray
+    fields: dict[str, tuple[np.ndarray, np.ndarray]]
+    id_counts: np.ndarray
+    id_offsets: np.ndarray
+    id_values: np.ndarray
+    crc: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+    def ids(self, i: int) -> list[int] | None:
+        """Frame i's publishing ids (None: it has none)."""
+        if self.id_counts[i] < 0:
+            return None
+        return self.id_values[self.id_offsets[i] : self.id_offsets[i + 1]].tolist()
+
+
+@dataclass(slots=True)
+class HotChunk:
+    """The accepted hot frames of one walk (one connection and direction of a block), with
+    the (row, slot) that place them among the block's events."""
+
+    row: np.ndarray
+    slot: np.ndarray
+    ts_ns: np.ndarray
+    stream_offset: np.ndarray
+    connection: str
+    direction: int
+    columns: HotColumns
+
+
+def chunk(columns: HotColumns, keep: np.ndarray, row: np.ndarray, slot: np.ndarray,
+          ts_ns: np.ndarray, stream_offset: np.ndarray, connection: str,
+          direction: str) -> HotChunk:  # fmt: skip
+    """The frames of `columns` where `keep` holds, as a HotChunk."""
+    c = columns
+    if not keep.all():
+        counts = np.maximum(c.id_counts, 0)
+        c = HotColumns(
+            c.key[keep], c.version[keep], c.size[keep], c.accepted[keep],
+            {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
+            c.id_counts[keep], c.id_values[np.repeat(keep, counts)], c.crc[keep],
+        )  # fmt: skip
+        row, slot, ts_ns, stream_offset = row[keep], slot[keep], ts_ns[keep], stream_offset[keep]
+    return HotChunk(row, slot, ts_ns, stream_offset, connection, DIRECTIONS.index(direction), c)
+
+
+def place(chunks: list[HotChunk], events: list[tuple]) -> list:
+    """The block's events ((row, slot, event), sorted) and hot chunks merged in order: the
+    events, with a FrameRun for the hot frames between two of them."""
+    names: dict[str, int] = {}
+    conn_parts, dir_parts = [], []
+    for c in chunks:
+        number = names.setdefault(c.connection, len(names))
+        conn_parts.append(np.full(len(c.row), number, dtype=np.int64))
+        dir_parts.append(np.full(len(c.row), c.direction, dtype=np.int8))
+    row = np.concatenate([c.row for c in chunks])
+    slot = np.concatenate([c.slot for c in chunks])
+    order_key = (row.astype(np.int64) << 40) + (slot.astype(np.int64) << 10)
+    order = np.argsort(order_key, kind="stable")
+    cols = [c.columns for c in chunks]
+    id_counts = np.concatenate([c.id_counts for c in cols])
+    id_values = np.concatenate([c.id_values for c in cols])
+    if not np.array_equal(order, np.arange(len(order))):  # (one chunk: already in order)
+        id_values = _take_lists(id_counts, id_values, order)
+        id_counts = id_counts[order]
+    id_offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(np.maximum(id_counts, 0), out=id_offsets[1:])
+
+    def joined(parts: list) -> np.ndarray:
+        return np.concatenate(parts)[order]
+
+    every = FrameRun(
+        joined([c.ts_ns for c in chunks]), joined(conn_parts), list(names), joined(dir_parts),
+        joined([c.stream_offset for c in chunks]), joined([c.key for c in cols]),
+        joined([c.version for c in cols]), joined([c.size for c in cols]),
+        {name: (joined([c.fields[name][0] for c in cols]),
+                joined([c.fields[name][1] for c in cols])) for name in FIELD_COLUMNS},
+        id_counts, id_offsets, id_values, joined([c.crc for c in cols]),
+    )  # fmt: skip
+    keys = np.sort(order_key)
+    event_keys = np.fromiter(((r << 40) + int(s * 1024) for r, s, _ in events), np.int64,
+                             len(events))  # fmt: skip
+    before = np.searchsorted(keys, event_keys).tolist()
+    out: list = []
+    at = 0
+    for (_, _, event), upto in zip(events, before):
+        if upto > at:
+            out.append(_slice(every, at, upto))
+            at = upto
+        out.append(event)
+    if at < len(keys):
+        out.append(_slice(every, at, len(keys)))
+    return out
+
+
+def _slice(run: FrameRun, a: int, b: int) -> FrameRun:
+    if a == 0 and b == len(run):
+        return run
+    return FrameRun(
+        run.ts_ns[a:b], run.connection[a:b], run.connections, run.direction[a:b],
+        run.stream_offset[a:b], run.key[a:b], run.version[a:b], run.size[a:b],
+        {name: (v[a:b], ok[a:b]) for name, (v, ok) in run.fields.items()},
+        run.id_counts[a:b], run.id_offsets[a : b + 1], run.id_values, run.crc[a:b],
+    )  # fmt: skip
+
+
+def _take_lists(counts: np.ndarray, values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The lists (counts[i] values each, -1: none) taken in `order`, flat."""
+    counts = np.maximum(counts, 0)
+    starts = np.cumsum(counts) - counts
+    return values[_positions(starts[order], counts[order], 1)]
