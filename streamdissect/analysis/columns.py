@@ -699,7 +699,8 @@ def credit(frames: Any, tcp_connections: list | None = None,
     for n, (lo, hi) in enumerate(zip(starts.tolist(), stops.tolist())):
         if hi > lo:
             run_keys = key[lo:hi]
-            for k in np.unique(run_keys).tolist():
+            found, first_at = np.unique(run_keys, return_index=True)
+            for k in found[np.argsort(first_at)].tolist():  # (subscriptions as first seen)
                 rows = lo + np.flatnonzero(run_keys == k)
                 name, sub_id = _ident(k, names)
                 sub = collector.subscription(name, sub_id)

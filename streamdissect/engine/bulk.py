@@ -37,9 +37,11 @@ import os
 import re
 import signal
 import struct
+import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -69,7 +71,11 @@ if TYPE_CHECKING:
 BLOCK = 16 << 20
 MAX_ROWS = 1 << 16
 PAD = 128  # room after the data so header gathers never index past the buffer
+# Columns mode: room after a block for copies of the hot frames that cross segments (hot
+# frames past it go the record way).
+PATCH = 4 << 20
 _header = struct.Struct(">IHH").unpack_from
+_size_key = struct.Struct(">IH").unpack_from
 _third = itemgetter(2)
 # Link layers whose IPv4 and IPv6 + TCP packets are parsed as columns, as
 # capture.link.ip_offset reads them: linktype -> (link header length, (format, offset) of
@@ -536,7 +542,9 @@ class BulkPcap:
             self.dtypes = (_header_dtype(self.order, link),
                            _header_dtype(self.order, link, _IPV6_TCP))  # fmt: skip
             block = min(BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
-            size = block + RECORD_HEADER_SIZE + MAX_PACKET + PAD
+            self.patch_start = block + RECORD_HEADER_SIZE + MAX_PACKET + PAD
+            self.patch_used = 0
+            size = self.patch_start + PATCH
             if d.helper_process and block == BLOCK and _can_fork():  # (more than a block)
                 stride = size + COLUMNS * MAX_ROWS * 8  # a slot: data, then columns
                 shared = mmap.mmap(-1, SLOTS * stride)
@@ -687,15 +695,14 @@ class BulkPcap:
         if keys:
             self._flows(first_row)
         self.rows_before += n
+        chunks = []
+        if self.hot:  # columns mode: the hot frames' places are None among the events
+            chunks = self._hot_block()  # (a declined one's record goes to its place)
+            self.events = [ev for ev in self.events if ev is not None]
         events = self.events
         self.events = []
-        if self.hot:  # columns mode: the hot frames' places are None among the events
-            events = [ev for ev in events if ev is not None]
         events.sort()
-        ordered = list(map(_third, events))
-        if self.hot:
-            ordered = hot.place(self.hot, events)
-            self.hot = []
+        ordered = hot.place(chunks, events) if chunks else list(map(_third, events))
         if self.anomalies_made != d.anomalies_made:  # (most blocks have none)
             self.anomalies_made = d.anomalies_made
             d.anomalies.extend([ev for ev in ordered if ev.__class__ is Anomaly])
@@ -960,10 +967,8 @@ class BulkPcap:
         batched: dict[int, list] = {key: [] for key in (*_DIRECT, DELIVER_KEY)}
         walk = None
         if self.d.columns and getattr(framer.emit, "lane", None) is not None and pos < send:
-            # columns mode: this direction's bytes of the block in one buffer, the hot
-            # frames' starts noted by the walk (HotWalk)
-            walk = HotWalk(so[0], b"".join([mv[p : p + n] for p, n in zip(po, lo)]),
-                           hot.HOT_KEYS if heads else hot.HOT_KEYS - {PUBLISH_KEY})  # fmt: skip
+            # columns mode: the hot frames' offsets noted by the walk (HotWalk)
+            walk = HotWalk(hot.HOT_KEYS if heads else hot.HOT_KEYS - {PUBLISH_KEY})
         try:
             self._walk(framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
                        publishes, batched, walk)  # fmt: skip
@@ -974,7 +979,7 @@ class BulkPcap:
                 if items:
                     self._lean_frames(framer, side, key, items, read)
             if walk is not None and walk.starts:
-                self._hot_chunk(framer, side, walk, rows, times)
+                self._hot_note(framer, side, walk, rows, times, read)
 
     def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
               publishes, batched, walk=None) -> None:  # fmt: skip
@@ -995,32 +1000,49 @@ class BulkPcap:
         # lean (Dissector docstring): no record for the hottest frames, a tuple of their fields
         lean = lane is not None and self.d.lean and walk is None
         if walk is not None:
-            data, base, stop, hot_keys = walk.data, walk.base, send - walk.base, walk.keys
-            starts, runs = walk.starts, walk.runs
+            hot_keys, starts, runs = walk.keys, walk.starts, walk.runs
             note = starts.append
+            last = len(so) - 1
         jj = 0
         while pos < send:
             if walk is not None and not out:
-                # The hot frames from here, noted and nothing else (hot.decode reads them);
-                # the walk below takes the first other one (HotWalk).
-                p = first = pos - base
+                # The hot frames from here, their offsets and sizes noted and nothing else
+                # (hot.decode reads them at the block's end); the walk below takes the
+                # first other one (HotWalk).
+                p = pos
                 noted = len(starts)
                 limit = framer.frame_limit  # (no hot frame changes it)
-                while p + HEADER <= stop:
-                    size, key, _ = _header(data, p)
-                    if key not in hot_keys or size < 4 or p + 4 + size > stop:
+                j = jj
+                seg_end = so[j] + lo[j]
+                shift = po[j] - so[j]
+                while True:
+                    if p + HEADER <= seg_end:
+                        size, key = _size_key(buf, shift + p)
+                    elif p + HEADER > send:
                         break
-                    if size > low:  # within this limit; LimitCheck learns of it
-                        if size > limit:
-                            break
-                        walk.big.append(len(starts))
+                    elif p >= seg_end:  # the next segment (they follow each other)
+                        j = j + 1 if p == seg_end and j < last else bisect_right(so, p, j) - 1
+                        seg_end = so[j] + lo[j]
+                        shift = po[j] - so[j]
+                        continue
+                    else:  # a header across two segments
+                        size, key = _size_key(read(p, p + HEADER))
+                    end = p + 4 + size
+                    if key in hot_keys and 4 <= size <= low and end <= send:
+                        note(p)
+                        p = end
+                        continue
+                    if key not in hot_keys or size < 4 or end > send or size > limit:
+                        break
+                    walk.big.append(len(starts))  # within this limit; LimitCheck learns of it
                     note(p)
-                    p += 4 + size
-                if p != first:
+                    p = end
+                if p != pos:
                     count = len(starts) - noted
+                    walk.ends.append(p)  # (a run's frames follow each other: their sizes)
                     runs.append((len(events), count))
                     events.extend(repeat(None, count))  # their places among the events
-                    pos = base + p
+                    pos = p
                     framer.offset = pos
                     jj = bisect_right(so, pos - 1, jj) - 1
                     if pos >= send:
@@ -1108,35 +1130,132 @@ class BulkPcap:
             pos = end
         framer.offset = pos
 
-    def _hot_chunk(self, framer: Any, side: int, walk: HotWalk, rows: np.ndarray,
-                   times: np.ndarray) -> None:  # fmt: skip
-        """The hot frames a walk noted: their columns (hot.decode) as a chunk of the block;
-        one that fails a check is decoded as a record, in its place."""
-        frames, connection, direction = framer.emit.lane
-        starts = np.frombuffer(walk.starts, dtype=np.int64)
-        data = np.frombuffer(walk.data + bytes(hot.PAD), dtype=np.uint8)
-        keep_limit = framer.deliver_keep_limit
-        columns = hot.decode(data, starts, keep_limit)
-        so_a = self.arrays[0]
-        offsets = walk.base + starts
-        seg = np.searchsorted(so_a, offsets + 3 + columns.size, side="right") - 1
-        row, ts = rows[seg], times[seg]  # the segment holding the frame's last byte
+    def _hot_note(self, framer: Any, side: int, walk: HotWalk, rows: np.ndarray,
+                  times: np.ndarray, read) -> None:  # fmt: skip
+        """The hot frames a walk noted: where their bytes are (the block buffer, or a copy
+        for one that crosses segments), the row and time of the packet that completes each,
+        their event slots; decoded with the block's others (_hot_block)."""
+        so_a, lo_a, po_a = self.arrays
+        offsets = np.frombuffer(walk.starts, dtype=np.int64)
+        ends = np.empty_like(offsets)
+        ends[:-1] = offsets[1:]
+        counts = np.array([n for _, n in walk.runs], dtype=np.int64)
+        ends[np.cumsum(counts) - 1] = walk.ends  # (each run's last frame)
+        sizes = ends - offsets - 4
+        seg = np.searchsorted(so_a, offsets, side="right") - 1
+        at = po_a[seg] + offsets - so_a[seg]
+        crossing = np.flatnonzero(ends > so_a[seg] + lo_a[seg])
+        spilled: dict[int, bytes] = {}
+        crcs: dict[int, int] = {}
+        if len(crossing):
+            # Their bytes copied to the buffer's patch area (a Deliver's head only, its
+            # chunk's CRC computed over the segments here); past its room, kept aside for the
+            # record path.
+            keep_limit = framer.deliver_keep_limit
+            mv = self.mv
+            for k, a, b in zip(crossing.tolist(), offsets[crossing].tolist(),
+                               ends[crossing].tolist()):  # fmt: skip
+                head = read(a, min(b, a + DELIVER_HEAD))
+                if _header(head)[1] == DELIVER_KEY and len(head) >= HEAD_BYTES:
+                    if keep_limit is None or b - a - 4 <= keep_limit:
+                        crcs[k] = self._chunk_crc(head, a, b, so_a, lo_a, po_a)
+                    copy = head
+                else:
+                    copy = read(a, b)
+                if self.patch_used + len(copy) + hot.PAD > PATCH:
+                    spilled[k] = copy
+                    continue
+                where = self.patch_start + self.patch_used
+                mv[where : where + len(copy)] = copy
+                at[k] = where
+                self.patch_used += len(copy)
+        last = np.searchsorted(so_a, ends - 1, side="right") - 1
         slot = np.concatenate([np.arange(s, s + n, dtype=np.int64) for s, n in walk.runs])
-        accepted = columns.accepted
-        declined = np.flatnonzero(~accepted).tolist()
-        for k in declined:
-            a, size = int(starts[k]), int(columns.size[k])
-            framer._decode(walk.base + a, int(ts[k]), walk.data[a : a + 4 + size], size, False)
-            self._place_out(int(row[k]), int(slot[k]))
         if walk.big:  # (LimitCheck: the row of the packet that tells the size)
             big = np.asarray(walk.big, dtype=np.int64)
             told = rows[np.searchsorted(so_a, offsets[big] + 3, side="right") - 1]
             self.check.big.extend(zip(told.tolist(), offsets[big].tolist(), repeat(side),
-                                      columns.size[big].tolist()))  # fmt: skip
-        frames[side] += len(starts) - len(declined)
-        if len(declined) < len(starts):
-            self.hot.append(hot.chunk(columns, accepted, row, slot, ts, offsets, connection,
-                                      direction))  # fmt: skip
+                                      sizes[big].tolist()))  # fmt: skip
+        self.hot.append(HotNote(framer, side, offsets.copy(), sizes, at, spilled, crcs,
+                                rows[last], times[last], slot, read))  # fmt: skip
+
+    def _chunk_crc(self, head: bytes, a: int, b: int, so_a: np.ndarray, lo_a: np.ndarray,
+                   po_a: np.ndarray) -> int:  # fmt: skip
+        """CRC-32 of the chunk data of the Deliver at stream offsets [a, b), over the
+        segments that hold it (no copy); hot.decode compares it with the header's."""
+        need = hot.DELIVER_HEADS.get(_header(head)[2], (None,))[0]
+        if need is None:
+            return 0  # (no v1/v2 Deliver: declined, the record path explains it)
+        length = struct.unpack_from(">I", head, need - 12)[0]  # the chunk's data_length
+        lo, hi = a + need, min(b, a + need + length)
+        crc = 0
+        j = int(np.searchsorted(so_a, lo, side="right")) - 1
+        mv = self.mv
+        while lo < hi:
+            seg_end = int(so_a[j] + lo_a[j])
+            upto = min(hi, seg_end)
+            at = int(po_a[j]) + lo - int(so_a[j])
+            crc = zlib.crc32(mv[at : at + upto - lo], crc)
+            lo = upto
+            j += 1
+        return crc
+
+    def _hot_block(self) -> list:
+        """The block's hot frames (HotNotes) decoded at once from the block buffer (crossing
+        frames: from its patch area); a frame that fails a check, or was spilled, is decoded
+        as a record, in its place. The chunks that hot.place merges with the events."""
+        notes, self.hot = self.hot, []
+        self.patch_used = 0
+        data = np.frombuffer(self.buf, dtype=np.uint8)
+        starts = np.concatenate([note.at for note in notes])
+        for note in notes:  # (decoded as records below)
+            for k in note.spilled:
+                note.at[k] = 0
+        crcs, first = {}, 0
+        for note in notes:
+            crcs.update((first + k, crc) for k, crc in note.crcs.items())
+            first += len(note.at)
+        columns = hot.decode(data, np.concatenate([note.at for note in notes]),
+                             self.d.deliver_keep_limit, crcs)  # fmt: skip
+        accepted = columns.accepted
+        chunks = []
+        first = 0
+        for note in notes:
+            n = len(note.at)
+            good = accepted[first : first + n]
+            for k in note.spilled:
+                good[k] = False
+            frames, connection, direction = note.framer.emit.lane
+            for k in np.flatnonzero(~good).tolist():
+                self._hot_record(note, k, int(note.sizes[k]), int(starts[first + k]), data)
+            kept = int(good.sum())
+            frames[note.side] += kept
+            if kept:
+                mine = np.zeros(len(starts), dtype=bool)
+                mine[first : first + n] = good
+                chunks.append(hot.chunk(columns, mine, note.row[good], note.slot[good],
+                                        note.ts[good], note.offsets[good], connection,
+                                        direction))  # fmt: skip
+            first += n
+        return chunks
+
+    def _hot_record(self, note: HotNote, k: int, size: int, at: int, data: np.ndarray) -> None:
+        """A hot frame hot.decode declined (or spilled), decoded as a record in its place: a
+        big Deliver from its head, as the framer keeps it."""
+        framer = note.framer
+        offset, ts = int(note.offsets[k]), int(note.ts[k])
+        frame = note.spilled.get(k)
+        if frame is None:  # (a crossing Deliver's copy is its head)
+            frame = data[at : at + 4 + size].tobytes()
+            if k in note.crcs:
+                frame = note.read(offset, offset + 4 + size)
+        keep_limit = framer.deliver_keep_limit
+        if (keep_limit is not None and size > keep_limit
+                and _header(frame)[1] == DELIVER_KEY):  # fmt: skip
+            framer._emit_head(offset, ts, frame[: min(4 + size, DELIVER_HEAD)], size)
+        else:
+            framer._decode(offset, ts, frame, size, False)
+        self._place_out(int(note.row[k]), int(note.slot[k]))
 
     def _publishes(self, framer: Any, side: int, items: list, so: array, lo: array, po: array,
                    read) -> None:  # fmt: skip
@@ -1424,16 +1543,35 @@ def _ints(values: np.ndarray) -> array:
 MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
 
 
+@dataclass(slots=True)
+class HotNote:
+    """The hot frames of one walk, until the block's end (_hot_block): stream offsets,
+    positions in the block buffer (crossing ones: in its patch area), rows, times, event
+    slots."""
+
+    framer: Any
+    side: int
+    offsets: np.ndarray
+    sizes: np.ndarray
+    at: np.ndarray
+    spilled: dict  # frame number -> its bytes, past the patch area's room
+    crcs: dict  # frame number -> CRC-32 of a crossing Deliver's chunk data
+    row: np.ndarray
+    ts: np.ndarray
+    slot: np.ndarray
+    read: Any  # (a, b) -> the walk's stream bytes [a, b), for a declined crossing frame
+
+
 class HotWalk:
-    """Columns mode, one direction's walk of a block: its in-order bytes in one buffer
-    (`data`, from stream offset `base`), the hot keys, the buffer positions of the hot
-    frames noted, and their runs (first event slot, count)."""
+    """Columns mode, one direction's walk of a block: the hot keys, the stream offsets and
+    sizes of the hot frames noted, and their runs (first event slot, count)."""
 
-    __slots__ = ("base", "big", "data", "keys", "runs", "starts")
+    __slots__ = ("big", "ends", "keys", "runs", "starts")
 
-    def __init__(self, base: int, data: bytes, keys: frozenset) -> None:
-        self.base, self.data, self.keys = base, data, keys
+    def __init__(self, keys: frozenset) -> None:
+        self.keys = keys
         self.starts = array("q")
+        self.ends: list[int] = []  # (where each run ends)
         self.big: list[int] = []  # (indexes into starts: frames above LimitCheck.low)
         self.runs: list[tuple[int, int]] = []
 

@@ -85,10 +85,13 @@ def sliding(data: np.ndarray, width: int) -> np.ndarray:
     return items
 
 
-def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None) -> HotColumns:
-    """Fields of the hot frames starting at `starts` in `data` (a walk's bytes, PAD zero bytes
-    after the last frame; every frame whole). `crc_limit`: Deliver frames up to this size
-    have their chunk's CRC checked (None: all), as the framer keeps their data."""
+def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
+           crcs: dict[int, int] | None = None) -> HotColumns:  # fmt: skip
+    """Fields of the hot frames starting at `starts` in `data` (at least PAD bytes after
+    each). Every frame is whole there, but a Deliver in `crcs` (frame number -> CRC-32 of its
+    chunk data, computed where its bytes are), of which only the head is needed.
+    `crc_limit`: Deliver frames up to this size have their chunk's CRC checked (None: all),
+    as the framer keeps their data."""
     n = len(starts)
     heads = sliding(data, HEAD_BYTES)[starts]
     head = heads.view(FRAME_HEAD)
@@ -178,10 +181,14 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None) -> HotCo
         if checked.any():
             mv = memoryview(data)
             firsts = (starts[rows] + need).tolist()
+            known = crcs or {}
+            wanted = h["crc"].astype(np.int64).tolist()
             for k in np.flatnonzero(checked).tolist():
-                a = firsts[k]
-                match = zlib.crc32(mv[a : a + int(data_length[k])]) == int(h["crc"][k])
-                crc[rows[k]] = 1 if match else 0
+                computed = known.get(int(rows[k]))
+                if computed is None:
+                    a = firsts[k]
+                    computed = zlib.crc32(mv[a : a + int(data_length[k])])
+                crc[rows[k]] = 1 if computed == wanted[k] else 0
         out.accepted[rows] = True
     out.fields = {name: (values[name], valid[name]) for name in FIELD_COLUMNS}
     out.id_counts = id_counts
@@ -268,7 +275,8 @@ class HotChunk:
 def chunk(columns: HotColumns, keep: np.ndarray, row: np.ndarray, slot: np.ndarray,
           ts_ns: np.ndarray, stream_offset: np.ndarray, connection: str,
           direction: str) -> HotChunk:  # fmt: skip
-    """The frames of `columns` where `keep` holds, as a HotChunk."""
+    """The frames of `columns` where `keep` holds, as a HotChunk (`row`, `slot`, `ts_ns`,
+    `stream_offset`: theirs)."""
     c = columns
     if not keep.all():
         counts = np.maximum(c.id_counts, 0)
@@ -277,7 +285,6 @@ def chunk(columns: HotColumns, keep: np.ndarray, row: np.ndarray, slot: np.ndarr
             {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
             c.id_counts[keep], c.id_values[np.repeat(keep, counts)], c.crc[keep],
         )  # fmt: skip
-        row, slot, ts_ns, stream_offset = row[keep], slot[keep], ts_ns[keep], stream_offset[keep]
     return HotChunk(row, slot, ts_ns, stream_offset, connection, DIRECTIONS.index(direction), c)
 
 
