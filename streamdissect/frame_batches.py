@@ -177,7 +177,7 @@ def run_batch(run: FrameRun) -> Any:
         arrow_type = schema.arrow_type(c.kind)
         value = columns.get(c.name)
         if value is None:
-            arrays.append(pa.nulls(n, arrow_type))
+            arrays.append(null_array(n, arrow_type))
         elif isinstance(value, np.ndarray):
             arrays.append(pa.array(value, arrow_type))
         else:
@@ -290,7 +290,7 @@ def _sparse(n: int, rows: list[int], values: list, kind: str) -> Any:
 
     arrow_type = schema.arrow_type(kind)
     if not rows:
-        return pa.nulls(n, arrow_type)
+        return null_array(n, arrow_type)
     if len(rows) == n:  # (every row has it; rows come class by class, so put them in order)
         if any(row != at for at, row in enumerate(rows)):
             values = [values[i] for i in np.argsort(np.asarray(rows), kind="stable")]
@@ -308,6 +308,30 @@ def _sparse(n: int, rows: list[int], values: list, kind: str) -> Any:
     for row, value in zip(rows, values):
         full[row] = value
     return typed_array(full, kind)
+
+
+_zeros: list = []  # one buffer of zero bytes that every all-null column reads
+
+
+def null_array(n: int, arrow_type: Any) -> Any:
+    """An all-null column of `n` rows whose buffers are slices of one shared zero buffer
+    (pa.nulls allocates n values of zeros per column; a hot batch has a dozen such columns)."""
+    import pyarrow as pa
+
+    need = 8 * (n + 1)
+    if not _zeros or _zeros[0].size < need:
+        _zeros[:] = [pa.py_buffer(bytes(max(need, 1 << 20)))]
+    zeros = _zeros[0]
+    bits = zeros.slice(0, (n + 7) // 8)
+    if pa.types.is_string(arrow_type):
+        buffers = [bits, zeros.slice(0, 4 * (n + 1)), zeros.slice(0, 0)]
+    elif pa.types.is_list(arrow_type):
+        empty = pa.array([], arrow_type.value_type)
+        return pa.Array.from_buffers(arrow_type, n, [bits, zeros.slice(0, 4 * (n + 1))],
+                                     null_count=n, children=[empty])  # fmt: skip
+    else:
+        buffers = [bits, zeros.slice(0, max(arrow_type.bit_width // 8, 1) * n)]
+    return pa.Array.from_buffers(arrow_type, n, buffers, null_count=n)
 
 
 def typed_array(values: list, kind: str) -> Any:

@@ -38,15 +38,15 @@ def dataframe(table: str, rows) -> pd.DataFrame:
 
 def arrow_dataframe(table: str, batches) -> pd.DataFrame:
     """Arrow record batches of a table (its schema.arrow_schema) as a DataFrame with the
-    schema's nullable pandas dtypes (`string` kept in Arrow memory; a list column holds a
-    numpy array per row)."""
+    schema's nullable pandas dtypes (`string` and list columns kept in Arrow memory)."""
     import pandas as pd
     import pyarrow as pa
 
     arrow = pa.Table.from_batches(batches, schema=schema.arrow_schema(table))
     dtypes = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
-              pa.string(): pd.StringDtype("pyarrow")}  # fmt: skip  (strings stay Arrow memory)
+              pa.string(): pd.StringDtype("pyarrow"),
+              pa.list_(pa.uint64()): pd.ArrowDtype(pa.list_(pa.uint64()))}  # fmt: skip
     # (the Arrow columns are freed as they are converted: the table is not held twice)
     return arrow.to_pandas(types_mapper=dtypes.get, self_destruct=True, split_blocks=True)
 
@@ -84,7 +84,10 @@ def _array(values, none, kind: str):
             held = (_held(cast, v) for v in values)
             return np.array([math.nan if v is None else v for v in held], dtype=np.float64)
     if kind == "list<uint64>":
-        return pd.array([None if v is None else list(v) for v in values], dtype="object")
+        import pyarrow as pa
+
+        return pd.array([None if v is None else list(v) for v in values],
+                        dtype=pd.ArrowDtype(pa.list_(pa.uint64())))  # fmt: skip
     plain = {"string": str, "bool": bool}[kind]
     if not set(map(type, values)) - {plain, type(None)}:  # (no value to convert)
         return pd.array(values, dtype=pandas_dtype)
