@@ -192,6 +192,9 @@ def _header_dtype(order: str, link: tuple, ip: tuple = _IPV4_TCP) -> np.dtype:
 # Run patterns compiled per block at most (~85 us each): a file of many sizes, each twice in
 # a row, must not cost a compile a record; past this its runs are walked one by one.
 RUN_PATTERNS = 64
+# Runs are looked for among records of this size or more (full-MSS segments come in long
+# runs; small ones repeat a few times at most, where a match costs more than it saves).
+RUN_MIN = 512
 
 
 def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, int, bool]:
@@ -202,30 +205,46 @@ def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, i
     app, add_run = starts.append, runs.extend
     patterns: dict[int, Any] = {}  # captured length -> its run pattern (in this file's order)
     prev = -1
-    while end - pos >= RECORD_HEADER_SIZE:
+    last = end - RECORD_HEADER_SIZE
+    # Each record's start noted as it comes, checked afterwards (_checked_records): an absurd
+    # length or one past the end only ends the walk.
+    while pos <= last:
         cap = u32(buf, pos + 8)[0]
-        if cap > MAX_PACKET:
-            return _with_runs(starts, runs), pos, True
-        r = RECORD_HEADER_SIZE + cap
-        if pos + r > end:
-            break
-        if cap == prev and (cap in patterns or len(patterns) < RUN_PATTERNS):
+        if cap == prev and RUN_MIN <= cap <= MAX_PACKET and (cap in patterns
+                                                              or len(patterns) < RUN_PATTERNS):
             # A run of records of one size (full-MSS segments): one regular expression match
             # (C code) checks the length field of each, each record pointing at the next.
             pattern = patterns.get(cap)
             if pattern is None:
                 field = re.escape(bytes(buf[pos + 8 : pos + 12]))
-                pattern = patterns[cap] = re.compile(b"(?:.{8}%s.{%d})+" % (field, r - 12),
+                pattern = patterns[cap] = re.compile(b"(?:.{8}%s.{%d})+" % (field, cap + 4),
                                                      re.DOTALL)  # fmt: skip
-            match = pattern.match(buf, pos, end)  # (this record at least)
-            n = (match.end() - pos) // r if match else 1
-            add_run((pos, n, r))
-            pos += n * r
-            continue
+            match = pattern.match(buf, pos, end)
+            if match:  # (whole records of this size, all within end)
+                r = RECORD_HEADER_SIZE + cap
+                n = (match.end() - pos) // r
+                add_run((pos, n, r))
+                pos += n * r
+                continue
         prev = cap
         app(pos)
-        pos += r
-    return _with_runs(starts, runs), pos, False
+        pos += RECORD_HEADER_SIZE + cap
+    if not starts and not runs:
+        return starts, pos, False
+    return _checked_records(buf, _with_runs(starts, runs), end, u32.__self__.format[0])
+
+
+def _checked_records(buf: Any, starts: array, end: int, order: str) -> tuple[array, int, bool]:
+    """walk_records' result from the starts it noted: they end at the first record whose
+    captured length is absurd (bad) or that is not whole before `end`."""
+    at = np.frombuffer(starts, dtype=np.int64)
+    caps = _sliding(buf, 0, len(buf), 4)[at + 8].view(np.dtype(order + "u4")).astype(np.int64)
+    over = caps > MAX_PACKET
+    stop = np.flatnonzero(over | (at + RECORD_HEADER_SIZE + caps > end))
+    if not len(stop):
+        return starts, int(at[-1] + RECORD_HEADER_SIZE + caps[-1]), False
+    k = int(stop[0])
+    return starts[:k], int(at[k]), bool(over[k])
 
 
 def _with_runs(starts: array, runs: array) -> array:
@@ -1003,6 +1022,7 @@ class BulkPcap:
             hot_keys, starts, runs = walk.keys, walk.starts, walk.runs
             note = starts.append
             last = len(so) - 1
+            equal = EqualRuns(self.arrays, self.frame_heads, starts, read)
         jj = 0
         while pos < send:
             if walk is not None and not out:
@@ -1015,6 +1035,8 @@ class BulkPcap:
                 j = jj
                 seg_end = so[j] + lo[j]
                 shift = po[j] - so[j]
+                last_size = last_key = -1
+                streak = 0
                 while True:
                     if p + HEADER <= seg_end:
                         size, key = _size_key(buf, shift + p)
@@ -1030,6 +1052,18 @@ class BulkPcap:
                     end = p + 4 + size
                     if key in hot_keys and 4 <= size <= low and end <= send:
                         note(p)
+                        if size != last_size or key != last_key:
+                            last_size, last_key, streak = size, key, 0
+                        elif streak < 2:
+                            streak += 1
+                        else:  # the fourth of a kind: more of them may follow (EqualRuns)
+                            after = equal.follow(end, size, key, send)
+                            streak = 0 if after == end else 2
+                            end = after
+                            if end >= seg_end:
+                                j = bisect_right(so, end, j) - 1 if end < send else last
+                                seg_end = so[j] + lo[j]
+                                shift = po[j] - so[j]
                         p = end
                         continue
                     if key not in hot_keys or size < 4 or end > send or size > limit:
@@ -1560,6 +1594,47 @@ class HotNote:
     ts: np.ndarray
     slot: np.ndarray
     read: Any  # (a, b) -> the walk's stream bytes [a, b), for a declined crossing frame
+
+
+class EqualRuns:
+    """Columns mode: frames of one size and key one after the other (a client's Publish of one
+    message each, a consumer's Credits) checked a batch at a time with numpy, not walked one
+    by one: their headers gathered from where their offsets say they are. The batch grows
+    while the frames keep coming, and starts small again after a miss."""
+
+    __slots__ = ("batch", "heads", "lo", "po", "read", "so", "starts")
+
+    def __init__(self, arrays: tuple, heads: np.ndarray, starts: array, read: Any) -> None:
+        self.so, self.lo, self.po = arrays
+        self.heads = heads
+        self.starts = starts
+        self.read = read  # (a, b) -> stream bytes: a header across two segments
+        self.batch = 8
+
+    def follow(self, p: int, size: int, key: int, send: int) -> int:
+        """From stream offset `p`, where a frame like the last might start: note those that
+        do (whole before `send`) and return where they end."""
+        step = 4 + size
+        while True:
+            n = min(self.batch, (send - p) // step)
+            if n <= 0:
+                return p
+            at = p + step * np.arange(n, dtype=np.int64)
+            seg = np.searchsorted(self.so, at, side="right") - 1
+            within = at - self.so[seg]
+            head = self.heads[self.po[seg] + within].view(hot.FRAME_HEAD)
+            same = (head["size"] == size) & (head["key"] == key)
+            for k in np.flatnonzero(within + HEADER > self.lo[seg]).tolist():  # (few)
+                a = int(at[k])
+                same[k] = _size_key(self.read(a, a + HEADER)) == (size, key)
+            m = n if same.all() else int(np.argmin(same))
+            if m:
+                self.starts.frombytes(at[:m].tobytes())
+                p += m * step
+            if m < n:
+                self.batch = 8
+                return p
+            self.batch = min(self.batch * 4, 4096)
 
 
 class HotWalk:
