@@ -1,6 +1,7 @@
 """The analyze report made from lean frames (the bulk engine's tuples of fields for Publish,
-Credit, PublishConfirm, Heartbeat and Deliver heads, no records) is the report made from records by
-the streaming engine, byte for byte: on the corpus, on made-worse copies, on odd hot frames
+Credit, PublishConfirm, Heartbeat and Deliver heads, no records), and the one made from hot
+frames as columns (FrameRuns, analysis.runs), are the report made from records by the
+streaming engine, byte for byte: on the corpus, on made-worse copies, on odd hot frames
 (other versions, wrong lengths, impossible counts) and on the fuzz findings."""
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from streamdissect.engine import bulk
 OPTIONS = {"publish_messages": False, "deliver_keep_limit": 0}
 
 
-def report(path: Path, engine: str, lean: bool, helper: bool = False) -> str:
-    dissector = Dissector(engine=engine, lean=lean, helper_process=helper, **OPTIONS)
+MODES = {"records": {}, "lean": {"lean": True}, "columns": {"columns": True}}
+
+
+def report(path: Path, engine: str, mode: str, helper: bool = False) -> str:
+    dissector = Dissector(engine=engine, helper_process=helper, **MODES[mode], **OPTIONS)
     result = analyze_events(dissector.run(str(path)), report_only=True,
                             tcp_connections_after=lambda: list(dissector.connections))  # fmt: skip
     parts: list[str] = []
@@ -29,14 +33,15 @@ def report(path: Path, engine: str, lean: bool, helper: bool = False) -> str:
 
 
 def assert_same_report(path: Path, helper: bool = False) -> None:
-    reference = report(path, "stream", lean=False)
+    reference = report(path, "stream", "records")
     for block in (bulk.BLOCK, 9_000):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(bulk, "BLOCK", block)
-            assert report(path, "bulk", lean=True) == reference, block
-            if helper and block < path.stat().st_size:  # (the helper reads more than a block)
-                patch.setattr(bulk, "_can_fork", lambda: True)
-                assert report(path, "bulk", lean=True, helper=True) == reference, "helper"
+            for mode in ("lean", "columns"):
+                assert report(path, "bulk", mode) == reference, (mode, block)
+                if helper and block < path.stat().st_size:  # (the helper reads more)
+                    patch.setattr(bulk, "_can_fork", lambda: True)
+                    assert report(path, "bulk", mode, helper=True) == reference, (mode, "helper")
 
 
 def lean_kinds(path: Path) -> set[int]:
@@ -49,11 +54,33 @@ def test_corpus_report_same(path):
     assert_same_report(path, helper=True)
 
 
-def test_lean_frames_are_made():
-    kinds = set()
+def run_kinds(path: Path) -> set[int]:
+    from streamdissect.engine.hot import FrameRun
+
+    return {int(k) for ev in Dissector(engine="bulk", columns=True, **OPTIONS).run(str(path))
+            if ev.__class__ is FrameRun for k in ev.key}  # fmt: skip
+
+
+def test_lean_frames_and_runs_are_made():
+    kinds, runs = set(), set()
     for path in worsen.corpus_captures():
         kinds |= lean_kinds(path)
-    assert kinds == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
+        runs |= run_kinds(path)
+    assert kinds == runs == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
+
+
+def test_the_ledger_takes_ascending_ids_at_once(monkeypatch):
+    """On a real capture of publishes and confirms, the confirm ledger applies whole runs
+    over columns (not one frame at a time), and the report is still the reference's."""
+    from streamdissect.analysis import runs
+
+    at_once = []
+    real = runs.RunAnalysis._ledger_at_once
+    monkeypatch.setattr(runs.RunAnalysis, "_ledger_at_once",
+                        lambda *a: at_once.append(real(*a)) or at_once[-1])  # fmt: skip
+    path = worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap"
+    assert report(path, "bulk", "columns") == report(path, "stream", "records")
+    assert at_once and all(at_once)
 
 
 @pytest.mark.parametrize("name", sorted(WORSE))

@@ -37,6 +37,14 @@ class CompactRows:
                 self._flush()
                 self._pending = part[room:]
 
+    def extend_columns(self, columns: list[tuple], n: int) -> None:
+        """`n` rows given as columns, each (numpy array or list, None mask or None): kept as
+        one chunk, as append() would keep them (after the rows pending)."""
+        if self._pending:
+            self._flush()
+        self._chunks.append([_numpy_column(values, none) for values, none in columns])
+        self._n += n
+
     def _flush(self) -> None:
         """The pending rows as a chunk of columns."""
         self._chunks.append([_column(c) for c in zip(*self._pending)])
@@ -127,3 +135,23 @@ def _column(values: tuple) -> tuple:
                                                         for v in values]), none  # fmt: skip
     except OverflowError:
         return values, None
+
+
+def _numpy_column(values, none) -> tuple:
+    """_column's (values, None mask) for a column given as a numpy array (or a list) and a
+    boolean mask of its missing values."""
+    import numpy as np
+
+    has_none = none is not None and bool(np.any(none))
+    mask = bytes(np.asarray(none, dtype=bool)) if has_none else None
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        if values.dtype.kind == "i" or not len(values) or int(values.max()) < 1 << 63:
+            kept = np.where(none, 0, values) if has_none else values
+            return array("q", kept.astype(np.int64).tobytes()), mask
+    elif isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        kept = np.where(none, 0.0, values) if has_none else values
+        return array("d", kept.astype(np.float64).tobytes()), mask
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    if has_none:
+        items = [None if n else v for v, n in zip(items, mask)]
+    return tuple(items), None

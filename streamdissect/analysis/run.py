@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ..anomalies import Anomaly, AnomalyLog
+from ..engine.hot import FrameRun
 from ..protocol.records import RECORD_CLASSES
 from .confirms import ConfirmCollector
 from .consumption import DeliveryCollector, ThroughputCollector
@@ -21,6 +22,7 @@ from .fields import get
 from .frame_tables import dataframe
 from .latency import NOT_CALLS, LatencyCollector
 from .lifecycle import LifecycleCollector
+from .runs import RunAnalysis
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -171,7 +173,14 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     # property, and this skips it once per frame.
     handlers_of_class: dict = {}
     lean = _lean_handlers(collectors)
+    on_run = RunAnalysis(collectors)
     for ev in events:
+        if ev.__class__ is FrameRun:  # hot frames as columns (Dissector `columns`)
+            on_run(ev)
+            last_ns = int(ev.ts_ns[-1])
+            if first_ns is None:
+                first_ns = int(ev.ts_ns[0])
+            continue
         if ev.__class__ is tuple:  # a lean frame: (key, ts_ns, connection, direction, ...)
             lean[ev[0]](ev)
             last_ns = ev[1]
@@ -275,7 +284,7 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
     # The report never checks a chunk's CRC: then no Deliver body is kept either.
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
                           on_read=on_read, engine=engine, publish_messages=False,
-                          helper_process=helper_process, lean=report_only,
+                          helper_process=helper_process, columns=report_only,
                           deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
     return analyze_events(
         dissector.run(paths),

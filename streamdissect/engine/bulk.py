@@ -721,7 +721,8 @@ class BulkPcap:
         events = self.events
         self.events = []
         events.sort()
-        ordered = hot.place(chunks, events) if chunks else list(map(_third, events))
+        ordered = (hot.place(chunks, events, d._frame_class) if chunks
+                   else list(map(_third, events)))  # fmt: skip
         if self.anomalies_made != d.anomalies_made:  # (most blocks have none)
             self.anomalies_made = d.anomalies_made
             d.anomalies.extend([ev for ev in ordered if ev.__class__ is Anomaly])

@@ -288,9 +288,11 @@ def chunk(columns: HotColumns, keep: np.ndarray, row: np.ndarray, slot: np.ndarr
     return HotChunk(row, slot, ts_ns, stream_offset, connection, DIRECTIONS.index(direction), c)
 
 
-def place(chunks: list[HotChunk], events: list[tuple]) -> list:
+def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> list:
     """The block's events ((row, slot, event), sorted) and hot chunks merged in order: the
-    events, with a FrameRun for the hot frames between two of them."""
+    events, with a FrameRun for the hot frames between two frame events (`frame_class`). An
+    event of another kind (an anomaly) does not cut a run: it comes right after the run it
+    falls in."""
     names: dict[str, int] = {}
     conn_parts, dir_parts = [], []
     for c in chunks:
@@ -326,15 +328,21 @@ def place(chunks: list[HotChunk], events: list[tuple]) -> list:
                              len(events))  # fmt: skip
     before = np.searchsorted(keys, event_keys).tolist()
     out: list = []
+    waiting: list = []  # other events inside the current run
     at = 0
     for (_, _, event), upto in zip(events, before):
+        if event.__class__ is not frame_class:
+            waiting.append(event)
+            continue
         if upto > at:
             out.append(_slice(every, at, upto))
             at = upto
+        out += waiting
+        waiting.clear()
         out.append(event)
     if at < len(keys):
         out.append(_slice(every, at, len(keys)))
-    return out
+    return out + waiting
 
 
 def _slice(run: FrameRun, a: int, b: int) -> FrameRun:

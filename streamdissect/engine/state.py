@@ -152,7 +152,8 @@ class DissectionState:
         `columns=True` (frame_batches, the columnar analyses): the bulk engine gives the
         well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
         Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.FrameRun
-        columns, in their place among the other events, instead of FrameEvents.
+        columns, in their place among the frame events, instead of FrameEvents (an anomaly
+        among them comes after the run).
         `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
