@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import worsen
+from test_analysis_runs import assert_same_tables, ledgers_at_once
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
 from streamdissect.analysis.report import json_write, to_json
@@ -52,6 +53,7 @@ def lean_kinds(path: Path) -> set[int]:
 @pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
 def test_corpus_report_same(path):
     assert_same_report(path, helper=True)
+    assert_same_tables(path)
 
 
 def run_kinds(path: Path) -> set[int]:
@@ -72,12 +74,7 @@ def test_lean_frames_and_runs_are_made():
 def test_the_ledger_takes_ascending_ids_at_once(monkeypatch):
     """On a real capture of publishes and confirms, the confirm ledger applies whole runs
     over columns (not one frame at a time), and the report is still the reference's."""
-    from streamdissect.analysis import runs
-
-    at_once = []
-    real = runs.RunAnalysis._ledger_at_once
-    monkeypatch.setattr(runs.RunAnalysis, "_ledger_at_once",
-                        lambda *a: at_once.append(real(*a)) or at_once[-1])  # fmt: skip
+    at_once = ledgers_at_once(monkeypatch)
     path = worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap"
     assert report(path, "bulk", "columns") == report(path, "stream", "records")
     assert at_once and all(at_once)
@@ -86,12 +83,15 @@ def test_the_ledger_takes_ascending_ids_at_once(monkeypatch):
 @pytest.mark.parametrize("name", sorted(WORSE))
 def test_worsened_report_same(tmp_path, name):
     linktype, packets = worsen.read_pcap(worsen.real_capture())
-    assert_same_report(worsen.write_pcap(tmp_path / "w.pcap", linktype, WORSE[name](packets)))
+    path = worsen.write_pcap(tmp_path / "w.pcap", linktype, WORSE[name](packets))
+    assert_same_report(path)
+    assert_same_tables(path)
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
 def test_fuzz_findings_report_same(path):
     assert_same_report(path)
+    assert_same_tables(path)
 
 
 def test_odd_hot_frames_report_same(tmp_path):

@@ -284,7 +284,7 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
     # The report never checks a chunk's CRC: then no Deliver body is kept either.
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
                           on_read=on_read, engine=engine, publish_messages=False,
-                          helper_process=helper_process, columns=report_only,
+                          helper_process=helper_process, columns=True,
                           deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
     return analyze_events(
         dissector.run(paths),

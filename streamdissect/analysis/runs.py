@@ -94,89 +94,109 @@ class RunAnalysis:
         rows = np.flatnonzero((key == PUBLISH_KEY) | (key == CONFIRM_KEY))
         if not len(rows):
             return
+        confirms = self.c.confirms
+        # Backlog points and pairs rows of every ledger, put in frame order at the end.
+        backlog, pairs = confirms.backlog, confirms.pairs
+        points: list = []
+        self.pair_parts: list = []
+        if confirms.keep_backlog:
+            confirms.backlog = []
         pid = run.fields["publisher_id"][0][rows]
         group = run.connection[rows] * 256 + pid
         found, first_at = np.unique(group, return_index=True)
         for g in found[np.argsort(first_at)].tolist():
             mine = rows[group == g]
             connection = run.connections[g // 256]
-            if not self._ledger_at_once(run, mine, connection, g % 256):
-                self._ledger_one_by_one(run, mine, connection, g % 256)
+            after = self._ledger_at_once(run, mine, connection, g % 256)
+            if after is None:
+                after = self._ledger_one_by_one(run, mine, connection, g % 256)
+            points.append((mine, connection, g % 256, after))
+        confirms.backlog, confirms.pairs = backlog, pairs
+        if confirms.keep_backlog:
+            _backlog_in_order(backlog, run, points)
+        if self.pair_parts:
+            _pairs_in_order(pairs, self.pair_parts)
 
     def _ledger_one_by_one(self, run: FrameRun, rows: np.ndarray, connection: str,
-                           pid: int) -> None:  # fmt: skip
+                           pid: int) -> list:  # fmt: skip
+        """The ledger's frames through ConfirmCollector, in order; the backlog after each."""
         confirms = self.c.confirms
         records = run.fields["record_count"][0]
+        after = []
+        made, at = [], []  # pairs rows, and the frame each came with
+        if confirms.keep_pairs:
+            confirms.pairs = made
         for i in rows.tolist():
             ids = run.ids(i)
+            before = len(made)
             if run.key[i] == PUBLISH_KEY:
                 confirms.publish(connection, int(run.ts_ns[i]), pid, ids, int(records[i]))
             else:
                 confirms.confirm(connection, int(run.ts_ns[i]), pid, ids)
+            at += [i] * (len(made) - before)
+            if confirms.keep_backlog:
+                after.append(confirms.backlog.pop()[3])
+        if made:
+            self.pair_parts.append((np.asarray(at, dtype=np.int64),
+                                    [list(column) for column in zip(*made)]))  # fmt: skip
+        return after
 
     def _ledger_at_once(self, run: FrameRun, rows: np.ndarray, connection: str,
-                        pid: int) -> bool:  # fmt: skip
-        """One ledger's frames of the run over columns, when that is exact: no pairs or
-        backlog kept, no id outstanding outside the ascending runs, the ids of every frame
-        one by one upwards and above every earlier one, the confirms naming exactly the
-        oldest outstanding ids, each after its Publish. False: nothing changed."""
+                        pid: int) -> np.ndarray | None:  # fmt: skip
+        """One ledger's frames of the run over columns, when that is exact: the ids of every
+        frame one by one upwards and above every earlier one (those outstanding included),
+        the confirms naming exactly the oldest outstanding ids, each after its Publish.
+        Returns the number outstanding after each frame (None: not exact, nothing changed)."""
         confirms = self.c.confirms
-        if confirms.keep_pairs or confirms.keep_backlog:
-            return False
         led = confirms._ledger(connection, pid)
-        if led.outstanding:
-            return False
-        is_publish = run.key[rows] == PUBLISH_KEY
-        counts = run.id_counts[rows]
         frame_of, ids = _ids_of(run, rows)
         if len(ids) and ids.max() > U63:
-            return False
-        steps = np.diff(ids.astype(np.int64)) if len(ids) > 1 else np.zeros(0, dtype=np.int64)
+            return None
+        ids = ids.astype(np.int64)
+        is_publish = run.key[rows] == PUBLISH_KEY
         publish_of = is_publish[frame_of]
-        published, confirmed = ids[publish_of].astype(np.int64), ids[~publish_of].astype(np.int64)
+        published, confirmed = ids[publish_of], ids[~publish_of]
         pub_frame, conf_frame = frame_of[publish_of], frame_of[~publish_of]
-        # ids of each frame one by one upwards
-        same = frame_of[1:] == frame_of[:-1]
-        if len(steps) and np.any(same & (steps != 1)):
-            return False
+        if np.any((frame_of[1:] == frame_of[:-1]) & (np.diff(ids) != 1)):  # (within a frame)
+            return None
         if len(published) > 1 and np.any(np.diff(published) <= 0):
-            return False
-        old = [(first, last, ts) for first, last, ts in led.runs]
-        if old and len(published) and published[0] <= old[-1][1]:
-            return False
-        # the outstanding queue: the runs' ids, then this run's published ids
+            return None
+        # the outstanding queue: its ids and publish times, then this run's published ids
+        old_ids, old_ts = _outstanding(led)
+        if old_ids is None:
+            return None
+        if len(old_ids) and len(published) and published[0] <= old_ids[-1]:
+            return None
         n_confirmed = len(confirmed)
-        if n_confirmed > led.in_runs + len(published):
-            return False
-        take_new = max(0, n_confirmed - led.in_runs)
+        if n_confirmed > len(old_ids) + len(published):
+            return None
+        take_new = max(0, n_confirmed - len(old_ids))
         take_old = n_confirmed - take_new
-        front = np.concatenate((_run_ids(old, take_old), published[:take_new]))
-        if not np.array_equal(front, confirmed):
-            return False
-        ts = run.ts_ns[rows]
-        if take_new:  # each of this run's ids confirmed after the Publish that carried it
-            if np.any(pub_frame[:take_new] >= conf_frame[n_confirmed - take_new :]):
-                return False
+        if not np.array_equal(np.concatenate((old_ids[:take_old], published[:take_new])),
+                              confirmed):  # fmt: skip
+            return None
+        if take_new and np.any(pub_frame[:take_new] >= conf_frame[take_old:]):
+            return None  # (a confirm before the Publish of its id)
         # Exact: apply.
+        ts = run.ts_ns[rows]
         confirm_ts = ts[conf_frame]
-        sent = np.concatenate((_run_times(old, take_old), ts[pub_frame[:take_new]]))
-        led.lags_ms.extend(array("d", ((confirm_ts - sent) / 1e6).tolist()))
+        sent = np.concatenate((old_ts[:take_old], ts[pub_frame[:take_new]]))
+        lags = (confirm_ts - sent) / 1e6
+        led.lags_ms.extend(array("d", lags.tobytes()))
         led.confirmed += n_confirmed
         led.published += len(published)
-        record_count = run.fields["record_count"][0][rows][is_publish]
-        led.records += int(np.where(record_count > 0, record_count, counts[is_publish]).sum())
-        _drop_front(led.runs, take_old)
-        left = published[take_new:]
-        if len(left):
-            left_ts = ts[pub_frame[take_new:]]
-            # runs of ids that go up one by one at one time (a frame's)
-            breaks = np.flatnonzero((np.diff(left) != 1) | (np.diff(left_ts) != 0)) + 1
-            starts = np.r_[0, breaks]
-            stops = np.r_[breaks, len(left)] - 1
-            led.runs.extend([first, last, t] for first, last, t in zip(
-                left[starts].tolist(), left[stops].tolist(), left_ts[starts].tolist()))
-        led.in_runs = sum(last - first + 1 for first, last, _ in led.runs)
-        return True
+        counts = np.maximum(run.id_counts[rows], 0)
+        record_count = run.fields["record_count"][0][rows]
+        led.records += int(np.where(record_count > 0, record_count, counts)[is_publish].sum())
+        if confirms.keep_pairs and n_confirmed:
+            n = n_confirmed
+            self.pair_parts.append((rows[conf_frame], [
+                [connection] * n, np.full(n, pid), confirmed, sent, confirm_ts, lags,
+                ["confirmed"] * n, [None] * n]))  # fmt: skip
+        left_ids = np.concatenate((old_ids[take_old:], published[take_new:]))
+        left_ts = np.concatenate((old_ts[take_old:], ts[pub_frame[take_new:]]))
+        _keep_outstanding(led, left_ids, left_ts, as_runs=not confirms.keep_pairs)
+        return len(old_ids) + np.cumsum(np.where(is_publish, counts, -counts))
 
     # --- per subscription -----------------------------------------------------------
 
@@ -214,7 +234,10 @@ class RunAnalysis:
         first, committed = f["chunk_id"][0][rows], f["committed_chunk_id"][0][rows]
         has_committed = f["committed_chunk_id"][1][rows]
         chunk_ts = f["chunk_timestamp_ms"][0][rows]
-        lag = np.where(has_committed, committed.astype(np.int64) - first.astype(np.int64), 0)
+        if max(int(committed.max()), int(first.max())) > U63:  # (u64 ids: Python's ints)
+            lag = [c - f for c, f in zip(committed.tolist(), first.tolist())]
+        else:
+            lag = np.where(has_committed, committed.astype(np.int64) - first.astype(np.int64), 0)
         columns = [
             (ts, None), ([run.connections[n] for n in run.connection[rows].tolist()], None),
             (f["subscription_id"][0][rows], None), (first, None),
@@ -224,7 +247,11 @@ class RunAnalysis:
             (ts / 1e6 - chunk_ts, None), (run.size[rows], None),
             (run.crc[rows] == 1, (run.crc[rows] < 0) | (not deliveries.crc)),
         ]  # fmt: skip
-        deliveries.rows.extend_columns(columns, len(rows))
+        if isinstance(deliveries.rows, list):  # (not compact: the tuples themselves)
+            cells = [_cells(values, none) for values, none in columns]
+            deliveries.rows.extend(zip(*cells))
+        else:
+            deliveries.rows.extend_columns(columns, len(rows))
 
 
 def _ids_of(run: FrameRun, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -237,36 +264,76 @@ def _ids_of(run: FrameRun, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return frame_of, run.id_values[starts[frame_of] + index]
 
 
-def _run_ids(runs: list, most: int) -> np.ndarray:
-    """The first `most` ids of the ledger's ascending runs."""
-    parts, left = [], most
-    for first, last, _ in runs:
-        if left <= 0:
-            break
-        take = min(left, last - first + 1)
-        parts.append(np.arange(first, first + take, dtype=np.int64))
-        left -= take
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+def _outstanding(led: Any) -> tuple:
+    """The ledger's outstanding ids and their publish times, oldest first: from its runs, or
+    from its dict when the ids there go up in the order they were published; (None, None)
+    for any other dict."""
+    if led.runs:
+        ids = np.concatenate([np.arange(first, last + 1, dtype=np.int64)
+                              for first, last, _ in led.runs])  # fmt: skip
+        ts = np.concatenate([np.full(last - first + 1, t, dtype=np.int64)
+                             for first, last, t in led.runs])  # fmt: skip
+        return ids, ts
+    if not led.outstanding:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ids = np.fromiter(led.outstanding.keys(), dtype=np.uint64, count=len(led.outstanding))
+    if ids.max() > U63:
+        return None, None
+    ids = ids.astype(np.int64)
+    if len(ids) > 1 and np.any(np.diff(ids) <= 0):
+        return None, None
+    return ids, np.fromiter(led.outstanding.values(), dtype=np.int64, count=len(ids))
 
 
-def _run_times(runs: list, most: int) -> np.ndarray:
-    """The publish times of the first `most` ids of the runs."""
-    parts, left = [], most
-    for first, last, ts in runs:
-        if left <= 0:
-            break
-        take = min(left, last - first + 1)
-        parts.append(np.full(take, ts, dtype=np.int64))
-        left -= take
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+def _keep_outstanding(led: Any, ids: np.ndarray, ts: np.ndarray, as_runs: bool) -> None:
+    """The ids left outstanding, as ConfirmCollector keeps them: ascending runs (its report
+    mode) or its dict of id -> publish time (when it keeps pairs, it never makes runs)."""
+    led.runs.clear()
+    led.outstanding.clear()
+    led.in_runs = 0
+    if not len(ids):
+        return
+    if not as_runs:
+        led.outstanding.update(zip(ids.tolist(), ts.tolist()))
+        return
+    breaks = np.flatnonzero((np.diff(ids) != 1) | (np.diff(ts) != 0)) + 1
+    starts = np.r_[0, breaks]
+    stops = np.r_[breaks, len(ids)] - 1
+    led.runs.extend([first, last, t] for first, last, t in zip(
+        ids[starts].tolist(), ids[stops].tolist(), ts[starts].tolist()))  # fmt: skip
+    led.in_runs = len(ids)
 
 
-def _drop_front(runs: Any, n: int) -> None:
-    """The first `n` ids confirmed: off the front of the runs."""
-    while n:
-        run = runs[0]
-        take = min(n, run[1] - run[0] + 1)
-        run[0] += take
-        n -= take
-        if run[0] > run[1]:
-            runs.popleft()
+def _pairs_in_order(pairs: Any, parts: list) -> None:
+    """The ledgers' pairs rows of a run (part: the frame of each row, its columns) in frame
+    order, onto the collector's pairs."""
+    at = np.concatenate([frames for frames, _ in parts])
+    order = np.argsort(at, kind="stable")
+    columns = []
+    for i in range(len(parts[0][1])):
+        pieces = [columns_[i] for _, columns_ in parts]
+        if all(isinstance(p, np.ndarray) for p in pieces):
+            columns.append((np.concatenate(pieces)[order], None))
+        else:
+            every = [v for p in pieces for v in (p.tolist() if isinstance(p, np.ndarray) else p)]
+            columns.append(([every[k] for k in order.tolist()], None))
+    pairs.extend_columns(columns, len(at))
+
+
+def _backlog_in_order(backlog: list, run: FrameRun, points: list) -> None:
+    """The ledgers' backlog points of a run (after each of their frames) in frame order."""
+    rows = np.concatenate([mine for mine, _, _, _ in points])
+    order = np.argsort(rows, kind="stable").tolist()
+    ts = run.ts_ns[rows].tolist()
+    names = [name for mine, name, _, _ in points for _ in range(len(mine))]
+    pids = [pid for mine, _, pid, _ in points for _ in range(len(mine))]
+    counts = [int(n) for _, _, _, after in points for n in after]
+    backlog.extend([(ts[k], names[k], pids[k], counts[k]) for k in order])
+
+
+def _cells(values: Any, none: Any) -> list:
+    """A column's values as Python objects, None where `none` says."""
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    if none is None or not np.any(none):
+        return items
+    return [None if n else v for v, n in zip(items, np.asarray(none).tolist())]
