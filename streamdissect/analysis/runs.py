@@ -53,7 +53,7 @@ class RunAnalysis:
                     c.first_ns = int(run.ts_ns[rows[0]])
                 c.last_ns = int(run.ts_ns[rows[-1]])
         group = run.connection * 2 + run.direction
-        for g in np.unique(group).tolist():
+        for g in _groups(group):
             rows = np.flatnonzero(group == g)
             connection, direction = run.connections[g // 2], ("c2s", "s2c")[g % 2]
             ts = run.ts_ns[rows]
@@ -77,7 +77,14 @@ class RunAnalysis:
         if not wanted.any():
             return
         seconds = run.ts_ns[wanted] // NS_PER_S
-        found, where = np.unique(seconds, return_inverse=True)
+        low = int(seconds.min())
+        if int(seconds.max()) - low < 1 << 16:  # (a run spans a few seconds: no sort)
+            where = seconds - low
+            present = np.bincount(where)
+            found = np.flatnonzero(present) + low
+            where = (np.cumsum(present > 0) - 1)[where]
+        else:
+            found, where = np.unique(seconds, return_inverse=True)
         sums = []
         for values in (np.where(publish, records, 0), np.where(publish, size, 0), confirmed,
                        np.where(deliver, records, 0), np.where(deliver, size, 0)):
@@ -103,8 +110,7 @@ class RunAnalysis:
             confirms.backlog = []
         pid = run.fields["publisher_id"][0][rows]
         group = run.connection[rows] * 256 + pid
-        found, first_at = np.unique(group, return_index=True)
-        for g in found[np.argsort(first_at)].tolist():
+        for g in _groups(group, first_seen=True):
             mine = rows[group == g]
             connection = run.connections[g // 256]
             after = self._ledger_at_once(run, mine, connection, g % 256)
@@ -212,8 +218,7 @@ class RunAnalysis:
         ahead = ok_committed & ok_chunk & (committed > chunk_id)
         records = run.fields["record_count"][0]
         amount = run.fields["credit"][0]
-        found, first_at = np.unique(group, return_index=True)
-        for g in found[np.argsort(first_at)].tolist():
+        for g in _groups(group, first_seen=True):
             mine = rows[group == g]
             sub = credit.subscription(run.connections[g // 256], g % 256)
             _apply_run(sub, credit.at_once_ns, {
@@ -252,6 +257,16 @@ class RunAnalysis:
             deliveries.rows.extend(zip(*cells))
         else:
             deliveries.rows.extend_columns(columns, len(rows))
+
+
+def _groups(group: np.ndarray, first_seen: bool = False) -> list[int]:
+    """The distinct values of a small non-negative key (connection and id numbers), in
+    order, or in the order they first appear; counted, not sorted."""
+    found = np.flatnonzero(np.bincount(group))
+    if first_seen and len(found) > 1:
+        first = [int(np.argmax(group == g)) for g in found.tolist()]
+        found = found[np.argsort(first)]
+    return found.tolist()
 
 
 def _ids_of(run: FrameRun, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
