@@ -74,6 +74,7 @@ PAD = 128  # room after the data so header gathers never index past the buffer
 # Columns mode: room after a block for copies of the hot frames that cross segments (hot
 # frames past it go the record way).
 PATCH = 4 << 20
+SMALL_COPY = 512  # crossing hot frames up to this size are copied whole, all at once
 _header = struct.Struct(">IHH").unpack_from
 _size_key = struct.Struct(">IH").unpack_from
 _third = itemgetter(2)
@@ -138,6 +139,7 @@ _CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records",
           ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
           ("data_length", ">u4"), ("trailer_length", ">u4"), ("bloom_size", "u1"),
           ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
+_FRAME_HEAD = _head_layout(*_FRAME)
 _CREDIT_HEAD = _head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
 _CONFIRM_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
 # (PUBLISH_HEAD bytes: v1 Publish, then its first message's id and simple-entry size word)
@@ -1183,10 +1185,18 @@ class BulkPcap:
         spilled: dict[int, bytes] = {}
         crcs: dict[int, int] = {}
         if len(crossing):
-            # Their bytes copied to the buffer's patch area (a Deliver's head only, its
-            # chunk's CRC computed over the segments here); past its room, kept aside for the
-            # record path.
+            # Their bytes copied to the buffer's patch area: small ones all at once, whole
+            # (_patch_small); a bigger Deliver's head only, its chunk's CRC computed over the
+            # segments here. Past the area's room, kept aside for the record path.
             keep_limit = framer.deliver_keep_limit
+            wanted = self._wanted_bytes(crossing, offsets, ends, at, seg, keep_limit)
+            small = np.flatnonzero(wanted <= SMALL_COPY)
+            room = PATCH - self.patch_used - hot.PAD
+            small = small[np.cumsum(wanted[small]) <= room]
+            if len(small):
+                frames = crossing[small]
+                at[frames] = self._patch_small(offsets[frames], offsets[frames] + wanted[small])
+                crossing = np.delete(crossing, small)
             mv = self.mv
             for k, a, b in zip(crossing.tolist(), offsets[crossing].tolist(),
                                ends[crossing].tolist()):  # fmt: skip
@@ -1198,7 +1208,7 @@ class BulkPcap:
                 else:
                     copy = read(a, b)
                 if self.patch_used + len(copy) + hot.PAD > PATCH:
-                    spilled[k] = copy
+                    spilled[k] = read(a, b)  # (the record path takes the whole frame)
                     continue
                 where = self.patch_start + self.patch_used
                 mv[where : where + len(copy)] = copy
@@ -1213,6 +1223,47 @@ class BulkPcap:
                                       sizes[big].tolist()))  # fmt: skip
         self.hot.append(HotNote(framer, side, offsets.copy(), sizes, at, spilled, crcs,
                                 rows[last], times[last], slot, read))  # fmt: skip
+
+    def _wanted_bytes(self, crossing: np.ndarray, offsets: np.ndarray, ends: np.ndarray,
+                      at: np.ndarray, seg: np.ndarray, keep_limit: int | None) -> np.ndarray:
+        """How many bytes of each crossing frame hot.decode reads: all of it, but a Deliver's
+        head when its data is not kept (above keep_limit); a frame whose header crosses too
+        counts as big (the per-frame copy reads it)."""
+        so_a, lo_a, _ = self.arrays
+        lengths = ends[crossing] - offsets[crossing]
+        header_inside = offsets[crossing] + HEADER <= so_a[seg[crossing]] + lo_a[seg[crossing]]
+        wanted = np.where(header_inside, lengths, PATCH)
+        if keep_limit is not None:
+            heads = self.frame_heads[np.where(header_inside, at[crossing], 0)].view(_FRAME_HEAD)
+            head_only = header_inside & (heads["key"] == DELIVER_KEY) & (lengths - 4 > keep_limit)
+            wanted[head_only] = np.minimum(lengths[head_only], DELIVER_HEAD)
+        return wanted
+
+    def _patch_small(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """The stream bytes [starts[i], ends[i]) of the walk just done, copied one after the
+        other to the patch area with one gather (each range cut where its segments are);
+        where each copy is."""
+        so_a, lo_a, po_a = self.arrays
+        lengths = ends - starts
+        before = np.cumsum(lengths) - lengths  # (where each copy goes in the patch)
+        first_seg = np.searchsorted(so_a, starts, side="right") - 1
+        last_seg = np.searchsorted(so_a, ends - 1, side="right") - 1
+        pieces = last_seg - first_seg + 1
+        frame = np.repeat(np.arange(len(starts)), pieces)
+        seg = first_seg[frame] + np.arange(len(frame)) - np.repeat(np.cumsum(pieces) - pieces,
+                                                                   pieces)  # fmt: skip
+        lo = np.maximum(starts[frame], so_a[seg])
+        hi = np.minimum(ends[frame], so_a[seg] + lo_a[seg])
+        size = hi - lo
+        source = po_a[seg] + lo - so_a[seg]  # buffer position of each piece
+        target = before[frame] + lo - starts[frame]  # its place in the patch
+        total = int(lengths.sum())
+        index = np.repeat(source - target, size) + np.arange(total, dtype=np.int64)
+        first = self.patch_start + self.patch_used
+        patch = np.frombuffer(self.mv[first : first + total], dtype=np.uint8)
+        patch[:] = np.frombuffer(self.buf, dtype=np.uint8)[index]
+        self.patch_used += total
+        return first + before
 
     def _chunk_crc(self, head: bytes, a: int, b: int, so_a: np.ndarray, lo_a: np.ndarray,
                    po_a: np.ndarray) -> int:  # fmt: skip
@@ -1623,7 +1674,7 @@ class EqualRuns:
             at = p + step * np.arange(n, dtype=np.int64)
             seg = np.searchsorted(self.so, at, side="right") - 1
             within = at - self.so[seg]
-            head = self.heads[self.po[seg] + within].view(hot.FRAME_HEAD)
+            head = self.heads[self.po[seg] + within].view(_FRAME_HEAD)
             same = (head["size"] == size) & (head["key"] == key)
             for k in np.flatnonzero(within + HEADER > self.lo[seg]).tolist():  # (few)
                 a = int(at[k])

@@ -32,8 +32,9 @@ HEAD_BYTES = 65  # a v2 Deliver's prefix and chunk header: the longest head read
 PAD = HEAD_BYTES  # zero bytes after a walk's buffer, so that every gather stays inside it
 
 
-def head_layout(*fields: tuple) -> np.dtype:
-    """A HEAD_BYTES item read as these (name, numpy format) fields, one after the other."""
+def head_layout(*fields: tuple, width: int = HEAD_BYTES) -> np.dtype:
+    """A `width`-byte item (0: just the fields) read as these (name, numpy format) fields,
+    one after the other."""
     names, formats, offsets, at = [], [], [], 0
     for name, fmt in fields:
         names.append(name)
@@ -41,21 +42,22 @@ def head_layout(*fields: tuple) -> np.dtype:
         offsets.append(at)
         at += np.dtype(fmt).itemsize
     return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": HEAD_BYTES})  # fmt: skip
+                     "itemsize": width or at})  # fmt: skip
 
 
 _FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
 _CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
           ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
           ("data_length", ">u4"), ("trailer_length", ">u4"))  # fmt: skip
-FRAME_HEAD = head_layout(*_FRAME)
-CREDIT_HEAD = head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
-CONFIRM_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
+# Each kind's head read as just its own bytes (a gather copies what it reads).
+FRAME_HEAD = head_layout(*_FRAME, width=0)
+CREDIT_HEAD = head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"), width=0)
+CONFIRM_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), width=0)
 PUBLISH_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
-                       ("word", ">u4"))  # fmt: skip
+                           ("word", ">u4"), width=0)  # fmt: skip
 DELIVER_HEADS = {  # version -> (bytes before the chunk data, layout)
-    1: (57, head_layout(*_FRAME, ("sid", "u1"), *_CHUNK)),
-    2: (65, head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK)),
+    1: (57, head_layout(*_FRAME, ("sid", "u1"), *_CHUNK, width=0)),
+    2: (65, head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK, width=0)),
 }
 _U64 = np.dtype(">u8")
 
@@ -93,8 +95,16 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     `crc_limit`: Deliver frames up to this size have their chunk's CRC checked (None: all),
     as the framer keeps their data."""
     n = len(starts)
-    heads = sliding(data, HEAD_BYTES)[starts]
-    head = heads.view(FRAME_HEAD)
+    windows: dict[int, np.ndarray] = {}
+
+    def heads(rows: np.ndarray, layout: np.dtype) -> np.ndarray:
+        """The heads of frames `rows` as `layout` (its bytes from each frame's start)."""
+        width = layout.itemsize
+        if width not in windows:
+            windows[width] = sliding(data, width)
+        return windows[width][starts[rows]].view(layout)
+
+    head = sliding(data, FRAME_HEAD.itemsize)[starts].view(FRAME_HEAD)
     key = head["key"].astype(np.int64)
     version = head["version"].astype(np.int64)
     size = head["size"].astype(np.int64)
@@ -115,19 +125,18 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     # Credit
     rows = np.flatnonzero((key == CREDIT_KEY) & ones & (size == 7))
     if len(rows):
-        h = heads[rows].view(CREDIT_HEAD)
+        h = heads(rows, CREDIT_HEAD)
         put("subscription_id", rows, h["sid"])
         put("credit", rows, h["credit"])
         out.accepted[rows] = True
     # PublishConfirm
     rows = np.flatnonzero((key == CONFIRM_KEY) & ones)
     if len(rows):
-        h = heads[rows].view(CONFIRM_HEAD)
+        h = heads(rows, CONFIRM_HEAD)
         count = h["count"].astype(np.int64)
-        rows = rows[(count >= 0) & (9 + 8 * count == size[rows])]
+        ok = (count >= 0) & (9 + 8 * count == size[rows])
+        rows, h, count = rows[ok], h[ok], count[ok]
         if len(rows):
-            h = heads[rows].view(CONFIRM_HEAD)
-            count = h["count"].astype(np.int64)
             ids = sliding(data, 8)[_positions(starts[rows] + 13, count, 8)].view(_U64)
             put("publisher_id", rows, h["publisher"])
             id_counts[rows] = count
@@ -136,11 +145,11 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     # Publish v1, simple entries of one size (what clients send one message at a time)
     rows = np.flatnonzero((key == PUBLISH_KEY) & ones & (size + 4 >= 25))
     if len(rows):
-        h = heads[rows].view(PUBLISH_HEAD)
+        h = heads(rows, PUBLISH_HEAD)
         count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
         stride = 12 + word
         ok = (count > 0) & (word < 0x80000000) & (13 + count * stride == 4 + size[rows])
-        rows, count, stride = rows[ok], count[ok], stride[ok]
+        rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher"][ok]
         if len(rows):
             where = _positions(starts[rows] + 13, count, stride)
             message = sliding(data, 12)[where].view([("id", ">u8"), ("word", ">u4")])
@@ -150,7 +159,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
             good[frame_of[bad]] = False
             keep = good[frame_of]
             rows, count = rows[good], count[good]
-            put("publisher_id", rows, heads[rows].view(PUBLISH_HEAD)["publisher"])
+            put("publisher_id", rows, publisher[good])
             put("record_count", rows, count)
             id_counts[rows] = count
             id_parts.append((rows, message["id"][keep].astype(np.uint64)))
@@ -160,7 +169,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         rows = np.flatnonzero((key == DELIVER_KEY) & (version == v) & (size + 4 >= need))
         if not len(rows):
             continue
-        h = heads[rows].view(layout)
+        h = heads(rows, layout)
         entries = h["entries"].astype(np.int64)
         data_length = h["data_length"].astype(np.int64)
         ok = ((h["magic"] >> 4 == 5) & (entries * 4 <= data_length)
@@ -323,7 +332,7 @@ def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> lis
                 joined([c.fields[name][1] for c in cols])) for name in FIELD_COLUMNS},
         id_counts, id_offsets, id_values, joined([c.crc for c in cols]),
     )  # fmt: skip
-    keys = np.sort(order_key)
+    keys = order_key[order]
     event_keys = np.fromiter(((r << 40) + int(s * 1024) for r, s, _ in events), np.int64,
                              len(events))  # fmt: skip
     before = np.searchsorted(keys, event_keys).tolist()
