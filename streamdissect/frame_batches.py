@@ -165,11 +165,12 @@ def run_batch(run: FrameRun) -> Any:
     columns["truncated"] = np.zeros(n, dtype=bool)
     for name, (values, valid) in run.fields.items():
         columns[name] = pa.array(values, schema.arrow_type(_KIND[name]), mask=~valid)
-    offsets = run.id_offsets - run.id_offsets[0]
     has_ids = run.id_counts >= 0
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.maximum(run.id_counts, 0), out=offsets[1:])
+    _, where = run.id_positions(np.arange(n))
     columns["publishing_ids"] = pa.ListArray.from_arrays(
-        pa.array(offsets, pa.int32()), pa.array(run.id_values[run.id_offsets[0]:run.id_offsets[-1]],
-                                                pa.uint64()),
+        pa.array(offsets), pa.array(run.id_values[where], pa.uint64()),
         mask=pa.array(~has_ids))  # fmt: skip
     columns["crc_ok"] = pa.array(run.crc == 1, pa.bool_(), mask=run.crc < 0)
     arrays = []

@@ -271,12 +271,8 @@ def _groups(group: np.ndarray, first_seen: bool = False) -> list[int]:
 
 def _ids_of(run: FrameRun, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the frame number within `rows` of each id, the ids) of the frames `rows`, in order."""
-    counts = np.maximum(run.id_counts[rows], 0)
-    starts = run.id_offsets[rows]
-    total = int(counts.sum())
-    frame_of = np.repeat(np.arange(len(rows)), counts)
-    index = np.arange(total, dtype=np.int64) - (np.cumsum(counts) - counts)[frame_of]
-    return frame_of, run.id_values[starts[frame_of] + index]
+    frame_of, where = run.id_positions(rows)
+    return frame_of, run.id_values[where]
 
 
 def _outstanding(led: Any) -> tuple:

@@ -1317,9 +1317,7 @@ class BulkPcap:
             kept = int(good.sum())
             frames[note.side] += kept
             if kept:
-                mine = np.zeros(len(starts), dtype=bool)
-                mine[first : first + n] = good
-                chunks.append(hot.chunk(columns, mine, note.row[good], note.slot[good],
+                chunks.append(hot.chunk(columns, first, good, note.row[good], note.slot[good],
                                         note.ts[good], note.offsets[good], connection,
                                         direction))  # fmt: skip
             first += n

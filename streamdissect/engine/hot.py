@@ -66,7 +66,8 @@ _U64 = np.dtype(">u8")
 class HotColumns:
     """Columns of n hot frames: `accepted` (else declined: the record path takes it), the
     nullable fields (values, valid), the publishing ids of Publish and PublishConfirm as
-    per-frame counts (-1: none) over `id_values` in frame order, and crc_ok (-1 none, 0, 1)."""
+    per-frame counts (-1: none) and starts in the pool `id_values` (frame i's are
+    id_values[id_starts[i] : id_starts[i] + id_counts[i]]), and crc_ok (-1 none, 0, 1)."""
 
     key: np.ndarray
     version: np.ndarray
@@ -74,6 +75,7 @@ class HotColumns:
     accepted: np.ndarray
     fields: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     id_counts: np.ndarray | None = None
+    id_starts: np.ndarray | None = None
     id_values: np.ndarray | None = None
     crc: np.ndarray | None = None
 
@@ -112,6 +114,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     values = {name: np.zeros(n, dtype=dtype) for name, dtype in FIELD_COLUMNS.items()}
     valid = {name: np.zeros(n, dtype=bool) for name in FIELD_COLUMNS}
     id_counts = np.full(n, -1, dtype=np.int64)
+    id_starts = np.zeros(n, dtype=np.int64)
     crc = np.full(n, -1, dtype=np.int8)
     id_parts: list[tuple[np.ndarray, np.ndarray]] = []  # (frame numbers, their ids)
 
@@ -200,8 +203,15 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
                 crc[rows[k]] = 1 if computed == wanted[k] else 0
         out.accepted[rows] = True
     out.fields = {name: (values[name], valid[name]) for name in FIELD_COLUMNS}
-    out.id_counts = id_counts
-    out.id_values = _ids_in_frame_order(id_parts, id_counts)
+    # the ids of each kind, one after the other, in one pool
+    base = 0
+    for rows, ids in id_parts:
+        counts = id_counts[rows]
+        id_starts[rows] = base + np.cumsum(counts) - counts
+        base += len(ids)
+    out.id_counts, out.id_starts = id_counts, id_starts
+    out.id_values = (np.concatenate([ids for _, ids in id_parts]) if id_parts
+                     else np.zeros(0, dtype=np.uint64))  # fmt: skip
     out.crc = crc
     return out
 
@@ -216,21 +226,6 @@ def _positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int
     return firsts[frame_of] + index * step
 
 
-def _ids_in_frame_order(parts: list, id_counts: np.ndarray) -> np.ndarray:
-    """The ids of Publish and PublishConfirm parts (each in its frames' order) laid out in
-    frame order, as the counts say."""
-    if not parts:
-        return np.zeros(0, dtype=np.uint64)
-    if len(parts) == 1:
-        return parts[0][1]
-    counts = np.maximum(id_counts, 0)
-    starts = np.cumsum(counts) - counts
-    values = np.zeros(int(counts.sum()), dtype=np.uint64)
-    for rows, ids in parts:
-        values[_positions(starts[rows], counts[rows], 1)] = ids
-    return values
-
-
 DIRECTIONS = ("c2s", "s2c")
 
 
@@ -240,8 +235,8 @@ class FrameRun:
     well-formed, as columns (one row per frame, in the streaming engine's order): ts_ns,
     stream_offset, key, version, size; `connection` numbers into `connections`, `direction`
     into DIRECTIONS; the nullable fields (values, valid) of FIELD_COLUMNS; the publishing ids
-    of frame i are id_values[id_offsets[i] : id_offsets[i + 1]] when id_counts[i] >= 0; crc:
-    -1 not checked, 0 bad, 1 good."""
+    of frame i are id_values[id_starts[i] : id_starts[i] + id_counts[i]] when id_counts[i]
+    >= 0 (a pool in no particular order); crc: -1 not checked, 0 bad, 1 good."""
 
     ts_ns: np.ndarray
     connection: np.ndarray
@@ -253,7 +248,7 @@ class FrameRun:
     size: np.ndarray
     fields: dict[str, tuple[np.ndarray, np.ndarray]]
     id_counts: np.ndarray
-    id_offsets: np.ndarray
+    id_starts: np.ndarray
     id_values: np.ndarray
     crc: np.ndarray
 
@@ -262,9 +257,18 @@ class FrameRun:
 
     def ids(self, i: int) -> list[int] | None:
         """Frame i's publishing ids (None: it has none)."""
-        if self.id_counts[i] < 0:
+        count = int(self.id_counts[i])
+        if count < 0:
             return None
-        return self.id_values[self.id_offsets[i] : self.id_offsets[i + 1]].tolist()
+        start = int(self.id_starts[i])
+        return self.id_values[start : start + count].tolist()
+
+    def id_positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(for each id of the frames `rows`, in order: the number of its frame in `rows`,
+        its place in id_values)."""
+        counts = np.maximum(self.id_counts[rows], 0)
+        frame_of = np.repeat(np.arange(len(rows)), counts)
+        return frame_of, _positions(self.id_starts[rows], counts, 1)
 
 
 @dataclass(slots=True)
@@ -281,20 +285,30 @@ class HotChunk:
     columns: HotColumns
 
 
-def chunk(columns: HotColumns, keep: np.ndarray, row: np.ndarray, slot: np.ndarray,
+def chunk(columns: HotColumns, a: int, keep: np.ndarray, row: np.ndarray, slot: np.ndarray,
           ts_ns: np.ndarray, stream_offset: np.ndarray, connection: str,
           direction: str) -> HotChunk:  # fmt: skip
-    """The frames of `columns` where `keep` holds, as a HotChunk (`row`, `slot`, `ts_ns`,
-    `stream_offset`: theirs)."""
-    c = columns
+    """The frames a, a + 1, ... of `columns` where `keep` (one flag each) holds, as a
+    HotChunk (`row`, `slot`, `ts_ns`, `stream_offset`: theirs)."""
+    c = _frames(columns, a, a + len(keep))
     if not keep.all():
-        counts = np.maximum(c.id_counts, 0)
         c = HotColumns(
             c.key[keep], c.version[keep], c.size[keep], c.accepted[keep],
             {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
-            c.id_counts[keep], c.id_values[np.repeat(keep, counts)], c.crc[keep],
+            c.id_counts[keep], c.id_starts[keep], c.id_values, c.crc[keep],
         )  # fmt: skip
     return HotChunk(row, slot, ts_ns, stream_offset, connection, DIRECTIONS.index(direction), c)
+
+
+def _frames(c: HotColumns, a: int, b: int) -> HotColumns:
+    """Frames a to b of the columns (views; the ids of those frames)."""
+    if a == 0 and b == len(c.key):
+        return c
+    return HotColumns(
+        c.key[a:b], c.version[a:b], c.size[a:b], c.accepted[a:b],
+        {name: (v[a:b], ok[a:b]) for name, (v, ok) in c.fields.items()},
+        c.id_counts[a:b], c.id_starts[a:b], c.id_values, c.crc[a:b],
+    )  # fmt: skip
 
 
 def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> list:
@@ -313,13 +327,14 @@ def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> lis
     order_key = (row.astype(np.int64) << 40) + (slot.astype(np.int64) << 10)
     order = np.argsort(order_key, kind="stable")
     cols = [c.columns for c in chunks]
-    id_counts = np.concatenate([c.id_counts for c in cols])
-    id_values = np.concatenate([c.id_values for c in cols])
-    if not np.array_equal(order, np.arange(len(order))):  # (one chunk: already in order)
-        id_values = _take_lists(id_counts, id_values, order)
-        id_counts = id_counts[order]
-    id_offsets = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum(np.maximum(id_counts, 0), out=id_offsets[1:])
+    # the chunks' id pools (one, when they come from one block's decode) as one
+    pools: dict[int, tuple[int, np.ndarray]] = {}
+    for c in cols:
+        if id(c.id_values) not in pools:
+            pools[id(c.id_values)] = (sum(len(p) for _, p in pools.values()), c.id_values)
+    id_values = (next(iter(pools.values()))[1] if len(pools) == 1
+                 else np.concatenate([p for _, p in pools.values()]))  # fmt: skip
+    id_starts = np.concatenate([c.id_starts + pools[id(c.id_values)][0] for c in cols])[order]
 
     def joined(parts: list) -> np.ndarray:
         return np.concatenate(parts)[order]
@@ -330,7 +345,7 @@ def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> lis
         joined([c.version for c in cols]), joined([c.size for c in cols]),
         {name: (joined([c.fields[name][0] for c in cols]),
                 joined([c.fields[name][1] for c in cols])) for name in FIELD_COLUMNS},
-        id_counts, id_offsets, id_values, joined([c.crc for c in cols]),
+        joined([c.id_counts for c in cols]), id_starts, id_values, joined([c.crc for c in cols]),
     )  # fmt: skip
     keys = order_key[order]
     event_keys = np.fromiter(((r << 40) + int(s * 1024) for r, s, _ in events), np.int64,
@@ -361,12 +376,5 @@ def _slice(run: FrameRun, a: int, b: int) -> FrameRun:
         run.ts_ns[a:b], run.connection[a:b], run.connections, run.direction[a:b],
         run.stream_offset[a:b], run.key[a:b], run.version[a:b], run.size[a:b],
         {name: (v[a:b], ok[a:b]) for name, (v, ok) in run.fields.items()},
-        run.id_counts[a:b], run.id_offsets[a : b + 1], run.id_values, run.crc[a:b],
+        run.id_counts[a:b], run.id_starts[a:b], run.id_values, run.crc[a:b],
     )  # fmt: skip
-
-
-def _take_lists(counts: np.ndarray, values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """The lists (counts[i] values each, -1: none) taken in `order`, flat."""
-    counts = np.maximum(counts, 0)
-    starts = np.cumsum(counts) - counts
-    return values[_positions(starts[order], counts[order], 1)]
