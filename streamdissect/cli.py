@@ -18,9 +18,11 @@ from . import cli_env  # noqa: F401  (first: it sets what numpy reads on import)
 from .capture import CaptureError
 from .cli_analyze import add_parser as register_analyze
 from .dissect import Anomaly, Dissector, FrameEvent
+from .engine.hot import FrameRun
 from .progress import progress_bar
 from .protocol.records import Record, jsonable, record_class
 from .protocol.summary import frame_summary as summary
+from .run_lines import run_lines
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
@@ -92,6 +94,8 @@ def run_frames(args: argparse.Namespace) -> int:
         # Publish message lists are only printed with --payloads: not kept (nor copied) else.
         publish_messages=args.payloads,
         helper_process=True,
+        # jsonl of the hot frames straight from the bulk engine's columns (run_lines)
+        columns="ordered" if args.format == "jsonl" and not args.payloads else False,
     )
     try:
         events = dissector.run(args.captures)
@@ -166,7 +170,10 @@ def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
 def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool) -> Callable[[Any], None]:
     hot = None if payloads else HotLines()
 
-    def write(event: FrameEvent | Anomaly) -> None:
+    def write(event: FrameEvent | Anomaly | FrameRun) -> None:
+        if event.__class__ is FrameRun:
+            out.write(run_lines(event))
+            return
         if hot is not None and event.__class__ is FrameEvent:
             line = hot.line(event)
             if line is not None:

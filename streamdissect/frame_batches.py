@@ -164,7 +164,8 @@ def run_batch(run: FrameRun) -> Any:
     columns["response"] = (keys & RESPONSE_BIT) != 0
     columns["truncated"] = np.zeros(n, dtype=bool)
     for name, (values, valid) in run.fields.items():
-        columns[name] = pa.array(values, schema.arrow_type(_KIND[name]), mask=~valid)
+        if name in _KIND:  # (not the rest of a Deliver's chunk header)
+            columns[name] = pa.array(values, schema.arrow_type(_KIND[name]), mask=~valid)
     has_ids = run.id_counts >= 0
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.maximum(run.id_counts, 0), out=offsets[1:])

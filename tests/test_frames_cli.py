@@ -196,3 +196,61 @@ def test_hot_lines_cover_the_bulk_of_real_traffic():
     path = Path(__file__).parent.parent / "captures" / "rstream-slow-consumer-3.10.pcap"
     written, generic, fast = _hot_and_generic(path)
     assert written == generic and fast > 100
+
+
+def _lines(path, **options) -> str:
+    import io
+
+    from streamdissect.cli import jsonl_writer
+    from streamdissect.dissect import Dissector
+
+    written = io.StringIO()
+    write = jsonl_writer(written, False, False)
+    for event in Dissector(ports=(5552, 5553), publish_messages=False, **options).run(str(path)):
+        write(event)
+    return written.getvalue()
+
+
+def _odd_hot_capture(tmp_path):
+    import struct
+
+    from test_bulk_engine import _frame, frames_capture
+    from test_frame_batches import _deliver
+
+    data = struct.pack(">I", 3) + b"abc"
+    frames = [_deliver(1, 10, data), _deliver(2, 2**64 - 10, data), _deliver(2, 12, data, crc=7),
+              _deliver(2, 13, data, magic=0x40), _frame(0x0009, 1, struct.pack(">Bh", 3, -5)),
+              _frame(0x0003, 1, struct.pack(">Bi2Q", 1, 2, 2**64 - 1, 0)),
+              _frame(0x0002, 1, struct.pack(">BiQI", 7, 1, 5, 3) + b"abc"),
+              _frame(0x0017, 1, b""), _frame(0x0017, 2, b"")]  # fmt: skip
+    return frames_capture(tmp_path / "odd.pcap", frames)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
+    + sorted((Path(__file__).parent / "regressions").glob("*.pcap")) + ["odd"],
+    ids=lambda p: getattr(p, "stem", p),
+)
+def test_jsonl_from_runs_is_the_record_paths_bytes(path, tmp_path):
+    """`frames --format jsonl` from the bulk engine's FrameRuns (run_lines), anomalies in
+    their places, is byte for byte the jsonl of the records."""
+    from streamdissect.dissect import Dissector
+    from streamdissect.engine.hot import FrameRun
+
+    if path == "odd":
+        path = _odd_hot_capture(tmp_path)
+        assert any(ev.__class__ is FrameRun for ev in Dissector(columns=True).run(str(path)))
+    assert _lines(path, columns="ordered") == _lines(path, engine="stream")
+
+
+@pytest.mark.parametrize("how", ["reorder", "duplicate", "snaplen", "midstream"])
+def test_jsonl_from_runs_on_made_worse_copies(tmp_path, how):
+    import worsen
+
+    linktype, packets = worsen.read_pcap(worsen.real_capture())
+    made = {"reorder": worsen.reorder, "duplicate": worsen.duplicate,
+            "snaplen": lambda p: worsen.snaplen(p, 150),
+            "midstream": lambda p: worsen.midstream(p, len(p) // 3)}[how](packets)  # fmt: skip
+    path = worsen.write_pcap(tmp_path / "w.pcap", linktype, made)
+    assert _lines(path, columns="ordered") == _lines(path, engine="stream")

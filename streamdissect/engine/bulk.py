@@ -723,7 +723,8 @@ class BulkPcap:
         events = self.events
         self.events = []
         events.sort()
-        ordered = (hot.place(chunks, events, d._frame_class) if chunks
+        cut_by = None if d.columns == "ordered" else d._frame_class
+        ordered = (hot.place(chunks, events, cut_by) if chunks
                    else list(map(_third, events)))  # fmt: skip
         if self.anomalies_made != d.anomalies_made:  # (most blocks have none)
             self.anomalies_made = d.anomalies_made

@@ -27,6 +27,9 @@ FIELD_COLUMNS = {
     "publisher_id": np.int64, "subscription_id": np.int64, "record_count": np.int64,
     "credit": np.int64, "committed_chunk_id": np.uint64, "chunk_id": np.uint64,
     "chunk_timestamp_ms": np.int64, "num_entries": np.int64, "chunk_type": np.int64,
+    # the rest of a Deliver's chunk header (the frames jsonl shows it whole)
+    "magic_version": np.int64, "epoch": np.uint64, "crc": np.int64, "data_length": np.int64,
+    "trailer_length": np.int64, "bloom_size": np.int64, "reserved": np.int64,
 }  # fmt: skip
 HEAD_BYTES = 65  # a v2 Deliver's prefix and chunk header: the longest head read here
 PAD = HEAD_BYTES  # zero bytes after a walk's buffer, so that every gather stays inside it
@@ -48,7 +51,8 @@ def head_layout(*fields: tuple, width: int = HEAD_BYTES) -> np.dtype:
 _FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
 _CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
           ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
-          ("data_length", ">u4"), ("trailer_length", ">u4"))  # fmt: skip
+          ("data_length", ">u4"), ("trailer_length", ">u4"), ("bloom_size", "u1"),
+          ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
 # Each kind's head read as just its own bytes (a gather copies what it reads).
 FRAME_HEAD = head_layout(*_FRAME, width=0)
 CREDIT_HEAD = head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"), width=0)
@@ -188,6 +192,11 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         put("num_entries", rows, h["entries"])
         put("chunk_type", rows, h["chunk_type"])
         put("record_count", rows, h["records"])
+        for name, part in (("magic_version", "magic"), ("epoch", "epoch"), ("crc", "crc"),
+                            ("data_length", "data_length"), ("bloom_size", "bloom_size"),
+                            ("trailer_length", "trailer_length")):  # fmt: skip
+            put(name, rows, h[part])
+        put("reserved", rows, (h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])
         checked = np.ones(len(rows), dtype=bool) if crc_limit is None else (
             size[rows] <= crc_limit)  # fmt: skip
         if checked.any():
@@ -311,11 +320,11 @@ def _frames(c: HotColumns, a: int, b: int) -> HotColumns:
     )  # fmt: skip
 
 
-def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> list:
+def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> list:
     """The block's events ((row, slot, event), sorted) and hot chunks merged in order: the
-    events, with a FrameRun for the hot frames between two frame events (`frame_class`). An
-    event of another kind (an anomaly) does not cut a run: it comes right after the run it
-    falls in."""
+    events, with a FrameRun for the hot frames between two of them. With `cut_by` (the frame
+    event class), an event of another kind (an anomaly) does not cut a run: it comes right
+    after the run it falls in."""
     names: dict[str, int] = {}
     conn_parts, dir_parts = [], []
     for c in chunks:
@@ -355,7 +364,7 @@ def place(chunks: list[HotChunk], events: list[tuple], frame_class: type) -> lis
     waiting: list = []  # other events inside the current run
     at = 0
     for (_, _, event), upto in zip(events, before):
-        if event.__class__ is not frame_class:
+        if cut_by is not None and event.__class__ is not cut_by:
             waiting.append(event)
             continue
         if upto > at:

@@ -131,7 +131,7 @@ class DissectionState:
         publish_messages: bool = True,
         helper_process: bool | None = False,
         lean: bool = False,
-        columns: bool = False,
+        columns: bool | str = False,
         hole_patience: int | None = None,
     ) -> None:
         """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
@@ -153,7 +153,7 @@ class DissectionState:
         well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
         Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.FrameRun
         columns, in their place among the frame events, instead of FrameEvents (an anomaly
-        among them comes after the run).
+        among them comes after the run; `columns="ordered"`: in its place, cutting the run).
         `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")

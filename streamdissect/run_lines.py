@@ -1,0 +1,113 @@
+"""The `frames --format jsonl` lines of a FrameRun (the bulk engine's hot frames as
+columns), made a command at a time from its columns: the same bytes json.dumps writes for
+each frame's dict (tests/test_frames_cli.py holds them equal), with no record and no dict.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .engine.hot import (
+    COMMAND_OF,
+    CONFIRM_KEY,
+    CREDIT_KEY,
+    DELIVER_KEY,
+    DIRECTIONS,
+    HEARTBEAT_KEY,
+    PUBLISH_KEY,
+    FrameRun,
+)
+
+# A Deliver's chunk header as the record's dict has it (codec.CHUNK_FIELDS order), by the
+# FrameRun field holding each.
+CHUNK_HEADER = (("magic_version", "magic_version"), ("chunk_type", "chunk_type"),
+                ("num_entries", "num_entries"), ("num_records", "record_count"),
+                ("timestamp", "chunk_timestamp_ms"), ("epoch", "epoch"),
+                ("chunk_id", "chunk_id"), ("crc", "crc"), ("data_length", "data_length"),
+                ("trailer_length", "trailer_length"), ("bloom_size", "bloom_size"),
+                ("reserved", "reserved"))  # fmt: skip
+
+
+def run_lines(run: FrameRun) -> str:
+    """The run's jsonl lines, in its order."""
+    n = len(run)
+    key = run.key
+    head = _heads(run)
+    lines = np.empty(n, dtype=object)
+    for k, body in ((CREDIT_KEY, _credit), (HEARTBEAT_KEY, None), (CONFIRM_KEY, _confirm),
+                    (PUBLISH_KEY, _publish), (DELIVER_KEY, _deliver)):  # fmt: skip
+        rows = np.flatnonzero(key == k)
+        if not len(rows):
+            continue
+        heads = [head[i] for i in rows.tolist()]
+        if body is None:
+            lines[rows] = [h + "}\n" for h in heads]
+        else:
+            lines[rows] = [h + b + "}\n" for h, b in zip(heads, body(run, rows))]
+    return "".join(lines.tolist())
+
+
+def _heads(run: FrameRun) -> list[str]:
+    """Each frame's line up to its own fields (the common columns of every frame)."""
+    names = [json.dumps(name) for name in run.connections]
+    commands = {k: COMMAND_OF[k] for k in np.unique(run.key).tolist()}
+    return [
+        f'{{"ts_ns": {ts}, "connection": {names[c]}, "direction": "{DIRECTIONS[d]}", '
+        f'"stream_offset": {offset}, "key": {k}, "command": "{commands[k]}", '
+        f'"response": false, "version": {v}, "size": {size}, "correlation_id": null, '
+        f'"code": null, "code_name": null, "truncated": false'
+        for ts, c, d, offset, k, v, size in zip(
+            run.ts_ns.tolist(), run.connection.tolist(), run.direction.tolist(),
+            run.stream_offset.tolist(), run.key.tolist(), run.version.tolist(),
+            run.size.tolist())
+    ]  # fmt: skip
+
+
+def _field(run: FrameRun, name: str, rows: np.ndarray) -> list[int]:
+    return run.fields[name][0][rows].tolist()
+
+
+def _id_lists(run: FrameRun, rows: np.ndarray) -> list[str]:
+    """Each frame's publishing ids as a JSON list."""
+    _, where = run.id_positions(rows)
+    ids = run.id_values[where].tolist()
+    counts = np.maximum(run.id_counts[rows], 0).tolist()
+    out, at = [], 0
+    for count in counts:
+        out.append("[" + ", ".join(map(str, ids[at : at + count])) + "]")
+        at += count
+    return out
+
+
+def _credit(run: FrameRun, rows: np.ndarray) -> list[str]:
+    return [f', "subscription_id": {sid}, "credit": {credit}' for sid, credit in
+            zip(_field(run, "subscription_id", rows), _field(run, "credit", rows))]  # fmt: skip
+
+
+def _confirm(run: FrameRun, rows: np.ndarray) -> list[str]:
+    return [f', "publisher_id": {pid}, "publishing_ids": {ids}' for pid, ids in
+            zip(_field(run, "publisher_id", rows), _id_lists(run, rows))]  # fmt: skip
+
+
+def _publish(run: FrameRun, rows: np.ndarray) -> list[str]:
+    return [f', "publisher_id": {pid}, "publishing_ids": {ids}, "record_count": {count}'
+            for pid, ids, count in zip(_field(run, "publisher_id", rows), _id_lists(run, rows),
+                                       _field(run, "record_count", rows))]  # fmt: skip
+
+
+def _deliver(run: FrameRun, rows: np.ndarray) -> list[str]:
+    committed, has = run.fields["committed_chunk_id"]
+    committed = [c if h else "null" for c, h in zip(committed[rows].tolist(),
+                                                     has[rows].tolist())]  # fmt: skip
+    crc = [("null", "false", "true")[c + 1] for c in run.crc[rows].tolist()]
+    header = zip(*(_field(run, field, rows) for _, field in CHUNK_HEADER))
+    template = ", ".join(f'"{name}": {{}}' for name, _ in CHUNK_HEADER)
+    return [
+        f', "subscription_id": {sid}, "committed_chunk_id": {c}, '
+        f'"chunk": {{{template.format(*values)}}}, "record_count": {values[3]}, '
+        f'"entry_count": {values[2]}, "crc_ok": {ok}'
+        for sid, c, values, ok in zip(_field(run, "subscription_id", rows), committed, header,
+                                      crc)
+    ]  # fmt: skip
