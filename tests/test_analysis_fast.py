@@ -27,7 +27,7 @@ def ledger(keep_pairs: bool, script: list) -> tuple:
         getattr(collector, HANDLERS[kind])(NS(ts_ns=ts, connection="c", record=record))
     collector.finish()
     lags = [list(led.lags_ms) for led in collector._ledgers.values()]
-    return collector.summary(), collector.backlog, lags
+    return collector.summary(), list(collector.backlog), lags
 
 
 def script_of(seed: int) -> list:

@@ -17,7 +17,7 @@ from itertools import repeat
 
 from ..protocol.codes import code_name
 from ..protocol.publish import id_run
-from ..schema import PUBLISHES
+from ..schema import BACKLOG, PUBLISHES
 from .compact import CompactRows
 from .fields import pair
 from .percentiles import summarize_ms
@@ -46,7 +46,7 @@ class ConfirmCollector:
         self.keep_backlog = keep_backlog
         # PUBLISHES rows, a publishing id each: kept as columns (~65 -> ~15 MB for 285,000)
         self.pairs = CompactRows(len(PUBLISHES))
-        self.backlog: list[tuple] = []  # BACKLOG rows
+        self.backlog = CompactRows(len(BACKLOG))  # BACKLOG rows (a frame each), as columns
 
     def _ledger(self, connection: str, publisher_id: int) -> _Ledger:
         key = (connection, publisher_id)

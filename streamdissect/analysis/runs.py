@@ -318,6 +318,10 @@ def _keep_outstanding(led: Any, ids: np.ndarray, ts: np.ndarray, as_runs: bool) 
 def _pairs_in_order(pairs: Any, parts: list) -> None:
     """The ledgers' pairs rows of a run (part: the frame of each row, its columns) in frame
     order, onto the collector's pairs."""
+    if len(parts) == 1:  # (one publisher confirmed in the run: in order already)
+        columns = parts[0][1]
+        pairs.extend_columns([(c, None) for c in columns], len(parts[0][0]))
+        return
     at = np.concatenate([frames for frames, _ in parts])
     order = np.argsort(at, kind="stable")
     columns = []
@@ -331,15 +335,17 @@ def _pairs_in_order(pairs: Any, parts: list) -> None:
     pairs.extend_columns(columns, len(at))
 
 
-def _backlog_in_order(backlog: list, run: FrameRun, points: list) -> None:
+def _backlog_in_order(backlog: Any, run: FrameRun, points: list) -> None:
     """The ledgers' backlog points of a run (after each of their frames) in frame order."""
     rows = np.concatenate([mine for mine, _, _, _ in points])
-    order = np.argsort(rows, kind="stable").tolist()
-    ts = run.ts_ns[rows].tolist()
+    order = np.argsort(rows, kind="stable")
     names = [name for mine, name, _, _ in points for _ in range(len(mine))]
-    pids = [pid for mine, _, pid, _ in points for _ in range(len(mine))]
-    counts = [int(n) for _, _, _, after in points for n in after]
-    backlog.extend([(ts[k], names[k], pids[k], counts[k]) for k in order])
+    pids = np.concatenate([np.full(len(mine), pid) for mine, _, pid, _ in points])
+    counts = np.concatenate([np.asarray(after, dtype=np.int64) for _, _, _, after in points])
+    backlog.extend_columns([(run.ts_ns[rows][order], None),
+                            ([names[k] for k in order.tolist()], None), (pids[order], None),
+                            (counts[order], None)], len(rows))  # fmt: skip
+
 
 
 def _cells(values: Any, none: Any) -> list:

@@ -200,16 +200,15 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         checked = np.ones(len(rows), dtype=bool) if crc_limit is None else (
             size[rows] <= crc_limit)  # fmt: skip
         if checked.any():
+            mine = np.flatnonzero(checked)
             mv = memoryview(data)
-            firsts = (starts[rows] + need).tolist()
             known = crcs or {}
-            wanted = h["crc"].astype(np.int64).tolist()
-            for k in np.flatnonzero(checked).tolist():
-                computed = known.get(int(rows[k]))
-                if computed is None:
-                    a = firsts[k]
-                    computed = zlib.crc32(mv[a : a + int(data_length[k])])
-                crc[rows[k]] = 1 if computed == wanted[k] else 0
+            computed = [
+                known[row] if row in known else zlib.crc32(mv[a : a + length])
+                for row, a, length in zip(rows[mine].tolist(), (starts[rows[mine]] + need).tolist(),
+                                          data_length[mine].tolist())
+            ]  # fmt: skip
+            crc[rows[mine]] = np.asarray(computed, dtype=np.int64) == h["crc"][mine]
         out.accepted[rows] = True
     out.fields = {name: (values[name], valid[name]) for name in FIELD_COLUMNS}
     # the ids of each kind, one after the other, in one pool
