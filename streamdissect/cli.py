@@ -95,7 +95,7 @@ def run_frames(args: argparse.Namespace) -> int:
         publish_messages=args.payloads,
         helper_process=True,
         # jsonl of the hot frames straight from the bulk engine's columns (run_lines)
-        columns="ordered" if args.format == "jsonl" and not args.payloads else False,
+        columns="lines" if args.format == "jsonl" and not args.payloads else False,
     )
     try:
         events = dissector.run(args.captures)

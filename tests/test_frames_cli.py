@@ -241,7 +241,7 @@ def test_jsonl_from_runs_is_the_record_paths_bytes(path, tmp_path):
     if path == "odd":
         path = _odd_hot_capture(tmp_path)
         assert any(ev.__class__ is FrameRun for ev in Dissector(columns=True).run(str(path)))
-    assert _lines(path, columns="ordered") == _lines(path, engine="stream")
+    assert _lines(path, columns="lines") == _lines(path, engine="stream")
 
 
 @pytest.mark.parametrize("how", ["reorder", "duplicate", "snaplen", "midstream"])
@@ -253,4 +253,4 @@ def test_jsonl_from_runs_on_made_worse_copies(tmp_path, how):
             "snaplen": lambda p: worsen.snaplen(p, 150),
             "midstream": lambda p: worsen.midstream(p, len(p) // 3)}[how](packets)  # fmt: skip
     path = worsen.write_pcap(tmp_path / "w.pcap", linktype, made)
-    assert _lines(path, columns="ordered") == _lines(path, engine="stream")
+    assert _lines(path, columns="lines") == _lines(path, engine="stream")

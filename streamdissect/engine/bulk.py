@@ -723,7 +723,7 @@ class BulkPcap:
         events = self.events
         self.events = []
         events.sort()
-        cut_by = None if d.columns == "ordered" else d._frame_class
+        cut_by = None if d.columns == "lines" else d._frame_class
         ordered = (hot.place(chunks, events, cut_by) if chunks
                    else list(map(_third, events)))  # fmt: skip
         if self.anomalies_made != d.anomalies_made:  # (most blocks have none)
@@ -1303,7 +1303,7 @@ class BulkPcap:
             crcs.update((first + k, crc) for k, crc in note.crcs.items())
             first += len(note.at)
         columns = hot.decode(data, np.concatenate([note.at for note in notes]),
-                             self.d.deliver_keep_limit, crcs)  # fmt: skip
+                             self.d.deliver_keep_limit, crcs, self.d.columns == "lines")  # fmt: skip
         accepted = columns.accepted
         chunks = []
         first = 0

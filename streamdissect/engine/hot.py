@@ -27,7 +27,9 @@ FIELD_COLUMNS = {
     "publisher_id": np.int64, "subscription_id": np.int64, "record_count": np.int64,
     "credit": np.int64, "committed_chunk_id": np.uint64, "chunk_id": np.uint64,
     "chunk_timestamp_ms": np.int64, "num_entries": np.int64, "chunk_type": np.int64,
-    # the rest of a Deliver's chunk header (the frames jsonl shows it whole)
+}  # fmt: skip
+# The rest of a Deliver's chunk header, when asked for (the frames jsonl shows it whole).
+CHUNK_COLUMNS = {
     "magic_version": np.int64, "epoch": np.uint64, "crc": np.int64, "data_length": np.int64,
     "trailer_length": np.int64, "bloom_size": np.int64, "reserved": np.int64,
 }  # fmt: skip
@@ -94,12 +96,12 @@ def sliding(data: np.ndarray, width: int) -> np.ndarray:
 
 
 def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
-           crcs: dict[int, int] | None = None) -> HotColumns:  # fmt: skip
+           crcs: dict[int, int] | None = None, whole_chunk: bool = False) -> HotColumns:  # fmt: skip
     """Fields of the hot frames starting at `starts` in `data` (at least PAD bytes after
     each). Every frame is whole there, but a Deliver in `crcs` (frame number -> CRC-32 of its
     chunk data, computed where its bytes are), of which only the head is needed.
     `crc_limit`: Deliver frames up to this size have their chunk's CRC checked (None: all),
-    as the framer keeps their data."""
+    as the framer keeps their data. `whole_chunk`: the CHUNK_COLUMNS too."""
     n = len(starts)
     windows: dict[int, np.ndarray] = {}
 
@@ -115,8 +117,9 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     version = head["version"].astype(np.int64)
     size = head["size"].astype(np.int64)
     out = HotColumns(key, version, size, np.zeros(n, dtype=bool))
-    values = {name: np.zeros(n, dtype=dtype) for name, dtype in FIELD_COLUMNS.items()}
-    valid = {name: np.zeros(n, dtype=bool) for name in FIELD_COLUMNS}
+    names = {**FIELD_COLUMNS, **(CHUNK_COLUMNS if whole_chunk else {})}
+    values = {name: np.zeros(n, dtype=dtype) for name, dtype in names.items()}
+    valid = {name: np.zeros(n, dtype=bool) for name in names}
     id_counts = np.full(n, -1, dtype=np.int64)
     id_starts = np.zeros(n, dtype=np.int64)
     crc = np.full(n, -1, dtype=np.int8)
@@ -192,11 +195,13 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         put("num_entries", rows, h["entries"])
         put("chunk_type", rows, h["chunk_type"])
         put("record_count", rows, h["records"])
-        for name, part in (("magic_version", "magic"), ("epoch", "epoch"), ("crc", "crc"),
-                            ("data_length", "data_length"), ("bloom_size", "bloom_size"),
-                            ("trailer_length", "trailer_length")):  # fmt: skip
-            put(name, rows, h[part])
-        put("reserved", rows, (h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])
+        if whole_chunk:
+            for name, part in (("magic_version", "magic"), ("epoch", "epoch"), ("crc", "crc"),
+                               ("data_length", "data_length"), ("bloom_size", "bloom_size"),
+                               ("trailer_length", "trailer_length")):  # fmt: skip
+                put(name, rows, h[part])
+            put("reserved", rows,
+                (h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])  # fmt: skip
         checked = np.ones(len(rows), dtype=bool) if crc_limit is None else (
             size[rows] <= crc_limit)  # fmt: skip
         if checked.any():
@@ -210,7 +215,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
             ]  # fmt: skip
             crc[rows[mine]] = np.asarray(computed, dtype=np.int64) == h["crc"][mine]
         out.accepted[rows] = True
-    out.fields = {name: (values[name], valid[name]) for name in FIELD_COLUMNS}
+    out.fields = {name: (values[name], valid[name]) for name in names}
     # the ids of each kind, one after the other, in one pool
     base = 0
     for rows, ids in id_parts:
@@ -352,7 +357,7 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
         joined([c.stream_offset for c in chunks]), joined([c.key for c in cols]),
         joined([c.version for c in cols]), joined([c.size for c in cols]),
         {name: (joined([c.fields[name][0] for c in cols]),
-                joined([c.fields[name][1] for c in cols])) for name in FIELD_COLUMNS},
+                joined([c.fields[name][1] for c in cols])) for name in cols[0].fields},
         joined([c.id_counts for c in cols]), id_starts, id_values, joined([c.crc for c in cols]),
     )  # fmt: skip
     keys = order_key[order]

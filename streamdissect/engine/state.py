@@ -153,7 +153,8 @@ class DissectionState:
         well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
         Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.FrameRun
         columns, in their place among the frame events, instead of FrameEvents (an anomaly
-        among them comes after the run; `columns="ordered"`: in its place, cutting the run).
+        among them comes after the run). `columns="lines"` (frames --format jsonl): anomalies
+        in their place, cutting runs, and a Deliver's whole chunk header in the run.
         `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
