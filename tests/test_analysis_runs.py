@@ -37,11 +37,15 @@ def tables(path: Path, engine: str, columns: bool, report_only: bool = False) ->
 
 
 def assert_same_tables(path: Path) -> None:
+    """Both ways of feeding a run (over columns, and frame by frame when it is short)."""
     for report_only in (False, True):
         reference = tables(path, "stream", columns=False, report_only=report_only)
-        got = tables(path, "bulk", columns=True, report_only=report_only)
-        for name in reference:
-            assert got[name] == reference[name], (name, report_only)
+        for short_run in (0, runs.SHORT_RUN, 1 << 30):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(runs, "SHORT_RUN", short_run)
+                got = tables(path, "bulk", columns=True, report_only=report_only)
+            for name in reference:
+                assert got[name] == reference[name], (name, report_only, short_run)
 
 
 def _publish(pid: int, ids: list[int]) -> bytes:
@@ -94,8 +98,10 @@ LEDGERS = {
 
 
 def ledgers_at_once(monkeypatch) -> list[bool]:
-    """Whether each call of RunAnalysis._ledger_at_once took its ledger over columns."""
+    """Whether each call of RunAnalysis._ledger_at_once took its ledger over columns (every
+    run over columns, however short)."""
     at_once: list[bool] = []
+    monkeypatch.setattr(runs, "SHORT_RUN", 0)
     real = runs.RunAnalysis._ledger_at_once
 
     def spy(*args):

@@ -13,6 +13,7 @@ import worsen
 from test_analysis_runs import assert_same_tables, ledgers_at_once
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
+from streamdissect.analysis import runs
 from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.dissect import Dissector
@@ -40,6 +41,11 @@ def assert_same_report(path: Path, helper: bool = False) -> None:
             patch.setattr(bulk, "BLOCK", block)
             for mode in ("lean", "columns"):
                 assert report(path, "bulk", mode) == reference, (mode, block)
+                if mode == "columns":  # (every run over columns, however short)
+                    patch.setattr(runs, "SHORT_RUN", 0)
+                    assert report(path, "bulk", mode) == reference, (mode, block, "columns")
+                    patch.undo()
+                    patch.setattr(bulk, "BLOCK", block)
                 if helper and block < path.stat().st_size:  # (the helper reads more)
                     patch.setattr(bulk, "_can_fork", lambda: True)
                     assert report(path, "bulk", mode, helper=True) == reference, (mode, "helper")

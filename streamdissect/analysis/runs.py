@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engine.hot import CONFIRM_KEY, CREDIT_KEY, DELIVER_KEY, HEARTBEAT_KEY, PUBLISH_KEY
+from ..engine.hot import (
+    CONFIRM_KEY,
+    CREDIT_KEY,
+    DELIVER_KEY,
+    DIRECTIONS,
+    HEARTBEAT_KEY,
+    PUBLISH_KEY,
+)
 from .columns import _apply_run
 from .consumption import NS_PER_S
 
@@ -24,6 +31,7 @@ if TYPE_CHECKING:
     from .run import Collectors
 
 U63 = (1 << 63) - 1
+SHORT_RUN = 64  # a run shorter than this goes frame by frame (_one_by_one)
 
 
 class RunAnalysis:
@@ -33,12 +41,49 @@ class RunAnalysis:
         self.c = collectors
 
     def __call__(self, run: FrameRun) -> None:
+        if len(run) < SHORT_RUN:
+            self._one_by_one(run)
+            return
         key = run.key
         self._lifecycle(run, key)
         self._throughput(run, key)
         self._confirms(run, key)
         self._credit(run, key)
         self._deliveries(run, key)
+
+    def _one_by_one(self, run: FrameRun) -> None:
+        """A short run frame by frame, as run._lean_handlers and the record path call the
+        collectors (numpy's fixed cost a call is more than a few frames' Python)."""
+        c = self.c
+        seen = c.lifecycle.seen
+        f = {name: values.tolist() for name, (values, _) in run.fields.items()}
+        has_committed = run.fields["committed_chunk_id"][1].tolist()
+        rows = zip(run.key.tolist(), run.ts_ns.tolist(), run.connection.tolist(),
+                   run.direction.tolist(), run.size.tolist(), run.crc.tolist())  # fmt: skip
+        for i, (key, ts, number, side, size, crc) in enumerate(rows):
+            connection, direction = run.connections[number], DIRECTIONS[side]
+            seen(connection, direction, ts)
+            if key == HEARTBEAT_KEY:
+                c.lifecycle.heartbeat(connection, direction)
+            elif key == CREDIT_KEY:
+                c.credit.credit(connection, ts, f["subscription_id"][i], f["credit"][i])
+            elif key == PUBLISH_KEY:
+                records = f["record_count"][i]
+                c.confirms.publish(connection, ts, f["publisher_id"][i], run.ids(i), records)
+                c.throughput.published(ts, records, size)
+            elif key == CONFIRM_KEY:
+                ids = run.ids(i)
+                c.confirms.confirm(connection, ts, f["publisher_id"][i], ids)
+                c.throughput.confirmed(ts, len(ids))
+            else:  # Deliver
+                sid, records, first = f["subscription_id"][i], f["record_count"][i], f["chunk_id"][i]
+                committed = f["committed_chunk_id"][i] if has_committed[i] else None
+                c.credit.deliver(connection, ts, sid, records, committed, first)
+                crc_ok = None if crc < 0 or not c.deliveries.crc else crc == 1
+                c.deliveries.deliver(connection, ts, sid, committed, first,
+                                     f["chunk_timestamp_ms"][i], records, f["num_entries"][i],
+                                     f["chunk_type"][i], size, crc_ok)  # fmt: skip
+                c.throughput.delivered(ts, records, size)
 
     # --- per connection and direction -------------------------------------------------
 

@@ -1072,6 +1072,8 @@ class BulkPcap:
                         continue
                     if key not in hot_keys or size < 4 or end > send or size > limit:
                         break
+                    if key == PUBLISH_KEY and end > seg_end:
+                        break  # (a big Publish across segments: _publishes reads its ids there)
                     walk.big.append(len(starts))  # within this limit; LimitCheck learns of it
                     note(p)
                     p = end
