@@ -9,16 +9,8 @@ import json
 
 import numpy as np
 
-from .engine.hot import (
-    COMMAND_OF,
-    CONFIRM_KEY,
-    CREDIT_KEY,
-    DELIVER_KEY,
-    DIRECTIONS,
-    HEARTBEAT_KEY,
-    PUBLISH_KEY,
-    FrameRun,
-)
+from .engine import hot
+from .engine.hot import FrameRun
 
 # A Deliver's chunk header as the record's dict has it (codec.CHUNK_FIELDS order), by the
 # FrameRun field holding each.
@@ -36,8 +28,9 @@ def run_lines(run: FrameRun) -> str:
     key = run.key
     head = _heads(run)
     lines = np.empty(n, dtype=object)
-    for k, body in ((CREDIT_KEY, _credit), (HEARTBEAT_KEY, None), (CONFIRM_KEY, _confirm),
-                    (PUBLISH_KEY, _publish), (DELIVER_KEY, _deliver)):  # fmt: skip
+    for k, body in ((hot.CREDIT_KEY, _credit), (hot.HEARTBEAT_KEY, None),
+                    (hot.CONFIRM_KEY, _confirm), (hot.PUBLISH_KEY, _publish),
+                    (hot.DELIVER_KEY, _deliver)):  # fmt: skip
         rows = np.flatnonzero(key == k)
         if not len(rows):
             continue
@@ -52,9 +45,9 @@ def run_lines(run: FrameRun) -> str:
 def _heads(run: FrameRun) -> list[str]:
     """Each frame's line up to its own fields (the common columns of every frame)."""
     names = [json.dumps(name) for name in run.connections]
-    commands = {k: COMMAND_OF[k] for k in np.unique(run.key).tolist()}
+    commands = {k: hot.COMMAND_OF[k] for k in np.unique(run.key).tolist()}
     return [
-        f'{{"ts_ns": {ts}, "connection": {names[c]}, "direction": "{DIRECTIONS[d]}", '
+        f'{{"ts_ns": {ts}, "connection": {names[c]}, "direction": "{hot.DIRECTIONS[d]}", '
         f'"stream_offset": {offset}, "key": {k}, "command": "{commands[k]}", '
         f'"response": false, "version": {v}, "size": {size}, "correlation_id": null, '
         f'"code": null, "code_name": null, "truncated": false'
