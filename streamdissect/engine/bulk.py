@@ -1072,8 +1072,6 @@ class BulkPcap:
                         continue
                     if key not in hot_keys or size < 4 or end > send or size > limit:
                         break
-                    if key == PUBLISH_KEY and end > seg_end:
-                        break  # (a big Publish across segments: _publishes reads its ids there)
                     walk.big.append(len(starts))  # within this limit; LimitCheck learns of it
                     note(p)
                     p = end
@@ -1187,24 +1185,31 @@ class BulkPcap:
         crossing = np.flatnonzero(ends > so_a[seg] + lo_a[seg])
         spilled: dict[int, bytes] = {}
         crcs: dict[int, int] = {}
+        messages: dict[int, np.ndarray] = {}
         if len(crossing):
             # Their bytes copied to the buffer's patch area: small ones all at once, whole
-            # (_patch_small); a bigger Deliver's head only, its chunk's CRC computed over the
-            # segments here. Past the area's room, kept aside for the record path.
+            # (_patch_small); of a bigger Deliver its head, its chunk's CRC computed over the
+            # segments here; of a bigger Publish its head, its messages read where they are
+            # (_publish_messages). Past the area's room, kept aside for the record path.
             keep_limit = framer.deliver_keep_limit
-            wanted = self._wanted_bytes(crossing, offsets, ends, at, seg, keep_limit)
+            wanted, keys = self._wanted_bytes(crossing, offsets, ends, at, seg, keep_limit)
             small = np.flatnonzero(wanted <= SMALL_COPY)
             room = PATCH - self.patch_used - hot.PAD
             small = small[np.cumsum(wanted[small]) <= room]
             if len(small):
                 frames = crossing[small]
                 at[frames] = self._patch_small(offsets[frames], offsets[frames] + wanted[small])
-                crossing = np.delete(crossing, small)
+            big_publish = np.flatnonzero((keys == PUBLISH_KEY) & (wanted > SMALL_COPY))
+            if len(big_publish) and self.patch_used + 25 * len(big_publish) < room:
+                done = self._publish_messages(crossing[big_publish], offsets, ends, at, messages)
+                small = np.union1d(small, big_publish[done])
+            crossing = np.delete(crossing, small)
             mv = self.mv
             for k, a, b in zip(crossing.tolist(), offsets[crossing].tolist(),
                                ends[crossing].tolist()):  # fmt: skip
                 head = read(a, min(b, a + DELIVER_HEAD))
-                if _header(head)[1] == DELIVER_KEY and len(head) >= HEAD_BYTES:
+                key = _header(head)[1]
+                if key == DELIVER_KEY and len(head) >= HEAD_BYTES:
                     if keep_limit is None or b - a - 4 <= keep_limit:
                         crcs[k] = self._chunk_crc(head, a, b, so_a, lo_a, po_a)
                     copy = head
@@ -1225,22 +1230,56 @@ class BulkPcap:
             self.check.big.extend(zip(told.tolist(), offsets[big].tolist(), repeat(side),
                                       sizes[big].tolist()))  # fmt: skip
         self.hot.append(HotNote(framer, side, offsets.copy(), sizes, at, spilled, crcs,
-                                rows[last], times[last], slot, read))  # fmt: skip
+                                messages, rows[last], times[last], slot, read))  # fmt: skip
+
+    def _publish_messages(self, frames: np.ndarray, offsets: np.ndarray, ends: np.ndarray,
+                          at: np.ndarray, messages: dict) -> np.ndarray:
+        """Big Publish frames across segments, read where they are: each one's head copied
+        to the patch area (`at`), and, when it is a v1 Publish of simple entries of one size
+        as its head says, where the (id, entry word) of each of its messages is (one cut by a
+        segment boundary: copied to the patch area too) in `messages`. Which of `frames`
+        were done so (the others are copied whole)."""
+        so_a, lo_a, po_a = self.arrays
+        starts = offsets[frames]
+        lengths = ends[frames] - starts
+        heads_at = self._patch_small(starts, starts + PUBLISH_HEAD)
+        h = self.frame_heads[heads_at].view(_PUBLISH_HEAD)
+        count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
+        stride = 12 + word
+        done = ((h["version"] == 1) & (count > 0) & (word < 0x80000000)
+                & (13 + count * stride == lengths))  # fmt: skip
+        if not done.any():
+            return done
+        mine = np.flatnonzero(done)
+        count, stride = count[mine], stride[mine]
+        frame_of = np.repeat(np.arange(len(mine)), count)
+        index = np.arange(int(count.sum()), dtype=np.int64) - (np.cumsum(count) - count)[frame_of]
+        message = starts[mine][frame_of] + 13 + index * stride[frame_of]  # stream offsets
+        seg = np.searchsorted(so_a, message, side="right") - 1
+        where = po_a[seg] + message - so_a[seg]
+        cut = np.flatnonzero(message + 12 > so_a[seg] + lo_a[seg])
+        if len(cut):
+            where[cut] = self._patch_small(message[cut], message[cut] + 12)
+        at[frames[mine]] = heads_at[mine]
+        for k, part in zip(frames[mine].tolist(), np.split(where, np.cumsum(count)[:-1])):
+            messages[k] = part
+        return done
 
     def _wanted_bytes(self, crossing: np.ndarray, offsets: np.ndarray, ends: np.ndarray,
                       at: np.ndarray, seg: np.ndarray, keep_limit: int | None) -> np.ndarray:
-        """How many bytes of each crossing frame hot.decode reads: all of it, but a Deliver's
-        head when its data is not kept (above keep_limit); a frame whose header crosses too
-        counts as big (the per-frame copy reads it)."""
+        """How many bytes of each crossing frame hot.decode reads (all of it, but a Deliver's
+        head when its data is not kept, above keep_limit), and their keys; a frame whose
+        header crosses too counts as big (the per-frame copy reads it), its key -1."""
         so_a, lo_a, _ = self.arrays
         lengths = ends[crossing] - offsets[crossing]
         header_inside = offsets[crossing] + HEADER <= so_a[seg[crossing]] + lo_a[seg[crossing]]
         wanted = np.where(header_inside, lengths, PATCH)
+        heads = self.frame_heads[np.where(header_inside, at[crossing], 0)].view(_FRAME_HEAD)
+        keys = np.where(header_inside, heads["key"].astype(np.int64), -1)
         if keep_limit is not None:
-            heads = self.frame_heads[np.where(header_inside, at[crossing], 0)].view(_FRAME_HEAD)
-            head_only = header_inside & (heads["key"] == DELIVER_KEY) & (lengths - 4 > keep_limit)
+            head_only = (keys == DELIVER_KEY) & (lengths - 4 > keep_limit)
             wanted[head_only] = np.minimum(lengths[head_only], DELIVER_HEAD)
-        return wanted
+        return wanted, keys
 
     def _patch_small(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The stream bytes [starts[i], ends[i]) of the walk just done, copied one after the
@@ -1300,12 +1339,14 @@ class BulkPcap:
         for note in notes:  # (decoded as records below)
             for k in note.spilled:
                 note.at[k] = 0
-        crcs, first = {}, 0
+        crcs, messages, first = {}, {}, 0
         for note in notes:
             crcs.update((first + k, crc) for k, crc in note.crcs.items())
+            messages.update((first + k, where) for k, where in note.messages.items())
             first += len(note.at)
         columns = hot.decode(data, np.concatenate([note.at for note in notes]),
-                             self.d.deliver_keep_limit, crcs, self.d.columns == "lines")  # fmt: skip
+                             self.d.deliver_keep_limit, crcs, self.d.columns == "lines",
+                             messages)  # fmt: skip
         accepted = columns.accepted
         chunks = []
         first = 0
@@ -1332,9 +1373,9 @@ class BulkPcap:
         framer = note.framer
         offset, ts = int(note.offsets[k]), int(note.ts[k])
         frame = note.spilled.get(k)
-        if frame is None:  # (a crossing Deliver's copy is its head)
+        if frame is None:  # (a crossing Deliver's or Publish's copy is its head)
             frame = data[at : at + 4 + size].tobytes()
-            if k in note.crcs:
+            if k in note.crcs or k in note.messages:
                 frame = note.read(offset, offset + 4 + size)
         keep_limit = framer.deliver_keep_limit
         if (keep_limit is not None and size > keep_limit
@@ -1643,6 +1684,7 @@ class HotNote:
     at: np.ndarray
     spilled: dict  # frame number -> its bytes, past the patch area's room
     crcs: dict  # frame number -> CRC-32 of a crossing Deliver's chunk data
+    messages: dict  # frame number -> where a crossing Publish's messages are
     row: np.ndarray
     ts: np.ndarray
     slot: np.ndarray

@@ -96,12 +96,15 @@ def sliding(data: np.ndarray, width: int) -> np.ndarray:
 
 
 def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
-           crcs: dict[int, int] | None = None, whole_chunk: bool = False) -> HotColumns:  # fmt: skip
+           crcs: dict[int, int] | None = None, whole_chunk: bool = False,
+           messages: dict[int, np.ndarray] | None = None) -> HotColumns:  # fmt: skip
     """Fields of the hot frames starting at `starts` in `data` (at least PAD bytes after
     each). Every frame is whole there, but a Deliver in `crcs` (frame number -> CRC-32 of its
     chunk data, computed where its bytes are), of which only the head is needed.
     `crc_limit`: Deliver frames up to this size have their chunk's CRC checked (None: all),
-    as the framer keeps their data. `whole_chunk`: the CHUNK_COLUMNS too."""
+    as the framer keeps their data. `whole_chunk`: the CHUNK_COLUMNS too. `messages`: frame
+    number -> where in `data` the (id, entry word) of each message of a Publish are, of
+    which only the head is whole at its start."""
     n = len(starts)
     windows: dict[int, np.ndarray] = {}
 
@@ -162,6 +165,12 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher"][ok]
         if len(rows):
             where = _positions(starts[rows] + 13, count, stride)
+            if messages:  # (frames whose messages are elsewhere: their positions)
+                first = np.cumsum(count) - count
+                for row, at in messages.items():
+                    j = int(np.searchsorted(rows, row))
+                    if j < len(rows) and rows[j] == row and len(at) == count[j]:
+                        where[first[j] : first[j] + count[j]] = at
             message = sliding(data, 12)[where].view([("id", ">u8"), ("word", ">u4")])
             frame_of = np.repeat(np.arange(len(rows)), count)
             bad = message["word"].astype(np.int64) + 12 != stride[frame_of]
