@@ -69,7 +69,7 @@ from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
-from streamdissect.cli import HotLines, anomaly_dict, frame_dict
+from streamdissect.cli import HotLines, anomaly_dict, frame_dict, jsonl_writer
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.frame_batches import frames_arrow
 from streamdissect.framing import Framer
@@ -878,10 +878,10 @@ def _event_key(event: Any) -> tuple:
             event.length, event.detail)  # fmt: skip
 
 
-def _report(path: str, engine: str, lean: bool) -> str:
-    """The analyze report's JSON: from lean frames (the bulk engine's tuples of fields, as the
-    CLI makes it) or from records."""
-    dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, engine=engine, lean=lean,
+def _report(path: str, engine: str, lean: bool = False, columns: bool = False) -> str:
+    """The analyze report's JSON: from lean frames (the bulk engine's tuples of fields), from
+    FrameRuns (its columns, as the CLI makes it) or from records."""
+    dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, engine=engine, lean=lean, columns=columns,
                           publish_messages=False, deliver_keep_limit=0)  # fmt: skip
     result = analyze_events(dissector.run(path), report_only=True,
                             tcp_connections_after=lambda: list(dissector.connections))  # fmt: skip
@@ -918,12 +918,15 @@ def run_pcap(data: bytes, path: str) -> None:
     if events is None:
         return
     if len(runs) == 2:
-        lean, reference = _report(path, "auto", lean=True), _report(path, "stream", lean=False)
-        if lean != reference:
-            first = next(i for i, (x, y) in enumerate(zip(lean, reference)) if x != y)
-            raise Finding(f"the lean report differs at character {first}: "
-                          f"{lean[first - 40 : first + 80]!r} vs "
-                          f"{reference[first - 40 : first + 80]!r}")  # fmt: skip
+        reference = _report(path, "stream")
+        for mode in ("lean", "columns"):
+            made = _report(path, "auto", **{mode: True})
+            if made != reference:
+                first = next(i for i, (x, y) in enumerate(zip(made, reference)) if x != y)
+                raise Finding(f"the {mode} report differs at character {first}: "
+                              f"{made[first - 40 : first + 80]!r} vs "
+                              f"{reference[first - 40 : first + 80]!r}")  # fmt: skip
+        check_runs(path, events, runs[1][0])
     text = io.StringIO()
     last: dict[tuple[str, str], int] = {}
     hot = HotLines()
@@ -958,6 +961,28 @@ def run_pcap(data: bytes, path: str) -> None:
                      if x != y)  # fmt: skip
         raise Finding(f"frame batches differ from the record rows at frame {first}: "
                       f"{str(batches[first:first + 1])[:300]} vs {str(frames[first:first + 1])[:300]}")
+
+
+def check_runs(path: str, events: list, reference: Any) -> None:
+    """analyze()'s every table from FrameRuns (analysis.runs) equals the one from the
+    streaming engine's records, and so do the frames jsonl lines made from runs."""
+    full = Dissector(ooo_cap=FUZZ_OOO_CAP, columns=True, publish_messages=False)
+    made = analyze_events(full.run(path), tcp_connections_after=lambda: list(full.connections))
+    expected = analyze_events(iter(events), tcp_connections_after=lambda: list(reference.connections))
+    for table in schema.TABLES:
+        if table != "frames" and list(made.rows(table)) != list(expected.rows(table)):
+            raise Finding(f"the {table} table from runs differs from the records'")
+    lines = []
+    for mode in ("lines", False):
+        out = io.StringIO()
+        write = jsonl_writer(out, False, False)
+        dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, columns=mode, publish_messages=False,
+                              engine="auto" if mode else "stream")  # fmt: skip
+        for event in dissector.run(path):
+            write(event)
+        lines.append(out.getvalue())
+    if lines[0] != lines[1]:
+        raise Finding("the jsonl lines from runs differ from the records'")
 
 
 def check_columns(frames: Any, events: list, dissector: Any) -> None:
