@@ -69,7 +69,7 @@ from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
-from streamdissect.cli import HotLines, anomaly_dict, frame_dict, jsonl_writer
+from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.frame_batches import frames_arrow
 from streamdissect.framing import Framer

@@ -1,4 +1,4 @@
-"""cli_env keeps freed large blocks in the heap: the bulk engine's per-block numpy temporaries
+"""cli.env keeps freed large blocks in the heap: the bulk engine's per-block numpy temporaries
 then stop costing a page fault per 4 KiB each time they are made again."""
 
 import platform
@@ -10,7 +10,7 @@ import pytest
 CHURN = """
 import resource, sys
 if sys.argv[1] == "tuned":
-    import streamdissect.cli_env
+    import streamdissect.cli.env
 import numpy as np
 def churn():
     for _ in range(50):  # a block's temporaries: 8 MiB of 512 KiB arrays, made and freed

@@ -163,7 +163,7 @@ def _hot_and_generic(path) -> tuple[str, str, int]:
     import io
     import json
 
-    from streamdissect.cli import HotLines, anomaly_dict, frame_dict, jsonl_writer
+    from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
     from streamdissect.dissect import Dissector, FrameEvent
 
     events = list(Dissector(ports=(5552, 5553), publish_messages=False).run(str(path)))
@@ -201,7 +201,7 @@ def test_hot_lines_cover_the_bulk_of_real_traffic():
 def _lines(path, **options) -> str:
     import io
 
-    from streamdissect.cli import jsonl_writer
+    from streamdissect.cli.frames import jsonl_writer
     from streamdissect.dissect import Dissector
 
     written = io.StringIO()
@@ -254,3 +254,19 @@ def test_jsonl_from_runs_on_made_worse_copies(tmp_path, how):
             "midstream": lambda p: worsen.midstream(p, len(p) // 3)}[how](packets)  # fmt: skip
     path = worsen.write_pcap(tmp_path / "w.pcap", linktype, made)
     assert _lines(path, columns="lines") == _lines(path, engine="stream")
+
+
+def test_version_and_subcommands_registering_themselves(capsys):
+    """--version prints the installed version; every module of streamdissect/cli/ with a
+    register() is a subcommand (frames and analyze first)."""
+    from importlib.metadata import version
+
+    from streamdissect import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"streamdissect {version('streamdissect')}"
+    assert cli.subcommand_modules()[:2] == ["frames", "analyze"]
+    choices = cli.build_parser()._subparsers._group_actions[0].choices
+    assert list(choices)[:2] == ["frames", "analyze"]

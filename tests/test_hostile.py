@@ -16,7 +16,8 @@ import worsen
 
 from streamdissect.analysis import analyze_events
 from streamdissect.capture import CaptureError
-from streamdissect.cli import jsonl_writer, main
+from streamdissect.cli import main
+from streamdissect.cli.frames import jsonl_writer
 from streamdissect.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.framing import DELIVER_HEAD, Framer
 from streamdissect.protocol import (

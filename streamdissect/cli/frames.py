@@ -1,28 +1,21 @@
-"""The command line: `streamdissect SUBCOMMAND ...`, one argparse subcommand per face.
-
-A subcommand is added with a `register_*` function that adds its parser and sets
-`handler`; main() only dispatches.
-"""
+"""`streamdissect frames CAPTURE...`: every frame, one text line or JSON object each."""
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, TextIO
 
-from . import cli_env  # noqa: F401  (first: it sets what numpy reads on import)
-from .capture import CaptureError
-from .cli_analyze import add_parser as register_analyze
-from .dissect import Anomaly, Dissector, FrameEvent
-from .engine.hot import FrameRun
-from .progress import progress_bar
-from .protocol.records import Record, jsonable, record_class
-from .protocol.summary import frame_summary as summary
-from .run_lines import run_lines
+from ..capture import CaptureError
+from ..dissect import Anomaly, Dissector, FrameEvent
+from ..engine.hot import FrameRun
+from ..progress import progress_bar
+from ..protocol.records import Record, jsonable, record_class
+from ..protocol.summary import frame_summary as summary
+from ..run_lines import run_lines
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
@@ -37,7 +30,7 @@ ARROWS = {"c2s": "→", "s2c": "←"}
 # --- frames ------------------------------------------------------------------------------
 
 
-def register_frames(subparsers: Any) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "frames",
         help="one line (text) or JSON object (jsonl) per frame, like tshark",
@@ -304,46 +297,3 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
         )
 
     return write
-
-
-# --- entry point --------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="streamdissect", description="Dissect and analyse RabbitMQ Stream captures."
-    )
-    subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-    register_frames(subparsers)
-    register_analyze(subparsers)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.handler(args)
-
-
-def command() -> None:
-    """The `streamdissect` command: main(), then out of the process at once.
-
-    The objects made while importing live as long as the process: frozen, the cyclic
-    garbage collector stops walking them again and again during a run. The records and
-    events of a run make no reference cycles, so the collector runs every 10,000
-    allocations instead of 700 (~0.03 s of 1 s on the benchmark capture, same peak RSS). At
-    the end, the interpreter's teardown (freeing every module and object one by one, ~0.05 s
-    after a large capture) does nothing a finished command needs, so the output is flushed
-    and the process exits without it."""
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):  # a reader gone, or closed: nothing to flush to
-            pass
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    command()

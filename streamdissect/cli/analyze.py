@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .analysis import analyze
-from .analysis.report import json_write, to_json, to_text
-from .capture import CaptureError
-from .progress import progress_bar
+from ..analysis import analyze
+from ..analysis.report import json_write, to_json, to_text
+from ..capture import CaptureError
+from ..progress import progress_bar
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
+def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze",
         help="latency, confirm lag, credit stalls, consumer lag, lifecycle, errors",

@@ -1,0 +1,77 @@
+"""The command line: `streamdissect SUBCOMMAND ...`.
+
+Each module of this package that has a `register(subparsers)` function is a subcommand: it
+adds its parser and sets `handler` (a face adds a module here; the core imports none of
+them). Registering imports only the module, so a subcommand keeps its heavy imports inside
+its handler. main() only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import os
+import pkgutil
+import sys
+
+from . import env  # noqa: F401  (first: it sets what numpy reads on import)
+
+# The subcommands first in --help, in this order; any other module after them, by name.
+FIRST = ("frames", "analyze")
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("streamdissect")
+    except PackageNotFoundError:  # (run from a source tree that was never installed)
+        return "unknown"
+
+
+def subcommand_modules() -> list[str]:
+    found = {m.name for m in pkgutil.iter_modules(__path__)
+             if m.name != "env" and not m.name.startswith("_")}
+    return [n for n in FIRST if n in found] + sorted(found - set(FIRST))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamdissect", description="Dissect and analyse RabbitMQ Stream captures."
+    )
+    parser.add_argument("--version", action="version", version=f"streamdissect {version()}")
+    subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    for name in subcommand_modules():
+        module = importlib.import_module(f"{__name__}.{name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+def command() -> None:
+    """The `streamdissect` command: main(), then out of the process at once.
+
+    The objects made while importing live as long as the process: frozen, the cyclic
+    garbage collector stops walking them again and again during a run. The records and
+    events of a run make no reference cycles, so the collector runs every 10,000
+    allocations instead of 700 (~0.03 s of 1 s on the benchmark capture, same peak RSS). At
+    the end, the interpreter's teardown (freeing every module and object one by one, ~0.05 s
+    after a large capture) does nothing a finished command needs, so the output is flushed
+    and the process exits without it."""
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader gone, or closed: nothing to flush to
+            pass
+    os._exit(code)

@@ -1,0 +1,5 @@
+"""`python -m streamdissect.cli ...` is the `streamdissect` command."""
+
+from . import command
+
+command()
