@@ -7,6 +7,7 @@ must copy them (bytes(view)) so an old chunk is not pinned.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Callable
 from typing import BinaryIO
@@ -15,16 +16,21 @@ from .errors import CaptureError
 
 READ_CHUNK = 1 << 20  # big enough that read() calls vanish from profiles
 GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"  # the path that means standard input (a pipe: packets as they arrive)
 
 
 class ChunkedFile:
     """A window `buf[pos:]` over the file; `base` is the file offset of `buf[0]`."""
 
     def __init__(self, path: str, on_read: Callable[[int], None] | None = None) -> None:
-        try:
-            raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
-        except OSError as exc:
-            raise CaptureError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+        if path == STDIN:
+            raw: BinaryIO | Pipe = Pipe(sys.stdin.buffer)
+            on_read = None  # (no size to measure progress against)
+        else:
+            try:
+                raw = open(path, "rb")  # noqa: SIM115 (closed by close())
+            except OSError as exc:
+                raise CaptureError(f"{path}: cannot open: {exc.strerror or exc}") from exc
         # gzip is detected by its magic, not by the file name.
         self.is_gzip = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
@@ -122,6 +128,47 @@ class ChunkedFile:
 
     def at_end(self) -> bool:
         return not self.ensure(1)
+
+
+class Pipe:
+    """Standard input (a pipe, a terminal) read as it arrives: read() returns what has come
+    (one call of the underlying read, as tcpdump -U writes a packet at a time), never
+    waiting for a whole chunk; the first bytes read are kept for one seek(0) back (gzip
+    detection). It is not closed: the process's stdin stays its own."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._kept = b""
+        self._replay = b""
+        self._position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self._replay:
+            data, self._replay = self._replay[:size], self._replay[size:]
+        else:
+            read1 = getattr(self._raw, "read1", self._raw.read)
+            data = read1(size if size > 0 else READ_CHUNK)
+            if self._position == 0 and not self._kept:  # (the magic: all of what was asked)
+                while data and 0 < len(data) < size:
+                    more = read1(size - len(data))
+                    if not more:
+                        break
+                    data += more
+                self._kept = data
+        self._position += len(data)
+        return data
+
+    def seek(self, offset: int) -> None:
+        """Only back to the start, before anything but the first read."""
+        if offset != 0 or self._position > len(self._kept):
+            raise OSError("standard input cannot seek")
+        self._replay, self._position = self._kept, 0
+
+    def tell(self) -> int:
+        return self._position
+
+    def close(self) -> None:
+        pass
 
 
 class Gunzip:

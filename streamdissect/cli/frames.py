@@ -10,10 +10,12 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TextIO
 
 from ..capture import CaptureError
+from ..capture.chunked import STDIN
+from ..display_filter import FilterError, compile_filter
 from ..dissect import Anomaly, Dissector, FrameEvent
 from ..engine.hot import FrameRun
 from ..progress import progress_bar
-from ..protocol.records import Record, jsonable, record_class
+from ..protocol.records import COMMON_COLUMNS, Record, jsonable, record_class
 from ..protocol.summary import frame_summary as summary
 from ..run_lines import run_lines
 
@@ -74,10 +76,69 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="jsonl: include raw payload fields (chunk_payload, messages)",
     )
+    parser.add_argument(
+        "-Y", "--display-filter", metavar="EXPR", dest="display_filter",
+        help='only the frames (and anomalies) EXPR selects, over the jsonl field names: '
+        '\'command == "Deliver" and subscription_id == 1\', \'code != 1\', '
+        '\'connection contains ":5553"\', \'not response\', \'command == "Anomaly"\'',
+    )  # fmt: skip
+    parser.add_argument(
+        "-c", "--count", type=int, metavar="N",
+        help="stop after N frames (those the filter selects, with -Y)",
+    )  # fmt: skip
     parser.set_defaults(handler=run_frames)
 
 
+def filter_fields() -> frozenset[str]:
+    """Every top-level key a frames jsonl line can have (what -Y may name)."""
+    from ..protocol.records import RECORD_CLASSES
+
+    names = {"ts_ns", "connection", "direction", "stream_offset", *COMMON_COLUMNS,
+             "kind", "length", "detail", "malformed", "reason", "offset", "raw"}  # fmt: skip
+    for cls in RECORD_CLASSES.values():
+        names.update(cls.body_fields)
+        names.update(f.name for f in cls.spec.derived)
+    return frozenset(names)
+
+
+def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
+              count: int | None) -> Callable[[Any], bool]:  # fmt: skip
+    """`write` for the events `test` selects (all, without one), up to `count` frames; the
+    result says whether to go on."""
+    left = [count]
+    skip = getattr(write, "skip", None)  # (text: the frames not shown still count)
+
+    def select(event: Any) -> bool:
+        is_frame = event.__class__ is FrameEvent
+        if test is not None:
+            row = frame_dict(event, show_secrets) if is_frame else anomaly_dict(event)
+            if not test(row):
+                if is_frame and skip is not None:
+                    skip(event)
+                return True
+        write(event)
+        if is_frame and left[0] is not None:
+            left[0] -= 1
+            return left[0] > 0
+        return True
+
+    return select
+
+
 def run_frames(args: argparse.Namespace) -> int:
+    test = None
+    if args.display_filter is not None:
+        try:
+            test = compile_filter(args.display_filter, filter_fields())
+        except FilterError as exc:
+            print(f"streamdissect: bad display filter: {exc}", file=sys.stderr)
+            return 2
+    if args.count is not None and args.count <= 0:
+        print("streamdissect: error: -c needs a count above 0", file=sys.stderr)
+        return 2
+    one_by_one = test is not None or args.count is not None
+    if STDIN in args.captures:  # (a pipe: each frame out as soon as it is complete)
+        sys.stdout.reconfigure(line_buffering=True)
     bar = progress_bar(args.captures)
     dissector = Dissector(
         ports=args.ports or (5552,),
@@ -88,7 +149,8 @@ def run_frames(args: argparse.Namespace) -> int:
         publish_messages=args.payloads,
         helper_process=True,
         # jsonl of the hot frames straight from the bulk engine's columns (run_lines)
-        columns="lines" if args.format == "jsonl" and not args.payloads else False,
+        columns="lines" if args.format == "jsonl" and not (args.payloads or one_by_one)
+        else False,
     )
     try:
         events = dissector.run(args.captures)
@@ -99,9 +161,12 @@ def run_frames(args: argparse.Namespace) -> int:
         write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads)
     else:
         write = text_writer(sys.stdout, sys.stderr, args.show_secrets)
+    if one_by_one:
+        write = selecting(write, test, args.show_secrets, args.count)
     try:
         for event in events:
-            write(event)
+            if write(event) is False:
+                break
         sys.stdout.flush()
     except BrokenPipeError:
         # `| head` closed our stdout: stop quietly, and keep the interpreter's final flush
@@ -281,6 +346,12 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
             state["first_ns"] = ts_ns
         return (ts_ns - state["first_ns"]) / 1e9
 
+    def number(event: FrameEvent) -> None:
+        """A frame counted (and the clock started), shown or not: numbers and times are the
+        capture's, as tshark's are under a display filter."""
+        relative(event.ts_ns)
+        state["number"] += 1
+
     def write(event: FrameEvent | Anomaly) -> None:
         seconds = relative(event.ts_ns)
         if isinstance(event, Anomaly):
@@ -290,10 +361,11 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
                 f" len {event.length}: {event.detail}\n"
             )
             return
-        state["number"] += 1
+        number(event)
         out.write(
             f"{state['number']:>6} {seconds:>11.6f} {event.connection} "
             f"{ARROWS[event.direction]} {summary(event.record, show_secrets)}\n"
         )
 
+    write.skip = number  # type: ignore[attr-defined]
     return write

@@ -1,0 +1,165 @@
+"""The command line for daily use: captures from standard input (as they arrive), -c, and
+the display filter (-Y) over every kind of field, with clear errors for bad expressions."""
+
+from __future__ import annotations
+
+import json
+import select
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+import worsen
+
+from streamdissect.display_filter import FilterError, compile_filter
+
+CAPTURES = worsen.corpus_captures()
+CLI = [sys.executable, "-m", "streamdissect.cli"]
+
+
+def run(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.stem)
+def test_standard_input_equals_the_file(path, tmp_path):
+    """`cat CAPTURE | streamdissect frames -` (and analyze -) print what the file run prints,
+    for the plain pcap, a pcapng copy and a gzip'd one."""
+    pcapng = worsen.to_pcapng(path, tmp_path / "c.pcapng")
+    gz = worsen.gzip_copy(path, tmp_path / "c.pcap.gz")
+    ports = ["--port", "5552", "--port", "5553"]
+    for args in (["frames"], ["frames", "--format", "jsonl"], ["analyze", "--format", "json"]):
+        expected = run([*args, *ports, str(path)])
+        assert expected.returncode == 0 and expected.stdout
+        for source in (path, pcapng, gz):
+            piped = run([*args, *ports, "-"], stdin=source.read_bytes())
+            assert piped.returncode == 0, piped.stderr
+            assert piped.stdout == expected.stdout, (args, source.name)
+
+
+def test_frames_come_out_as_the_packets_arrive():
+    """A pipe that stays open: each frame is printed as soon as its packets are in, not when
+    the input ends (what `tcpdump -U -w - | streamdissect frames -` needs)."""
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, linktype)
+
+    def record(packet) -> bytes:
+        ts, data, length = packet
+        return struct.pack("<IIII", ts // 10**9, ts % 10**9 // 1000, len(data), length) + data
+
+    proc = subprocess.Popen([*CLI, "frames", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        proc.stdin.write(head + b"".join(record(p) for p in packets[:40]))
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready, "no frame printed while the input stays open"
+        first = proc.stdout.readline().decode()
+        assert "PeerProperties" in first or "SaslHandshake" in first
+        started = time.monotonic()
+        proc.stdin.write(b"".join(record(p) for p in packets[40:]))
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready and time.monotonic() - started < 2
+    finally:
+        proc.stdin.close()
+        rest = proc.stdout.read().decode()
+        proc.wait(timeout=30)
+    whole = run(["frames", str(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")])
+    assert first + rest == whole.stdout.decode()
+
+
+def test_count_stops_after_n_frames():
+    path = str(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    every = run(["frames", path]).stdout.decode().splitlines()
+    assert run(["frames", "-c", "7", path]).stdout.decode().splitlines() == every[:7]
+    lines = run(["frames", "--format", "jsonl", "-c", "3", path]).stdout.decode().splitlines()
+    assert [json.loads(line)["command"] for line in lines] == ["PeerProperties",
+                                                               "PeerProperties", "SaslHandshake"]
+    bad = run(["frames", "-c", "0", path])
+    assert bad.returncode == 2 and b"Traceback" not in bad.stderr
+
+
+FRAME = {"ts_ns": 1795308251144356000, "connection": "127.0.0.1:55740-127.0.0.1:5553",
+         "direction": "s2c", "command": "Deliver", "response": False, "code": None,
+         "subscription_id": 1, "publishing_ids": [4, 5], "crc_ok": True, "size": 94,
+         "chunk": {"chunk_id": 40, "num_records": 3}, "stream": "orders-1"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("expression", "selected"), [
+    ('command == "Deliver" and subscription_id == 1', True),
+    ('command == "Deliver" && subscription_id == 2', False),
+    ('code != 1', True),  # (no code: null, which is not 1)
+    ("code == null", True),
+    ('connection contains ":5553"', True),
+    ('connection contains ":5552"', False),
+    ("response", False),
+    ("not response", True),
+    ("!response || size > 1000", True),
+    ("ts_ns > 1795308251144355999 and ts_ns <= 1795308251144356000", True),
+    ("size >= 0x5e and size < 95.5", True),
+    ("crc_ok == true", True),
+    ("crc_ok == 1", False),  # (a boolean is not a number)
+    ("publishing_ids contains 5", True),
+    ("chunk.chunk_id == 40 and chunk.num_records > 2", True),
+    ("chunk.missing == null", True),
+    ('stream matches "^orders-[0-9]+$"', True),
+    ('stream > "a" and stream < "p"', True),
+    ("(subscription_id == 2 or subscription_id == 1) and not (crc_ok == false)", True),
+    ("correlation_id", False),  # (a field the frame does not have)
+    ('direction == "c2s" or (command == "Deliver" and size == 94)', True),
+])  # fmt: skip
+def test_display_filter_over_every_kind_of_field(expression, selected):
+    fields = frozenset(FRAME) | {"correlation_id"}
+    assert compile_filter(expression, fields)(FRAME) is selected
+
+
+@pytest.mark.parametrize(("expression", "at", "says"), [
+    ("", 0, "empty filter"),
+    ("commandd == 1", 0, "unknown field 'commandd'"),
+    ('command == "Deliver" and', 24, "expected a field name"),
+    ("size >", 6, "expected a value after >"),
+    ("(size == 1", 10, "expected ')'"),
+    ("size == 1)", 9, "unexpected ')'"),
+    ("size = 1", 5, "unexpected '='"),
+    ('stream matches "("', 15, "bad regular expression"),
+    ("size == 1 size", 10, "unexpected 'size'"),
+    ("size contains true", 14, "contains takes"),
+])  # fmt: skip
+def test_bad_filters_say_what_and_where(expression, at, says):
+    with pytest.raises(FilterError) as error:
+        compile_filter(expression, frozenset({"size", "command", "stream"}))
+    assert error.value.position == at and says in str(error.value)
+
+
+def test_filter_selects_the_same_frames_in_text_and_jsonl():
+    path = str(worsen.CAPTURES / "raw-errors-3.10.pcap")
+    expression = 'response and code != 1 or command == "Anomaly"'
+    jsonl = [json.loads(line) for line in
+             run(["frames", "--format", "jsonl", "-Y", expression, path]).stdout.splitlines()]
+    text = run(["frames", "-Y", expression, path])
+    every = [json.loads(line) for line in
+             run(["frames", "--format", "jsonl", path]).stdout.splitlines()]
+    expected = [row for row in every if (row.get("response") and row.get("code") != 1)
+                or row["command"] == "Anomaly"]  # fmt: skip
+    assert jsonl == expected and len(jsonl) > 5
+    frames = [row for row in expected if row["command"] != "Anomaly"]
+    lines = text.stdout.decode().splitlines()
+    assert len(lines) == len(frames)
+    assert all(f" {row['command']}Response " in line or row["command"] in line
+               for row, line in zip(frames, lines))  # fmt: skip
+    numbers = [int(line.split()[0]) for line in lines]  # the capture's frame numbers
+    assert numbers == sorted(numbers) and numbers[-1] > len(lines)
+
+
+def test_bad_filter_on_the_command_line_is_a_clear_error():
+    out = run(["frames", "-Y", "size >>", str(worsen.CAPTURES / "raw-errors-3.10.pcap")])
+    assert out.returncode == 2 and b"Traceback" not in out.stderr
+    assert b"bad display filter" in out.stderr and b"^" in out.stderr
+
+
+def test_empty_standard_input_is_a_clear_error():
+    out = run(["frames", "-"], stdin=b"")
+    assert out.returncode == 2 and b"Traceback" not in out.stderr and b"-:" in out.stderr
