@@ -4,6 +4,7 @@ the display filter (-Y) over every kind of field, with clear errors for bad expr
 from __future__ import annotations
 
 import json
+import os
 import select
 import struct
 import subprocess
@@ -163,3 +164,15 @@ def test_bad_filter_on_the_command_line_is_a_clear_error():
 def test_empty_standard_input_is_a_clear_error():
     out = run(["frames", "-"], stdin=b"")
     assert out.returncode == 2 and b"Traceback" not in out.stderr and b"-:" in out.stderr
+
+
+def test_analyze_text_shows_wall_clock_times_and_json_keeps_nanoseconds():
+    path = str(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    text = run(["analyze", path]).stdout.decode()
+    assert "2026-11-22 00:44:11.144356" in text  # the first stall, UTC
+    assert not any(len(word) >= 18 and word.isdigit() for word in text.split())
+    local = subprocess.run([*CLI, "analyze", "--local", path], capture_output=True, check=True,
+                           env={**os.environ, "TZ": "Asia/Kolkata"}).stdout
+    assert b"2026-11-22 06:14:11.144356+0530" in local
+    report = json.loads(run(["analyze", "--format", "json", path]).stdout)
+    assert report["connections"][0]["start_ns"] > 10**18

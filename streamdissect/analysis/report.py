@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from json.encoder import encode_basestring_ascii
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 from .. import schema
@@ -182,19 +183,43 @@ def to_json(a: Analysis, lazy: bool = False) -> dict:
     }
 
 
-def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None) -> str:
+def wall_clock(ts_ns: int, local: bool = False) -> str:
+    """A capture time (ns since the epoch) as a person reads it: `2026-11-21 14:03:12.144356`,
+    UTC, or the machine's local time (its offset shown)."""
+    from datetime import UTC, datetime
+
+    seconds, ns = divmod(int(ts_ns), 1_000_000_000)
+    when = datetime.fromtimestamp(seconds, UTC)
+    if local:
+        when = when.astimezone()
+        return f"{when:%Y-%m-%d %H:%M:%S}.{ns // 1000:06d}{when:%z}"
+    return f"{when:%Y-%m-%d %H:%M:%S}.{ns // 1000:06d}"
+
+
+def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None,
+             local: bool = False) -> str:  # fmt: skip
     if columns is not None:
         df = df[[c for c in columns if c in df.columns]]
     line = "=" * len(title)
     if df.empty:
         return f"{title}\n{line}\n(none)\n"
+    # capture times (*_ns) as wall-clock times, under their name without the unit
+    times = {c: c[:-3] or "time" for c in df.columns if c.endswith("_ns")}
+    if times:
+        df = df.copy()
+        for c in times:
+            df[c] = [wall_clock(v, local) if isinstance(v, Integral) else None
+                     for v in df[c].astype(object)]  # fmt: skip
+        df = df.rename(columns={c: "time" if c == "ts_ns" else name for c, name in times.items()})
     shown = df.astype(object).where(df.notna(), "-")
     shown = shown.map(lambda v: f"{v:.3f}" if isinstance(v, float) else v)
     body = shown.to_string(index=False)
     return f"{title}\n{line}\n{body}\n"
 
 
-def to_text(a: Analysis, max_rows: int = 50) -> str:
+def to_text(a: Analysis, max_rows: int = 50, local: bool = False) -> str:
+    """The report as text tables: capture times as wall-clock times (UTC, or `local`),
+    durations in ms."""
     import pandas as pd
 
     lag = a.deliveries
@@ -213,21 +238,23 @@ def to_text(a: Analysis, max_rows: int = 50) -> str:
         )
     parts = [
         _section("Connections", a.connections, [
-            "connection", "handshake_ms", "user", "vhost", "frame_max", "heartbeat",
+            "connection", "start_ns", "handshake_ms", "user", "vhost", "frame_max", "heartbeat",
             "frames_c2s", "frames_s2c", "heartbeats_c2s", "heartbeats_s2c",
-            "missed_heartbeat_gaps", "close_code", "closed_by"]),
-        _section("Request latency (ms)", a.latency),
+            "missed_heartbeat_gaps", "close_code", "closed_by"], local=local),
+        _section("Request latency (ms)", a.latency, local=local),
         _section("Publish confirms", a.confirms, [
             "connection", "publisher_id", "published", "confirmed", "errored", "unconfirmed",
-            "p50_ms", "p95_ms", "p99_ms", "max_ms"]),
+            "p50_ms", "p95_ms", "p99_ms", "max_ms"], local=local),
         _section("Credit", a.credit, [
             "connection", "subscription_id", "initial_credit", "credits_granted",
-            "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total"]),
-        _section("Credit stalls", a.stalls.head(max_rows)),
-        _section("Consumer lag (per subscription)", lag_summary),
-        _section("Throughput (per second of capture)", _throughput_summary(a.throughput)),
-        _section("Errors", a.errors),
-        _section("Anomalies", a.anomalies.head(max_rows)),
+            "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total"],
+            local=local),
+        _section("Credit stalls", a.stalls.head(max_rows), local=local),
+        _section("Consumer lag (per subscription)", lag_summary, local=local),
+        _section("Throughput (per second of capture)", _throughput_summary(a.throughput),
+                 local=local),
+        _section("Errors", a.errors, local=local),
+        _section("Anomalies", a.anomalies.head(max_rows), local=local),
     ]
     return "\n".join(parts)
 

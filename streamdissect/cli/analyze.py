@@ -26,6 +26,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="only the given ports, no recognition of the protocol on other ports")
     p.add_argument("--max-frame", type=int, default=None,
                    help="largest frame accepted (default: negotiated frame max, else 8 MiB)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--utc", dest="local", action="store_false", default=False,
+                      help="text: capture times in UTC (the default)")
+    when.add_argument("--local", dest="local", action="store_true",
+                      help="text: capture times in this machine's time zone")
     p.add_argument("--at-once-ms", type=float, default=50.0,
                    help="a Deliver this soon after a Credit shows the broker had more data")
     p.set_defaults(handler=run)
@@ -55,5 +60,5 @@ def run(args) -> int:
         json_write(to_json(result, lazy=True), sys.stdout.write)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(to_text(result))
+        sys.stdout.write(to_text(result, local=args.local))
     return 0
