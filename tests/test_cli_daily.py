@@ -176,3 +176,37 @@ def test_analyze_text_shows_wall_clock_times_and_json_keeps_nanoseconds():
     assert b"2026-11-22 06:14:11.144356+0530" in local
     report = json.loads(run(["analyze", "--format", "json", path]).stdout)
     assert report["connections"][0]["start_ns"] > 10**18
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_exports_read_back_with_the_schema_dtypes(tmp_path, fmt):
+    """`analyze --format csv|parquet -o DIR`: one file (one Parquet dataset) a table, which
+    read_table (and plain pandas) read back: the schema's columns and dtypes, the values of
+    analyze()'s tables."""
+    import pandas as pd
+
+    from streamdissect import schema
+    from streamdissect.analysis import analyze
+    from streamdissect.analysis.export import read_table
+
+    path = str(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    out = run(["analyze", "--format", fmt, "-o", str(tmp_path), path])
+    assert out.returncode == 0, out.stderr
+    written = out.stdout.decode().split()
+    tables = [t for t in schema.TABLES if t != "frames"]
+    assert len(written) == len(tables)
+    expected = analyze(path)
+    for table in tables:
+        where = tmp_path / (f"{table}.csv" if fmt == "csv" else table)
+        got = read_table(str(where), table)
+        assert {n: str(d) for n, d in got.dtypes.items()} == schema.pandas_dtypes(table)
+        pd.testing.assert_frame_equal(got.astype(object), getattr(expected, table).astype(object))
+        plain = pd.read_csv(where) if fmt == "csv" else pd.read_parquet(where)
+        assert list(plain.columns) == schema.column_names(table) and len(plain) == len(got)
+    assert len(read_table(str(tmp_path / ("stalls.csv" if fmt == "csv" else "stalls")),
+                          "stalls")) == 39  # fmt: skip
+
+
+def test_file_formats_need_a_directory():
+    out = run(["analyze", "--format", "csv", str(worsen.CAPTURES / "raw-errors-3.10.pcap")])
+    assert out.returncode == 2 and b"-o DIR" in out.stderr and b"Traceback" not in out.stderr

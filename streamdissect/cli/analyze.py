@@ -19,7 +19,11 @@ def register(subparsers) -> argparse.ArgumentParser:
         "capture in time order.",
     )
     p.add_argument("captures", nargs="+", metavar="CAPTURE")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json", "csv", "parquet"), default="text",
+                   help="text tables, a JSON report, or every table as files in -o DIR (csv: "
+                   "TABLE.csv; parquet: TABLE/part-00000.parquet, as Spark writes them)")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="where --format csv or parquet writes its files")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="server port of the Stream protocol (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true",
@@ -38,6 +42,11 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    files = args.format in ("csv", "parquet")
+    if files and not args.output:
+        print(f"streamdissect: error: --format {args.format} writes files: say where with "
+              "-o DIR", file=sys.stderr)  # fmt: skip
+        return 2
     bar = progress_bar(args.captures)
     try:
         result = analyze(
@@ -47,7 +56,7 @@ def run(args) -> int:
             max_frame=args.max_frame,
             at_once_ms=args.at_once_ms,
             on_read=bar.update if bar else None,
-            report_only=True,
+            report_only=not files,  # (the files hold every table, publishes included)
             helper_process=True,
         )
     except CaptureError as exc:
@@ -56,6 +65,16 @@ def run(args) -> int:
     finally:
         if bar:
             bar.close()
+    if files:
+        from ..analysis.export import write_tables
+
+        try:
+            for path in write_tables(result, args.output, args.format):
+                print(path)
+        except OSError as exc:
+            print(f"streamdissect: error: {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        return 0
     if args.format == "json":
         json_write(to_json(result, lazy=True), sys.stdout.write)
         sys.stdout.write("\n")
