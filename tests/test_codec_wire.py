@@ -1,6 +1,6 @@
 """Hand-written wire builders for the codec tests, independent of the codec itself.
 
-Everything here follows the byte layouts of /work/shared/protocol-facts.md with plain
+Everything here follows the byte layouts of docs/protocol.md with plain
 struct.pack, so the tests check the codec against the facts, not against itself.
 """
 
@@ -105,3 +105,19 @@ def deliver(chunk_bytes: bytes, *, subscription_id: int = 1, committed: int | No
 def tracking(kind: int, ident: str, data: bytes) -> bytes:
     raw = ident.encode()
     return struct.pack(">BB", kind, len(raw)) + raw + data
+
+
+def test_the_protocol_notes_name_every_command_and_code():
+    """docs/protocol.md (what the codec follows, in the project's words) lists every command
+    key of the table and every response code the codes module names."""
+    from pathlib import Path
+
+    from streamdissect.protocol.codes import ResponseCode
+    from streamdissect.protocol.spec import BY_KEY
+
+    notes = (Path(__file__).parent.parent / "docs" / "protocol.md").read_text()
+    for key, message in BY_KEY.items():
+        if key < 0x8000:
+            assert f"| 0x{key:04x} | {message.command} |" in notes, message.command
+    for code in ResponseCode:
+        assert f"| 0x{code.value:02x} |" in notes, code.name

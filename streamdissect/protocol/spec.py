@@ -2,7 +2,7 @@
 
 Everything else derives from it: the compiled decoders and encoders (codec.py), the record
 classes (records.py), the dict/JSON names and the column list for Arrow/Spark (`columns`).
-Layouts follow /work/shared/protocol-facts.md §1.5 (the server's real encoder), which
+Layouts follow docs/protocol.md §1.5 (the server's real encoder), which
 corrects the .adoc reference in a few places (SaslHandshake request, Metadata response,
 omitted trailing maps, CreditResponse without correlation id, signed credit).
 Adding a command is one `_pair(...)` line here plus a test with real bytes.
