@@ -270,11 +270,12 @@ def _lean_handlers(c: Collectors) -> dict:
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
             on_read=None, report_only: bool = False, engine: str = "auto",
-            helper_process: bool | None = None) -> Analysis:
+            helper_process: bool | None = None, watch=None) -> Analysis:
     """Read a capture (several paths: one capture in time order) and run every analysis.
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
     analyze_events. `engine`, `helper_process` (by default only in a process with no other
-    thread): see dissect.Dissector."""
+    thread): see dissect.Dissector. `watch(events)`: an iterator over the events that passes
+    them on (a running summary sees them go by)."""
     from ..dissect import Dissector
     from ..framing import DELIVER_KEEP_LIMIT
 
@@ -286,8 +287,9 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
                           on_read=on_read, engine=engine, publish_messages=False,
                           helper_process=helper_process, columns=True,
                           deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
+    events = dissector.run(paths)
     return analyze_events(
-        dissector.run(paths),
+        events if watch is None else watch(events),
         tcp_connections_after=lambda: list(dissector.connections),
         at_once_ms=at_once_ms,
         report_only=report_only,

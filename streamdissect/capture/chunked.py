@@ -7,6 +7,8 @@ must copy them (bytes(view)) so an old chunk is not pinned.
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable
@@ -31,6 +33,9 @@ class ChunkedFile:
                 raw = open(path, "rb")  # noqa: SIM115 (closed by close())
             except OSError as exc:
                 raise CaptureError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+            if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):  # a pipe: read as it comes
+                raw = Pipe(raw, owned=True)
+                on_read = None
         # gzip is detected by its magic, not by the file name.
         self.is_gzip = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
@@ -131,13 +136,14 @@ class ChunkedFile:
 
 
 class Pipe:
-    """Standard input (a pipe, a terminal) read as it arrives: read() returns what has come
-    (one call of the underlying read, as tcpdump -U writes a packet at a time), never
-    waiting for a whole chunk; the first bytes read are kept for one seek(0) back (gzip
-    detection). It is not closed: the process's stdin stays its own."""
+    """A pipe (standard input, a live capture's, a FIFO) read as it arrives: read() returns
+    what has come (one call of the underlying read, as tcpdump -U writes a packet at a
+    time), never waiting for a whole chunk; the first bytes read are kept for one seek(0)
+    back (gzip detection). Standard input is not closed: it stays the process's own."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, owned: bool = False) -> None:
         self._raw = raw
+        self._owned = owned  # (closed with this reader; standard input is not)
         self._kept = b""
         self._replay = b""
         self._position = 0
@@ -168,7 +174,8 @@ class Pipe:
         return self._position
 
     def close(self) -> None:
-        pass
+        if self._owned:
+            self._raw.close()
 
 
 class Gunzip:

@@ -9,6 +9,7 @@ from ..analysis import analyze
 from ..analysis.report import json_write, to_json, to_text
 from ..capture import CaptureError
 from ..progress import progress_bar
+from ._live import add_live_options, capture_error, running_summary, with_sources
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -18,7 +19,9 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Analyse one capture; several files (a rotated set) are read as one "
         "capture in time order.",
     )
-    p.add_argument("captures", nargs="+", metavar="CAPTURE")
+    p.add_argument("captures", nargs="*", metavar="CAPTURE",
+                   help="capture file ('-': standard input); several are read as one")
+    add_live_options(p)
     p.add_argument("--format", choices=("text", "json", "csv", "parquet"), default="text",
                    help="text tables, a JSON report, or every table as files in -o DIR (csv: "
                    "TABLE.csv; parquet: TABLE/part-00000.parquet, as Spark writes them)")
@@ -47,21 +50,26 @@ def run(args) -> int:
         print(f"streamdissect: error: --format {args.format} writes files: say where with "
               "-o DIR", file=sys.stderr)  # fmt: skip
         return 2
-    bar = progress_bar(args.captures)
+    return with_sources(args, lambda paths, live, ports: _analyze(args, paths, live, ports,
+                                                                  files))  # fmt: skip
+
+
+def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> int:
+    bar = progress_bar(paths)
     try:
         result = analyze(
-            args.captures,
-            ports=tuple(args.ports or (5552,)),
+            paths,
+            ports=ports,
             heuristic=not args.no_heuristic,
             max_frame=args.max_frame,
             at_once_ms=args.at_once_ms,
             on_read=bar.update if bar else None,
             report_only=not files,  # (the files hold every table, publishes included)
             helper_process=True,
+            watch=running_summary(args.every) if args.every else None,
         )
     except CaptureError as exc:
-        print(f"streamdissect: error: {exc}", file=sys.stderr)
-        return 2
+        return capture_error(exc, live)
     finally:
         if bar:
             bar.close()

@@ -18,6 +18,7 @@ from ..progress import progress_bar
 from ..protocol.records import COMMON_COLUMNS, Record, jsonable, record_class
 from ..protocol.summary import frame_summary as summary
 from ..run_lines import run_lines
+from ._live import add_live_options, capture_error, with_sources
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
@@ -41,10 +42,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "captures",
-        nargs="+",
+        nargs="*",
         metavar="CAPTURE",
-        help="capture file; several files are read as one, in time order",
+        help="capture file ('-': standard input); several files are read as one, in time order",
     )
+    add_live_options(parser)
     parser.add_argument("--format", choices=("text", "jsonl"), default="text")
     parser.add_argument(
         "--port",
@@ -137,11 +139,17 @@ def run_frames(args: argparse.Namespace) -> int:
         print("streamdissect: error: -c needs a count above 0", file=sys.stderr)
         return 2
     one_by_one = test is not None or args.count is not None
-    if STDIN in args.captures:  # (a pipe: each frame out as soon as it is complete)
+    if STDIN in args.captures or args.interface:  # (each frame out as soon as it is complete)
         sys.stdout.reconfigure(line_buffering=True)
-    bar = progress_bar(args.captures)
+    return with_sources(args, lambda paths, live, _: _frames(args, paths, live, test,
+                                                             one_by_one))  # fmt: skip
+
+
+def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
+            one_by_one: bool) -> int:  # fmt: skip
+    bar = progress_bar(paths)
     dissector = Dissector(
-        ports=args.ports or (5552,),
+        ports=tuple(args.ports or (5552,)),
         heuristic=not args.no_heuristic,
         max_frame=args.max_frame,
         on_read=bar.update if bar else None,
@@ -153,10 +161,9 @@ def run_frames(args: argparse.Namespace) -> int:
         else False,
     )
     try:
-        events = dissector.run(args.captures)
+        events = dissector.run(paths)
     except CaptureError as exc:
-        print(f"streamdissect: error: {exc}", file=sys.stderr)
-        return 2
+        return capture_error(exc, live)
     if args.format == "jsonl":
         write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads)
     else:
@@ -166,6 +173,8 @@ def run_frames(args: argparse.Namespace) -> int:
     try:
         for event in events:
             if write(event) is False:
+                if live is not None:
+                    live.stop()
                 break
         sys.stdout.flush()
     except BrokenPipeError:

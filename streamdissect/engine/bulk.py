@@ -36,6 +36,7 @@ import mmap
 import os
 import re
 import signal
+import stat
 import struct
 import zlib
 from array import array
@@ -152,8 +153,11 @@ _DELIVER_HEADS = {
 
 
 def pcap_magic(path: str) -> int | None:
-    """The pcap magic when `path` is a plain (not gzip'd) classic pcap file, else None."""
+    """The pcap magic when `path` is a plain (not gzip'd) classic pcap file, else None (a
+    pipe, which must not be read here, is no file)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as f:
             head = f.read(FILE_HEADER_SIZE)
     except OSError:

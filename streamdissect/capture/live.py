@@ -1,0 +1,132 @@
+"""Live capture: tcpdump (or dumpcap) as a subprocess writing pcap to a pipe, which the
+dissector reads as packets arrive (`frames -i IFACE`, `analyze -i IFACE`).
+
+    with LiveCapture("lo", ports=(5552,), heuristic=False) as live:
+        for event in Dissector().run(live.path): ...    # live.path: the pipe, /dev/fd/N
+        live.stop()                                     # (or --duration, or Ctrl-C)
+
+The tool is asked for immediate mode (each packet handed over at once, not held for up to a
+second by libpcap's buffer) and packet-buffered output. The filter keeps the Stream ports;
+with the heuristic (the protocol recognised on other ports) every TCP packet. Ctrl-C goes to
+the tool (it shares the terminal's process group): it flushes and exits, the pipe ends, and
+the command finishes what it read. `write_to` keeps the raw capture too, as read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from .errors import CaptureError
+
+TOOLS = ("tcpdump", "dumpcap")
+
+
+def capture_filter(ports: Iterable[int], heuristic: bool) -> str:
+    """The BPF filter: the Stream ports, or every TCP packet for the heuristic."""
+    if heuristic:
+        return "tcp"
+    return " or ".join(f"tcp port {int(p)}" for p in sorted(set(ports)))
+
+
+def tool_command(tool: str, interface: str, bpf: str) -> list[str]:
+    if tool == "dumpcap":  # (Wireshark's: pcapng to stdout)
+        return ["dumpcap", "-q", "-i", interface, "-f", bpf, "-w", "-"]
+    return ["tcpdump", "-i", interface, "--immediate-mode", "-U", "-s", "0", "-w", "-", bpf]
+
+
+class LiveCapture:
+    """A running capture tool whose pcap output is readable at `path`."""
+
+    def __init__(self, interface: str, ports: Iterable[int] = (5552,), heuristic: bool = True,
+                 write_to: str | None = None, tool: str | None = None) -> None:  # fmt: skip
+        self.interface = interface
+        self.bpf = capture_filter(ports, heuristic)
+        self.write_to = write_to
+        self.tool = tool or next((t for t in TOOLS if shutil.which(t)), None)
+        if self.tool is None or shutil.which(self.tool) is None:
+            raise CaptureError(
+                "live capture needs tcpdump (Debian: apt-get install tcpdump) or dumpcap")
+        self.process: subprocess.Popen | None = None
+        self.path = ""
+        self._read_fd = -1
+        self._copier: threading.Thread | None = None
+
+    def __enter__(self) -> LiveCapture:  # noqa: PYI034
+        command = tool_command(self.tool, self.interface, self.bpf)
+        try:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE)  # fmt: skip
+        except OSError as exc:
+            raise CaptureError(f"cannot start {self.tool}: {exc.strerror or exc}") from exc
+        source = self.process.stdout
+        if self.write_to is None:
+            self._read_fd = source.fileno()
+        else:  # (a copy to the file as the bytes go by)
+            try:
+                sink = open(self.write_to, "wb")  # (the copier closes it)
+            except OSError as exc:
+                self.stop()
+                raise CaptureError(f"{self.write_to}: cannot write: {exc.strerror}") from exc
+            self._read_fd, write_fd = os.pipe()
+            self._copier = threading.Thread(target=_copy, args=(source, sink, write_fd),
+                                            daemon=True)  # fmt: skip
+            self._copier.start()
+        self.path = f"/dev/fd/{self._read_fd}"
+        return self
+
+    def stop(self) -> None:
+        """End the capture: the tool flushes what it has and exits; the pipe then ends."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+
+    def error(self) -> str | None:
+        """What the tool said when it ended on its own with a failure (no permission, no such
+        interface), for the user; None when it ran."""
+        if self.process is None:
+            return None
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+        if code in (0, -signal.SIGINT, -signal.SIGTERM):
+            return None
+        said = self.process.stderr.read().decode(errors="replace").strip().splitlines()
+        chatter = ("listening on", "tcpdump: verbose")
+        lines = [line for line in said if not line.startswith(chatter)]
+        return f"{self.tool} failed (exit {code}): " + (" ".join(lines[-2:]) or "no message")
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._copier is not None:
+            self._copier.join(timeout=10)
+            os.close(self._read_fd)
+
+
+def _copy(source: BinaryIO, sink: BinaryIO, write_fd: int) -> None:
+    """The tool's output to the file and to the dissector's pipe, as it comes."""
+    try:
+        with sink:
+            while True:
+                data = source.read1(1 << 16)
+                if not data:
+                    break
+                sink.write(data)
+                sink.flush()
+                try:
+                    os.write(write_fd, data)
+                except BrokenPipeError:  # (the reader stopped: keep writing the file)
+                    pass
+    finally:
+        os.close(write_fd)
