@@ -50,6 +50,24 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(sub.choices)
 
 
+def _files(fmt: str) -> list[str]:
+    """A format that writes files gets a directory (OUT: the test's tmp_path)."""
+    return ["-o", "OUT"] if fmt in ("csv", "parquet") else []
+
+
+def written(directory: Path) -> str:
+    """Every file a command wrote, as text (Parquet read back: its bytes may be compressed)."""
+    import pyarrow.parquet as pq
+
+    texts = []
+    for path in sorted(directory.rglob("*")):
+        if path.suffix == ".csv":
+            texts.append(path.read_text())
+        elif path.suffix == ".parquet":
+            texts.append(pq.read_table(path).to_pandas().to_csv())
+    return "\n".join(texts)
+
+
 def cli_runs() -> list[tuple[str, list[str]]]:
     runs = []
     for name, parser in subcommands().items():
@@ -58,12 +76,12 @@ def cli_runs() -> list[tuple[str, list[str]]]:
             if "--format" in action.option_strings:
                 formats = list(action.choices)
         for fmt in formats:
-            runs.append((name, [] if fmt is None else ["--format", fmt]))
+            runs.append((name, [] if fmt is None else ["--format", fmt, *_files(fmt)]))
         # every on/off switch too (--payloads, ...), in every format
         for action in parser._actions:
             if isinstance(action, argparse._StoreTrueAction) and action.dest != "show_secrets":
                 for fmt in formats:
-                    fmt_options = [] if fmt is None else ["--format", fmt]
+                    fmt_options = [] if fmt is None else ["--format", fmt, *_files(fmt)]
                     runs.append((name, [action.option_strings[0], *fmt_options]))
     return runs
 
@@ -76,15 +94,18 @@ def capture(request) -> tuple[Path, bytes]:
 
 
 @pytest.mark.parametrize("name, options", cli_runs(), ids=lambda v: str(v))
-def test_every_cli_output_hides_the_password(capture, name, options, capsys, caplog):
+def test_every_cli_output_hides_the_password(capture, name, options, capsys, caplog, tmp_path):
     path, secret = capture
     caplog.set_level(logging.DEBUG)
+    options = [str(tmp_path / "out") if o == "OUT" else o for o in options]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main([name, str(path), *options]) == 0
     out, err = capsys.readouterr()
     assert out
-    everything = "\n".join([out, err, caplog.text, *(str(w.message) for w in caught)])
+    files = written(tmp_path / "out") if (tmp_path / "out").exists() else ""
+    assert files or "-o" not in options
+    everything = "\n".join([out, err, caplog.text, files, *(str(w.message) for w in caught)])
     assert leaks(everything, secret) == []
 
 
