@@ -210,3 +210,11 @@ def test_exports_read_back_with_the_schema_dtypes(tmp_path, fmt):
 def test_file_formats_need_a_directory():
     out = run(["analyze", "--format", "csv", str(worsen.CAPTURES / "raw-errors-3.10.pcap")])
     assert out.returncode == 2 and b"-o DIR" in out.stderr and b"Traceback" not in out.stderr
+
+
+def test_analyze_count_reads_the_first_n_frames():
+    path = str(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    report = json.loads(run(["analyze", "-c", "20", "--format", "json", path]).stdout)
+    assert sum(c["frames_c2s"] + c["frames_s2c"] for c in report["connections"]) == 20
+    whole = json.loads(run(["analyze", "--format", "json", path]).stdout)
+    assert sum(c["frames_c2s"] + c["frames_s2c"] for c in whole["connections"]) == 205

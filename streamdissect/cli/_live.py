@@ -24,6 +24,9 @@ def add_live_options(parser: argparse.ArgumentParser) -> None:
                         help="with -i: keep the raw capture in FILE as well")
     parser.add_argument("--duration", type=float, metavar="S",
                         help="with -i: stop after S seconds")
+    parser.add_argument("-c", "--count", type=int, metavar="N",
+                        help="stop after N frames (with -Y: N it selects; live: the capture "
+                        "ends then)")  # fmt: skip
     if parser.prog.endswith("analyze"):
         parser.add_argument("--every", type=float, metavar="S",
                             help="with -i: a running summary on stderr every S seconds")
@@ -74,6 +77,39 @@ def running_summary(every: float, err=sys.stderr):
     return watch
 
 
+def first_frames(count: int, live: object):
+    """An event watcher that ends the events after `count` frames (and a live capture)."""
+    from ..dissect import FrameEvent
+    from ..engine.hot import FrameRun
+
+    def watch(events):
+        left = count
+        for event in events:
+            cls = event.__class__
+            if cls is FrameRun and len(event) >= left:  # (the run cut to what is left)
+                yield from _first_of(event, left)
+                left = 0
+            else:
+                yield event
+                if cls is FrameEvent:
+                    left -= 1
+                elif cls is FrameRun:
+                    left -= len(event)
+            if left <= 0:
+                if live is not None:
+                    live.stop()
+                return
+
+    return watch
+
+
+def _first_of(run, n: int):
+    """The first n frames of a FrameRun, as a FrameRun."""
+    from ..engine.hot import _slice
+
+    yield _slice(run, 0, n)
+
+
 def check_sources(args: argparse.Namespace) -> str | None:
     """What is wrong with the capture sources given, for the user; None when nothing."""
     if args.interface and args.captures:
@@ -84,6 +120,8 @@ def check_sources(args: argparse.Namespace) -> str | None:
         return "-w, --duration and --every go with -i"
     if args.duration is not None and args.duration <= 0:
         return "--duration needs a number of seconds above 0"
+    if getattr(args, "count", None) is not None and args.count <= 0:
+        return "-c needs a count above 0"
     return None
 
 

@@ -9,7 +9,13 @@ from ..analysis import analyze
 from ..analysis.report import json_write, to_json, to_text
 from ..capture import CaptureError
 from ..progress import progress_bar
-from ._live import add_live_options, capture_error, running_summary, with_sources
+from ._live import (
+    add_live_options,
+    capture_error,
+    first_frames,
+    running_summary,
+    with_sources,
+)
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -54,6 +60,24 @@ def run(args) -> int:
                                                                   files))  # fmt: skip
 
 
+def _watchers(args, live):
+    """analyze's `watch`: the running summary (--every) and the frame count (-c), chained."""
+    watchers = []
+    if args.count is not None:
+        watchers.append(first_frames(args.count, live))
+    if args.every:
+        watchers.append(running_summary(args.every))
+    if not watchers:
+        return None
+
+    def watch(events):
+        for watcher in watchers:
+            events = watcher(events)
+        return events
+
+    return watch
+
+
 def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> int:
     bar = progress_bar(paths)
     try:
@@ -66,7 +90,9 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
             on_read=bar.update if bar else None,
             report_only=not files,  # (the files hold every table, publishes included)
             helper_process=True,
-            watch=running_summary(args.every) if args.every else None,
+            watch=_watchers(args, live),
+            # -c: frame by frame, so that the tables count the frames read and no more
+            engine="stream" if args.count is not None else "auto",
         )
     except CaptureError as exc:
         return capture_error(exc, live)

@@ -84,10 +84,6 @@ def register(subparsers: Any) -> None:
         '\'command == "Deliver" and subscription_id == 1\', \'code != 1\', '
         '\'connection contains ":5553"\', \'not response\', \'command == "Anomaly"\'',
     )  # fmt: skip
-    parser.add_argument(
-        "-c", "--count", type=int, metavar="N",
-        help="stop after N frames (those the filter selects, with -Y)",
-    )  # fmt: skip
     parser.set_defaults(handler=run_frames)
 
 
@@ -135,9 +131,6 @@ def run_frames(args: argparse.Namespace) -> int:
         except FilterError as exc:
             print(f"streamdissect: bad display filter: {exc}", file=sys.stderr)
             return 2
-    if args.count is not None and args.count <= 0:
-        print("streamdissect: error: -c needs a count above 0", file=sys.stderr)
-        return 2
     one_by_one = test is not None or args.count is not None
     if STDIN in args.captures or args.interface:  # (each frame out as soon as it is complete)
         sys.stdout.reconfigure(line_buffering=True)
