@@ -1,0 +1,163 @@
+"""`spark.read.format("streamdissect")`: capture files as a DataFrame (a Python Data Source).
+
+Options:
+- `table`: `frames` (default), `connections` or `anomalies` (schema.py's columns);
+- `ports` (comma-separated, default 5552), `heuristic` (true/false, default true);
+- `mode`, as Spark's file sources have it: `PERMISSIVE` (default: a file that cannot be read
+  as a capture, an empty one, or one damaged part way, goes on; the anomalies table has a
+  row naming it and why), `DROPMALFORMED` (such files give no rows at all), `FAILFAST` (the
+  job fails with a message naming the file);
+- `pathGlobFilter`, `recursiveFileLookup`, as Spark's.
+
+Each task reads its files one at a time (each file its own capture) and yields Arrow
+record batches: frame_batches for frames (no Python object a frame on the bulk path), the
+analysis' rows for the other tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from .. import schema
+from .files import list_files, pack
+from .types import for_spark, spark_ddl
+
+TABLES = ("frames", "connections", "anomalies")
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+# File-level anomalies: the file, not a connection, is damaged.
+FILE_KINDS = frozenset(("truncated_file", "bad_record", "unreadable_file"))
+
+
+class StreamDissectSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "streamdissect"
+
+    def _table(self) -> str:
+        table = self.options.get("table", "frames")
+        if table not in TABLES:
+            raise ValueError(f"table must be one of {', '.join(TABLES)}, not {table!r}")
+        return table
+
+    def schema(self) -> str:
+        return spark_ddl(self._table())
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return CaptureReader(self._table(), dict(self.options))
+
+
+class FilesPartition(InputPartition):
+    def __init__(self, files: list[str]) -> None:
+        super().__init__(files)
+        self.files = files
+
+
+class CaptureReader(DataSourceReader):
+    def __init__(self, table: str, options: dict[str, str]) -> None:
+        self.table = table
+        self.options = {k.lower(): v for k, v in options.items()}  # (Spark's are caseless)
+        self.mode = self.options.get("mode", "PERMISSIVE").upper()
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        self.ports = tuple(int(p) for p in self.options.get("ports", "5552").split(",") if p)
+        self.heuristic = self.options.get("heuristic", "true").lower() != "false"
+
+    def partitions(self) -> list[FilesPartition]:
+        paths = _paths(self.options.get("paths") or self.options.get("path") or "")
+        files = list_files(paths, self.options.get("pathglobfilter"),
+                           self.options.get("recursivefilelookup", "false").lower() == "true")
+        slots = int(self.options.get("slots", "0")) or _default_slots()
+        return [FilesPartition(group) for group in pack(files, slots)]
+
+    def read(self, partition: FilesPartition) -> Iterator[Any]:
+        for path in partition.files:
+            yield from self._file(path)
+
+    def _file(self, path: str) -> Iterator[Any]:
+        from ..capture import CaptureError
+
+        try:
+            batches = list(_batches(path, self.table, self.ports, self.heuristic))
+        except CaptureError as exc:
+            if self.mode == "FAILFAST":
+                raise RuntimeError(f"streamdissect: {path}: {exc}") from None
+            if self.mode == "PERMISSIVE" and self.table == "anomalies":
+                yield for_spark(_unreadable(path, str(exc)), "anomalies")
+            return
+        damage = _file_damage(path, batches, self.table, self.ports, self.heuristic)
+        if damage is not None:
+            if self.mode == "FAILFAST":
+                raise RuntimeError(f"streamdissect: {path}: {damage}")
+            if self.mode == "DROPMALFORMED":
+                return
+        for batch in batches:
+            yield for_spark(batch, self.table)
+
+
+def _paths(value: str) -> list[str]:
+    """`paths` as DataFrameReader.load passes several (a JSON list), or one path."""
+    import json
+
+    if not value:
+        raise ValueError("load() needs a path: a file, a glob or a directory")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return [value]
+    return [str(p) for p in parsed] if isinstance(parsed, list) else [value]
+
+
+def _default_slots() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> Iterator[Any]:
+    """The table's Arrow record batches for one capture file (CaptureError: not readable)."""
+    import pyarrow as pa
+
+    if table == "frames":
+        from ..frame_batches import frame_batches
+
+        yield from frame_batches(path, ports=ports, heuristic=heuristic, helper_process=False)
+        return
+    from ..analysis.run import analyze
+
+    analysis = analyze(path, ports=ports, heuristic=heuristic, report_only=True,
+                       helper_process=False)  # fmt: skip
+    rows = [_row(table, row) for row in analysis.rows(table)]
+    yield pa.RecordBatch.from_pylist(rows, schema=schema.arrow_schema(table))
+
+
+def _row(table: str, row: Any) -> dict:
+    names = schema.column_names(table)
+    if isinstance(row, dict):
+        return {name: schema.fit(kind, row.get(name)) for name, kind in
+                zip(names, (c.kind for c in schema.TABLES[table]))}  # fmt: skip
+    return {c.name: schema.fit(c.kind, value) for c, value in zip(schema.TABLES[table], row)}
+
+
+def _file_damage(path: str, batches: list, table: str, ports: tuple[int, ...],
+                 heuristic: bool) -> str | None:  # fmt: skip
+    """Why the file is damaged (a file-level anomaly), or None."""
+    if table == "anomalies":
+        rows = [r for b in batches for r in b.to_pylist()]
+    else:
+        rows = [r for b in _batches(path, "anomalies", ports, heuristic) for r in b.to_pylist()]
+    for row in rows:
+        if row["kind"] in FILE_KINDS and row["connection"] is None:
+            return f"{row['kind']}: {row['detail']}"
+    return None
+
+
+def _unreadable(path: str, reason: str) -> Any:
+    import pyarrow as pa
+
+    row = {"ts_ns": None, "connection": None, "direction": None, "kind": "unreadable_file",
+           "stream_offset": None, "length": None, "detail": reason if path in reason
+           else f"{path}: {reason}"}  # fmt: skip
+    return pa.RecordBatch.from_pylist([row], schema=schema.arrow_schema("anomalies"))

@@ -1,0 +1,119 @@
+"""`spark.read.format("streamdissect")` in real local Spark: the frames, connections and
+anomalies of captures/ as DataFrames equal to the core's own tables, files packed into
+partitions, and Spark's reader modes on a corrupt, an empty and a non-capture file."""
+
+from __future__ import annotations
+
+import shutil
+from decimal import Decimal
+
+import pytest
+import worsen
+
+from streamdissect.analysis.run import analyze
+from streamdissect.frame_batches import frames_arrow
+from streamdissect.spark.files import CaptureFile, pack
+
+CAPTURES = worsen.corpus_captures()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from streamdissect.spark import session
+
+    spark = session("local[2]")
+    yield spark
+    spark.stop()
+
+
+def plain(value):
+    """A Spark value as the core's Arrow rows have it (decimal(20,0) back to int)."""
+    if isinstance(value, Decimal):
+        return int(value)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def rows_of(df) -> list[dict]:
+    return [{k: plain(v) for k, v in row.asDict().items()} for row in df.collect()]
+
+
+def test_frames_equal_the_core_batches_file_by_file(spark, tmp_path):
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    for path in CAPTURES:
+        shutil.copy(path, folder / path.name)
+    df = spark.read.format("streamdissect").option("ports", "5552,5553").load(str(folder))
+    assert df.rdd.getNumPartitions() == 2
+    got = sorted(rows_of(df), key=lambda r: (r["connection"], r["ts_ns"], r["direction"],
+                                             r["stream_offset"]))  # fmt: skip
+    expected = []
+    for path in CAPTURES:
+        expected += frames_arrow(str(path), ports=(5552, 5553)).to_pylist()
+    expected.sort(key=lambda r: (r["connection"], r["ts_ns"], r["direction"],
+                                 r["stream_offset"]))  # fmt: skip
+    assert got == expected and len(got) > 1000
+
+
+@pytest.mark.parametrize("table", ["connections", "anomalies"])
+def test_other_tables_equal_the_analysis(spark, table, tmp_path):
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
+    worse = worsen.write_pcap(tmp_path / "worse.pcap", linktype,
+                              worsen.drop(worsen.reorder(packets), {40, 80}))  # fmt: skip
+    paths = [str(p) for p in CAPTURES[:6]] + [str(worse)]
+    df = spark.read.format("streamdissect").option("table", table).load(paths)
+    got = rows_of(df)
+    expected = []
+    for path in paths:
+        for row in analyze(path, report_only=True).rows(table):
+            expected.append(row if isinstance(row, dict) else dict(zip(df.columns, row)))
+    expected = [{c: row.get(c) for c in df.columns} for row in expected]
+    key = lambda r: (r["connection"] or "", str(r.get("ts_ns") or r.get("start_ns")))
+    assert sorted(got, key=key) == sorted(expected, key=key) and got
+
+
+def test_reader_modes_on_bad_files(spark, tmp_path):
+    good = worsen.CAPTURES / "rstream-consume-credit-3.10.pcap"
+    shutil.copy(good, tmp_path / "good.pcap")
+    data = good.read_bytes()
+    (tmp_path / "corrupt.pcap").write_bytes(data[: len(data) // 2] + b"\xff" * 40)
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    (tmp_path / "notes.txt").write_bytes(b"not a capture at all\n" * 20)
+    reader = spark.read.format("streamdissect")
+    good_frames = reader.load(str(tmp_path / "good.pcap")).count()
+
+    anomalies = rows_of(reader.option("table", "anomalies").load(str(tmp_path)))
+    named = {row["detail"].split(":")[0] for row in anomalies if row["kind"] == "unreadable_file"}
+    assert named == {str(tmp_path / "empty.pcap"), str(tmp_path / "notes.txt")}
+    assert any(row["kind"] in ("truncated_file", "bad_record") for row in anomalies)
+    permissive = reader.option("table", "frames").load(str(tmp_path)).count()
+    assert permissive > good_frames  # (the corrupt file's frames before the damage too)
+
+    dropped = (spark.read.format("streamdissect").option("mode", "DROPMALFORMED")
+               .load(str(tmp_path)).count())  # fmt: skip
+    assert dropped == good_frames
+
+    with pytest.raises(Exception, match="corrupt.pcap|empty.pcap|notes.txt"):
+        spark.read.format("streamdissect").option("mode", "FAILFAST").load(str(tmp_path)).count()
+
+
+def test_glob_filter_and_recursive_lookup(spark, tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    shutil.copy(CAPTURES[0], tmp_path / "a" / "one.pcap")
+    shutil.copy(CAPTURES[1], tmp_path / "a" / "b" / "two.pcap")
+    (tmp_path / "a" / "skip.txt").write_bytes(b"x")
+    reader = spark.read.format("streamdissect").option("pathGlobFilter", "*.pcap")
+    top = reader.load(str(tmp_path / "a")).count()
+    deep = reader.option("recursiveFileLookup", "true").load(str(tmp_path / "a")).count()
+    assert top == frames_arrow(str(CAPTURES[0])).num_rows
+    assert deep == top + frames_arrow(str(CAPTURES[1])).num_rows
+
+
+def test_packing_puts_big_files_alone_and_small_ones_together():
+    files = [CaptureFile(f"f{i}", size) for i, size in
+             enumerate([900 << 20, 300 << 20, 5, 6, 7, 8, 9])]  # fmt: skip
+    parts = pack(files, slots=2, target=128 << 20)
+    assert ["f0"] in parts  # the biggest alone
+    assert sorted(p for part in parts for p in part) == sorted(f.path for f in files)
+    assert len(pack(files[2:], slots=2)) == 2  # both cores busy with small files too
