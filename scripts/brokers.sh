@@ -54,6 +54,7 @@ install_host_packages() {
   command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
   command -v tshark >/dev/null 2>&1 || missing+=(tshark)
   command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)  # (Spark's JVM)
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

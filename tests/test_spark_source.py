@@ -4,6 +4,7 @@ partitions, and Spark's reader modes on a corrupt, an empty and a non-capture fi
 
 from __future__ import annotations
 
+import os
 import shutil
 from decimal import Decimal
 
@@ -117,3 +118,31 @@ def test_packing_puts_big_files_alone_and_small_ones_together():
     assert ["f0"] in parts  # the biggest alone
     assert sorted(p for part in parts for p in part) == sorted(f.path for f in files)
     assert len(pack(files[2:], slots=2)) == 2  # both cores busy with small files too
+
+
+def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
+    """A real standalone master and two workers from the pyspark package, on 127.0.0.1: the
+    same frames as local mode; everything it started is stopped."""
+    from streamdissect.spark import session
+    from streamdissect.spark.cluster import LocalCluster
+
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    for path in CAPTURES[:8]:
+        shutil.copy(path, folder / path.name)
+    local = sorted(map(str, rows_of(spark.read.format("streamdissect").load(str(folder)))))
+    spark.stop()  # (one session a process: this test comes last in the module)
+    with LocalCluster(workers=2, cores=1, log_dir=str(tmp_path / "logs")) as cluster:
+        remote = session(cluster.master_url)
+        try:
+            df = remote.read.format("streamdissect").load(str(folder))
+            assert df.rdd.getNumPartitions() >= 2
+            assert sorted(map(str, rows_of(df))) == local
+            executors = remote.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
+            assert executors >= 3  # (the driver and the two workers' executors)
+        finally:
+            remote.stop()
+        pids = [p.pid for p in cluster.processes]
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
