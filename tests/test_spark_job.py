@@ -1,0 +1,86 @@
+"""`streamdissect spark` in real local Spark: its Parquet tables equal what `streamdissect
+analyze --format json` says of the same captures read as one set, table by table (counts
+exact, percentiles equal to rounding), in the layout `analyze --format parquet` writes."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import worsen
+
+from streamdissect.analysis.report import CONNECTION_COLUMNS, LAG_COLUMNS
+
+CLI = [sys.executable, "-m", "streamdissect.cli"]
+# captures of the same broker port, no four-tuple reused across them
+FILES = [worsen.CAPTURES / name for name in ("raw-errors-3.10.pcap",
+         "rstream-slow-consumer-3.10.pcap", "rstream-publish-confirm-3.10.pcap",
+         "rbfly-publish-consume-3.10.pcap")]  # fmt: skip
+# JSON key -> (Parquet table, the columns the JSON has)
+PAIRS = {"connections": ("connections", CONNECTION_COLUMNS), "latency": ("latency", None),
+         "confirms": ("confirms", None), "consumer_lag": ("deliveries", LAG_COLUMNS),
+         "throughput": ("throughput", None), "errors": ("errors", None),
+         "anomalies": ("anomalies", None),
+         "credit": ("credit", ["connection", "subscription_id", "stream", "initial_credit",
+                               "credits_granted", "credit_frames", "chunks_delivered",
+                               "records_delivered", "credit_errors", "final_credit",
+                               "stalled_ms_total"])}  # fmt: skip
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is None and b is None
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def plain(value):
+    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if type(value).__name__ == "Decimal":
+        return int(value)
+    return value
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("job")
+    run = subprocess.run([*CLI, "spark", *map(str, FILES), "--out", str(out), "--master",
+                          "local[2]"], capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "wrote" in run.stdout
+    report = json.loads(subprocess.run([*CLI, "analyze", "--format", "json", *map(str, FILES)],
+                                       capture_output=True, check=True).stdout)  # fmt: skip
+    return out, report
+
+
+@pytest.mark.parametrize("key", sorted(PAIRS))
+def test_job_tables_equal_the_analyze_report(job, key):
+    out, report = job
+    table, columns = PAIRS[key]
+    frame = pd.read_parquet(out / table)
+    columns = columns or list(frame.columns)
+    got = [{c: plain(v) for c, v in zip(columns, row)} for row in
+           frame[columns].itertuples(index=False)]  # fmt: skip
+    expected = [{c: row.get(c) for c in columns} for row in report[key]]
+    assert len(got) == len(expected)
+    order = lambda r: json.dumps([str(r[c]) for c in columns[:3]] + [str(r.get("ts_ns"))])
+    for g, e in zip(sorted(got, key=order), sorted(expected, key=order)):
+        assert all(same(g[c], e[c]) for c in columns), (g, e)
+    assert got or key == "anomalies"
+
+
+def test_job_layout_is_the_analyze_parquet_layout(job, tmp_path):
+    out, _ = job
+    subprocess.run([*CLI, "analyze", "--format", "parquet", "-o", str(tmp_path), str(FILES[0])],
+                   capture_output=True, check=True)  # fmt: skip
+    for table in ("latency", "connections", "throughput"):
+        mine, cli = pd.read_parquet(out / table), pd.read_parquet(tmp_path / table)
+        assert list(mine.columns) == list(cli.columns)
