@@ -123,14 +123,18 @@ def test_packing_puts_big_files_alone_and_small_ones_together():
 def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
     """A real standalone master and two workers from the pyspark package, on 127.0.0.1: the
     same frames as local mode; everything it started is stopped."""
+    import pandas as pd
+
     from streamdissect.spark import session
     from streamdissect.spark.cluster import LocalCluster
+    from streamdissect.spark.jobs import run_job
 
     folder = tmp_path / "archive"
     folder.mkdir()
     for path in CAPTURES[:8]:
         shutil.copy(path, folder / path.name)
     local = sorted(map(str, rows_of(spark.read.format("streamdissect").load(str(folder)))))
+    run_job(spark, [str(folder)], str(tmp_path / "local"), ("latency", "confirms", "stalls"))
     spark.stop()  # (one session a process: this test comes last in the module)
     with LocalCluster(workers=2, cores=1, log_dir=str(tmp_path / "logs")) as cluster:
         remote = session(cluster.master_url)
@@ -140,6 +144,16 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
             assert sorted(map(str, rows_of(df))) == local
             executors = remote.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
             assert executors >= 3  # (the driver and the two workers' executors)
+            run_job(remote, [str(folder)], str(tmp_path / "cluster"),
+                    ("latency", "confirms", "stalls"))  # fmt: skip
+            for table in ("latency", "confirms", "stalls"):
+                on_cluster = pd.read_parquet(tmp_path / "cluster" / table)
+                in_local = pd.read_parquet(tmp_path / "local" / table)
+                key = list(on_cluster.columns[:3])
+                pd.testing.assert_frame_equal(
+                    on_cluster.sort_values(key).reset_index(drop=True),
+                    in_local.sort_values(key).reset_index(drop=True))  # fmt: skip
+                assert len(on_cluster) > 0
         finally:
             remote.stop()
         pids = [p.pid for p in cluster.processes]
