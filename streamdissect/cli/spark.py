@@ -29,6 +29,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="a Stream port (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true")
+    p.add_argument("--partitions", type=int, metavar="N",
+                   help="at least N tasks (default: Spark's parallelism)")
     p.set_defaults(handler=run)
     return p
 
@@ -46,7 +48,8 @@ def run(args) -> int:
     spark = session(args.master)
     try:
         written = run_job(spark, args.inputs, args.out, tables,
-                          tuple(args.ports or (5552,)), not args.no_heuristic)  # fmt: skip
+                          tuple(args.ports or (5552,)), not args.no_heuristic,
+                          args.partitions)  # fmt: skip
     except (FileNotFoundError, CaptureError) as exc:
         print(f"streamdissect: error: {exc}", file=sys.stderr)
         return 2

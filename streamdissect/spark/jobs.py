@@ -28,12 +28,14 @@ TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliv
 
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
-            ports: tuple[int, ...] = (5552,), heuristic: bool = True) -> dict[str, int]:  # fmt: skip
-    """Write the tables under `out`; their row counts."""
+            ports: tuple[int, ...] = (5552,), heuristic: bool = True,
+            partitions: int | None = None) -> dict[str, int]:  # fmt: skip
+    """Write the tables under `out`; their row counts. `partitions`: at least this many
+    tasks (default: Spark's parallelism)."""
     files = list_files(inputs, recursive=True)
     if not files:
         raise FileNotFoundError("no capture files in " + ", ".join(inputs))
-    slots = spark.sparkContext.defaultParallelism
+    slots = partitions or spark.sparkContext.defaultParallelism
     groups = pack(files, slots)
     work = os.path.join(out, f"_parts-{uuid.uuid4().hex[:8]}")
     options = (work, ports, heuristic)
