@@ -25,6 +25,9 @@ TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries"
 # what the tasks write: the tables above, with requests in place of latency
 TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
                "throughput", "errors", "anomalies")  # fmt: skip
+# Tables of one connection: the tasks' part files are the table (written in place).
+IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
+                      "anomalies"))  # fmt: skip
 
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
@@ -38,19 +41,34 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
     slots = partitions or spark.sparkContext.defaultParallelism
     groups = pack(files, slots)
     work = os.path.join(out, f"_parts-{uuid.uuid4().hex[:8]}")
-    options = (work, ports, heuristic)
+    for table in tables:  # (a table is the job's alone: nothing of an earlier run stays)
+        shutil.rmtree(os.path.join(out, table), ignore_errors=True)
+    options = (work, out, ports, heuristic)
     rdd = spark.sparkContext.parallelize(list(enumerate(groups)), len(groups))
     rdd.map(lambda item: _task(item, options)).count()  # (each task writes its parts)
     written = {}
     for table in tables:
-        source = "requests" if table == "latency" else table
-        parts = os.path.join(work, source)
-        frame = spark.read.parquet(parts) if os.path.isdir(parts) else _empty(spark, source)
-        result = _finish(table, frame)
-        result.write.mode("overwrite").parquet(os.path.join(out, table))
-        written[table] = _rows_written(os.path.join(out, table))
+        folder = os.path.join(out, table)
+        if table in IN_PLACE:
+            if not os.path.isdir(folder) or not os.listdir(folder):
+                _write_empty(folder, table)
+        else:
+            source = "requests" if table == "latency" else table
+            parts = os.path.join(work, source)
+            frame = spark.read.parquet(parts) if os.path.isdir(parts) else _empty(spark, source)
+            _finish(table, frame).write.mode("overwrite").parquet(folder)
+        written[table] = _rows_written(folder)
     shutil.rmtree(work, ignore_errors=True)
     return written
+
+
+def _write_empty(folder: str, table: str) -> None:
+    """A table with no rows, as a dataset of one empty part (readable, with its columns)."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(folder, exist_ok=True)
+    pq.write_table(schema.arrow_schema(table).empty_table(),
+                   os.path.join(folder, "part-00000.parquet"))  # fmt: skip
 
 
 def _rows_written(folder: str) -> int:
@@ -70,7 +88,7 @@ def _task(item: tuple[int, list[str]], options: tuple) -> int:
     from ..capture import CaptureError
 
     index, files = item
-    work, ports, heuristic = options
+    work, out, ports, heuristic = options
     rows = 0
     for k, path in enumerate(files):
         try:
@@ -84,7 +102,7 @@ def _task(item: tuple[int, list[str]], options: tuple) -> int:
                 continue
             arrow = pa.Table.from_pandas(frame[schema.column_names(table)],
                                          schema=schema.arrow_schema(table), preserve_index=False)  # fmt: skip
-            folder = os.path.join(work, table)
+            folder = os.path.join(out if table in IN_PLACE else work, table)
             os.makedirs(folder, exist_ok=True)
             pq.write_table(arrow, os.path.join(folder, f"part-{index:05d}-{k:05d}.parquet"))
             rows += arrow.num_rows
