@@ -68,8 +68,6 @@ def write_table(arrow: Any, directory: str, table: str, fmt: str) -> str:
 def read_table(path: str, table: str) -> pd.DataFrame:
     """A table written by write_tables (a .csv file, a Parquet file or dataset directory, by
     the CLI or by Spark) as a DataFrame with the schema's dtypes."""
-    import pyarrow as pa
-
     arrow_schema = schema.arrow_schema(table)
     if path.endswith(".csv"):
         import pyarrow.csv as pcsv
@@ -81,4 +79,4 @@ def read_table(path: str, table: str) -> pd.DataFrame:
 
         arrow = pq.read_table(path, schema=arrow_schema)
     arrow = arrow.select(schema.column_names(table)).cast(arrow_schema)
-    return arrow_dataframe(table, pa.Table.from_batches(arrow.to_batches(), arrow_schema).to_batches())
+    return arrow_dataframe(table, arrow.to_batches())

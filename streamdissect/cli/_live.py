@@ -87,7 +87,7 @@ def first_frames(count: int, live: object):
         for event in events:
             cls = event.__class__
             if cls is FrameRun and len(event) >= left:  # (the run cut to what is left)
-                yield from _first_of(event, left)
+                yield event.slice(0, left)
                 left = 0
             else:
                 yield event
@@ -101,13 +101,6 @@ def first_frames(count: int, live: object):
                 return
 
     return watch
-
-
-def _first_of(run, n: int):
-    """The first n frames of a FrameRun, as a FrameRun."""
-    from ..engine.hot import _slice
-
-    yield _slice(run, 0, n)
 
 
 def check_sources(args: argparse.Namespace) -> str | None:

@@ -135,11 +135,7 @@ HEAD_BYTES = hot.HEAD_BYTES
 _head_layout = hot.head_layout
 
 
-_FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
-_CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
-          ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
-          ("data_length", ">u4"), ("trailer_length", ">u4"), ("bloom_size", "u1"),
-          ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
+_FRAME, _CHUNK = hot.FRAME_FIELDS, hot.CHUNK_LAYOUT  # (the same fields, HEAD_BYTES wide)
 _FRAME_HEAD = _head_layout(*_FRAME)
 _CREDIT_HEAD = _head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
 _CONFIRM_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
@@ -1256,9 +1252,7 @@ class BulkPcap:
             return done
         mine = np.flatnonzero(done)
         count, stride = count[mine], stride[mine]
-        frame_of = np.repeat(np.arange(len(mine)), count)
-        index = np.arange(int(count.sum()), dtype=np.int64) - (np.cumsum(count) - count)[frame_of]
-        message = starts[mine][frame_of] + 13 + index * stride[frame_of]  # stream offsets
+        message = hot.positions(starts[mine] + 13, count, stride)  # stream offsets
         seg = np.searchsorted(so_a, message, side="right") - 1
         where = po_a[seg] + message - so_a[seg]
         cut = np.flatnonzero(message + 12 > so_a[seg] + lo_a[seg])

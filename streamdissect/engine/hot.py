@@ -50,20 +50,20 @@ def head_layout(*fields: tuple, width: int = HEAD_BYTES) -> np.dtype:
                      "itemsize": width or at})  # fmt: skip
 
 
-_FRAME = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
-_CHUNK = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
+FRAME_FIELDS = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
+CHUNK_LAYOUT = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
           ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
           ("data_length", ">u4"), ("trailer_length", ">u4"), ("bloom_size", "u1"),
           ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
 # Each kind's head read as just its own bytes (a gather copies what it reads).
-FRAME_HEAD = head_layout(*_FRAME, width=0)
-CREDIT_HEAD = head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"), width=0)
-CONFIRM_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), width=0)
-PUBLISH_HEAD = head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
+FRAME_HEAD = head_layout(*FRAME_FIELDS, width=0)
+CREDIT_HEAD = head_layout(*FRAME_FIELDS, ("sid", "u1"), ("credit", ">i2"), width=0)
+CONFIRM_HEAD = head_layout(*FRAME_FIELDS, ("publisher", "u1"), ("count", ">i4"), width=0)
+PUBLISH_HEAD = head_layout(*FRAME_FIELDS, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
                            ("word", ">u4"), width=0)  # fmt: skip
 DELIVER_HEADS = {  # version -> (bytes before the chunk data, layout)
-    1: (57, head_layout(*_FRAME, ("sid", "u1"), *_CHUNK, width=0)),
-    2: (65, head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK, width=0)),
+    1: (57, head_layout(*FRAME_FIELDS, ("sid", "u1"), *CHUNK_LAYOUT, width=0)),
+    2: (65, head_layout(*FRAME_FIELDS, ("sid", "u1"), ("committed", ">u8"), *CHUNK_LAYOUT, width=0)),
 }
 _U64 = np.dtype(">u8")
 
@@ -150,7 +150,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         ok = (count >= 0) & (9 + 8 * count == size[rows])
         rows, h, count = rows[ok], h[ok], count[ok]
         if len(rows):
-            ids = sliding(data, 8)[_positions(starts[rows] + 13, count, 8)].view(_U64)
+            ids = sliding(data, 8)[positions(starts[rows] + 13, count, 8)].view(_U64)
             put("publisher_id", rows, h["publisher"])
             id_counts[rows] = count
             id_parts.append((rows, ids.astype(np.uint64)))
@@ -164,7 +164,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
         ok = (count > 0) & (word < 0x80000000) & (13 + count * stride == 4 + size[rows])
         rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher"][ok]
         if len(rows):
-            where = _positions(starts[rows] + 13, count, stride)
+            where = positions(starts[rows] + 13, count, stride)
             if messages:  # (frames whose messages are elsewhere: their positions)
                 first = np.cumsum(count) - count
                 for row, at in messages.items():
@@ -238,7 +238,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     return out
 
 
-def _positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int) -> np.ndarray:
+def positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int) -> np.ndarray:
     """Positions of `counts[i]` items `strides[i]` apart from `firsts[i]`, all frames in a
     row."""
     total = int(counts.sum())
@@ -285,12 +285,16 @@ class FrameRun:
         start = int(self.id_starts[i])
         return self.id_values[start : start + count].tolist()
 
+    def slice(self, a: int, b: int) -> FrameRun:
+        """Frames a to b of the run (views), as a FrameRun."""
+        return _slice(self, a, b)
+
     def id_positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(for each id of the frames `rows`, in order: the number of its frame in `rows`,
         its place in id_values)."""
         counts = np.maximum(self.id_counts[rows], 0)
         frame_of = np.repeat(np.arange(len(rows)), counts)
-        return frame_of, _positions(self.id_starts[rows], counts, 1)
+        return frame_of, positions(self.id_starts[rows], counts, 1)
 
 
 @dataclass(slots=True)
