@@ -992,11 +992,12 @@ def check_columns(frames: Any, events: list, dissector: Any) -> None:
     analysis = analyze_events(events, tcp_connections_after=lambda: tcp)
     times_fit = all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent))
     publishes, confirms, backlog = columns.confirm_ledger(frames)
-    credit, stalls = columns.credit(frames, tcp)
+    credit, stalls, credit_balance = columns.credit_ledger(frames, tcp)
     results = {"deliveries": columns.deliveries(frames), "throughput": columns.throughput(frames),
                "requests": columns.requests(frames), "latency": columns.latency(frames),
                "errors": columns.errors(frames), "publishes": publishes, "confirms": confirms,
                "backlog": backlog, "credit": credit, "stalls": stalls,
+               "credit_balance": credit_balance,
                "connections": columns.connections(frames, tcp)}  # fmt: skip
     for table, result in results.items():
         if table not in ("throughput", "errors") and not times_fit:

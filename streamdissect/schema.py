@@ -184,6 +184,13 @@ STALLS = _cols(
     ("broker_had_more", "bool", "next Deliver came at once, or committed chunk id was ahead"),
 )
 
+CREDIT_BALANCE = _cols(
+    ("ts_ns", "int64", "the Subscribe, Credit or Deliver that set it"),
+    ("connection", "string"),
+    ("subscription_id", "int32"),
+    ("balance", "int64", "credit left after that frame: chunks the broker may still send"),
+)
+
 DELIVERIES = _cols(
     ("ts_ns", "int64"),
     ("connection", "string"),
@@ -236,6 +243,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "backlog": BACKLOG,
     "credit": CREDIT,
     "stalls": STALLS,
+    "credit_balance": CREDIT_BALANCE,
     "deliveries": DELIVERIES,
     "throughput": THROUGHPUT,
     "errors": ERRORS,

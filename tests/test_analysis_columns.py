@@ -17,10 +17,12 @@ REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.pcap"))
 TABLES = {"deliveries": columns.deliveries, "throughput": columns.throughput,
           "requests": columns.requests, "latency": columns.latency, "errors": columns.errors,
           "publishes": columns.publishes, "confirms": columns.confirms,
-          "backlog": columns.backlog}
+          "backlog": columns.backlog,
+          "credit_balance": lambda frames: columns.credit_ledger(frames)[2]}
 # Tables whose rows use a frame's time: a time past int64 (null in the frames) is compared
 # only where every time fits (throughput leaves such frames out of its seconds anyway).
-TIMED = ("deliveries", "requests", "latency", "publishes", "confirms", "backlog")
+TIMED = ("deliveries", "requests", "latency", "publishes", "confirms", "backlog",
+         "credit_balance")
 
 
 def reference(path: Path, table: str) -> list[dict]:

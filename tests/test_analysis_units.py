@@ -149,6 +149,11 @@ def test_credit_ledger_and_stalls():
     assert list(stalls["start_ns"]) == [20 * MS, 125 * MS]
     assert list(stalls["end_ns"]) == [120 * MS, 300 * MS]
     assert list(stalls["broker_had_more"]) == [True, False]
+    # the balance after each frame that changed it (the Credit error names no live ledger)
+    balance = a.credit_balance
+    assert list(balance["ts_ns"]) == [t * MS for t in (0, 10, 20, 120, 125, 300, 900)]
+    assert list(balance["balance"]) == [2, 1, 0, 1, 0, 3, 2]
+    assert set(balance["subscription_id"]) == {0}
     assert list(a.errors["command"]) == ["Credit"]
     lag = a.deliveries
     assert lag["lag"].iloc[1] == 25 and lag["lag"].isna().sum() == 3
@@ -158,8 +163,14 @@ def test_credit_ledger_and_stalls():
 def test_credit_without_subscribe_claims_no_stall():
     a = analyze_events([deliver(1), deliver(2), frame(3, "c2s", "Credit", subscription_id=0,
                                                       credit=1)])
-    assert a.stalls.empty
+    assert a.stalls.empty and a.credit_balance.empty
     assert a.credit["initial_credit"].isna().all()
+
+
+def test_credit_balance_of_a_refused_subscribe_is_dropped():
+    a = analyze_events([req(0, "Subscribe", 1, subscription_id=0, stream="s", credit=2),
+                        resp(1, "Subscribe", 1, code=2)])  # fmt: skip
+    assert a.credit_balance.empty
 
 
 def test_lifecycle_handshake_tune_close_and_silences():

@@ -6,6 +6,7 @@ from .tables import (
     backlog_table,
     confirms_table,
     connections_table,
+    credit_balance_table,
     credit_table,
     deliveries_table,
     errors_table,
@@ -19,7 +20,7 @@ from .tables import (
 
 __all__ = [
     "Analysis", "analyze", "analyze_events", "anomalies_table", "backlog_table",
-    "confirms_table", "connections_table", "credit_table", "deliveries_table", "errors_table",
+    "confirms_table", "connections_table", "credit_balance_table", "credit_table", "deliveries_table", "errors_table",
     "frames_table", "latency_table", "publishes_table", "requests_table", "stalls_table",
     "throughput_table",
 ]

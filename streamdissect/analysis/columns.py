@@ -670,7 +670,14 @@ CREDIT_COMMANDS = ("Subscribe", "Unsubscribe", "Credit", "Deliver")
 
 def credit(frames: Any, tcp_connections: list | None = None,
            at_once_ms: float | None = None) -> tuple[Any, Any]:  # fmt: skip
-    """(credit, stalls) tables (schema.CREDIT, schema.STALLS). The collector's own state
+    """(credit, stalls) tables (schema.CREDIT, schema.STALLS): see credit_ledger."""
+    return credit_ledger(frames, tcp_connections, at_once_ms)[:2]
+
+
+def credit_ledger(frames: Any, tcp_connections: list | None = None,
+                  at_once_ms: float | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
+    """(credit, stalls, credit_balance) tables (schema.CREDIT, STALLS, CREDIT_BALANCE). The
+    collector's own state
     (credit.CreditCollector) takes the rare frames (Subscribe and its response, Unsubscribe,
     Credit errors) one by one; the Credit and Deliver frames between two of those are
     applied per subscription over columns: the balance as a running sum, stalls opened by a
@@ -717,7 +724,19 @@ def credit(frames: Any, tcp_connections: list | None = None,
     times = pc.drop_null(frames["ts_ns"])
     collector.finish(int(times[-1].as_py()) if len(times) else 0)
     return (_rows_result("credit", collector.summary()),
-            _rows_result("stalls", collector.stall_rows()))  # fmt: skip
+            _rows_result("stalls", collector.stall_rows()),
+            _compact_result("credit_balance", collector.balance_rows()))  # fmt: skip
+
+
+def _compact_result(table: str, rows: Any) -> Any:
+    """A table of CompactRows (tuples in schema order) as a pyarrow Table."""
+    from ..frame_batches import typed_array
+
+    kinds = schema.TABLES[table]
+    columns = rows.columns() if rows else [([], None)] * len(kinds)
+    return _result(table, {c.name: values if isinstance(values, np.ndarray) and none is None
+                           else typed_array(list(values), c.kind)
+                           for c, (values, none) in zip(kinds, columns)})  # fmt: skip
 
 
 def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
@@ -740,6 +759,7 @@ def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
     if sub.balance is None:  # no Subscribe seen (or refused): no balance, no stall
         return
     balance = sub.balance + np.cumsum(np.where(is_credit, run["amount"], -1))
+    sub.note_many(ts, balance)
     opens = is_deliver & (balance <= 0)
     closes = is_credit & (balance > 0)
     decisive = np.flatnonzero(opens | closes)
@@ -771,7 +791,7 @@ def tables(frames: Any, tcp_connections: list | None = None,
     columns, as pyarrow Tables keyed by schema name."""
     frames = _table(frames)
     publish_rows, confirm_rows, backlog_rows = confirm_ledger(frames)
-    credit_rows, stall_rows = credit(frames, tcp_connections, at_once_ms)
+    credit_rows, stall_rows, balance_rows = credit_ledger(frames, tcp_connections, at_once_ms)
     return {
         "connections": connections(frames, tcp_connections),
         "requests": requests(frames),
@@ -781,6 +801,7 @@ def tables(frames: Any, tcp_connections: list | None = None,
         "backlog": backlog_rows,
         "credit": credit_rows,
         "stalls": stall_rows,
+        "credit_balance": balance_rows,
         "deliveries": deliveries(frames),
         "throughput": throughput(frames),
         "errors": errors(frames),

@@ -6,10 +6,13 @@ Credit that restores it. The broker demonstrably had more data to send during a 
 the next Deliver follows the restoring Credit at once (within `at_once_ms`), or when the
 stalling Deliver v2's committed chunk id is ahead of that chunk. A subscription whose
 Subscribe was not captured has no known balance, so no stall is claimed for it.
+Each known balance, after every frame that changes it, is a row of the credit_balance table
+(kept unless `keep_balance` is off).
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 from .fields import get
@@ -60,11 +63,34 @@ class _Subscription:
     stalls: list[Stall] = field(default_factory=list)
     open_stall: Stall | None = None
     awaiting_deliver: Stall | None = None  # a just-ended stall waiting for the next Deliver
+    # (times, balances) after each frame that changed a known balance; None: not kept
+    history: tuple[array, array] | None = None
+
+    def note(self, ts: int) -> None:
+        """The balance after the frame at `ts` (a frame that changed it)."""
+        if self.history is None:
+            return
+        try:
+            self.history[0].append(ts)
+        except OverflowError:  # (a time past int64: kept as Python ints from here on)
+            self.history = ([*self.history[0], ts], list(self.history[1]))
+        self.history[1].append(self.balance)
+
+    def note_many(self, times, balances) -> None:
+        """note() for numpy arrays of times and balances (int64)."""
+        if self.history is None:
+            return
+        for kept, new in zip(self.history, (times, balances)):
+            if isinstance(kept, array):
+                kept.frombytes(new.astype("int64").tobytes())
+            else:
+                kept.extend(new.tolist())
 
 
 class CreditCollector:
-    def __init__(self, at_once_ms: float = AT_ONCE_MS) -> None:
+    def __init__(self, at_once_ms: float = AT_ONCE_MS, keep_balance: bool = True) -> None:
         self.at_once_ns = int(at_once_ms * 1e6)
+        self.keep_balance = keep_balance
         self._subs: dict[tuple[str, int], _Subscription] = {}
         self._closed: list[_Subscription] = []
         # (connection, correlation id) -> subscription awaiting its Subscribe response
@@ -75,6 +101,8 @@ class CreditCollector:
         sub = self._subs.get(key)
         if sub is None:
             sub = self._subs[key] = _Subscription(connection, sid)
+            if self.keep_balance:
+                sub.history = (array("q"), array("q"))
         return sub
 
     def subscription(self, connection: str, sid: int | None) -> _Subscription:
@@ -89,6 +117,8 @@ class CreditCollector:
             if sub is not None and getattr(rec, "code", None) != 1:
                 # refused: this id's ledger is not live; keep the row for the record
                 sub.balance = None
+                if sub.history is not None:
+                    sub.history = (array("q"), array("q"))
             return
         sid = getattr(rec, "subscription_id", None)
         old = self._subs.pop((ev.connection, sid), None)
@@ -99,6 +129,8 @@ class CreditCollector:
         sub.stream = getattr(rec, "stream", None)
         sub.initial_credit = credit
         sub.balance = credit
+        if credit is not None:
+            sub.note(ev.ts_ns)
         self._pending_subscribe[(ev.connection, getattr(rec, "correlation_id", None))] = sub
 
     def on_credit(self, ev) -> None:
@@ -121,6 +153,7 @@ class CreditCollector:
         if sub.balance is None:
             return
         sub.balance += credit
+        sub.note(ts)
         if sub.open_stall is not None and sub.balance > 0:
             stall = sub.open_stall
             stall.end_ns = ts
@@ -148,6 +181,7 @@ class CreditCollector:
         if sub.balance is None:
             return
         sub.balance -= 1
+        sub.note(ts)
         if sub.balance <= 0 and sub.open_stall is None:
             ahead = committed is not None and chunk_id is not None and committed > chunk_id
             sub.open_stall = Stall(connection, sub.subscription_id, ts, ahead)
@@ -204,6 +238,24 @@ class CreditCollector:
                     ],
                 }
             )
+        return rows
+
+    def balance_rows(self):
+        """The credit_balance table's rows (CompactRows: tuples in schema order), subscription
+        by subscription as in summary(), each in capture order."""
+        import numpy as np
+
+        from .compact import CompactRows
+
+        rows = CompactRows(4)
+        for sub in self._all():
+            if sub.history is None or not sub.history[0]:
+                continue
+            times, balances = (np.frombuffer(kept, dtype=np.int64) if isinstance(kept, array)
+                               else kept for kept in sub.history)  # fmt: skip
+            n = len(times)
+            rows.extend_columns([(times, None), ([sub.connection] * n, None),
+                                 ([sub.subscription_id] * n, None), (balances, None)], n)
         return rows
 
     def stall_rows(self) -> list[dict]:

@@ -81,6 +81,7 @@ class Analysis:
             "backlog": lambda: c.confirms.backlog,
             "credit": self.credit_rows,
             "stalls": c.credit.stall_rows,
+            "credit_balance": c.credit.balance_rows,
             "deliveries": lambda: c.deliveries.rows,
             "throughput": c.throughput.rows,
             "errors": c.errors.rows,
@@ -105,6 +106,7 @@ class Analysis:
     backlog = cached_property(lambda self: self._frame("backlog"))
     credit = cached_property(lambda self: self._frame("credit"))
     stalls = cached_property(lambda self: self._frame("stalls"))
+    credit_balance = cached_property(lambda self: self._frame("credit_balance"))
     deliveries = cached_property(lambda self: self._frame("deliveries"))
     throughput = cached_property(lambda self: self._frame("throughput"))
     errors = cached_property(lambda self: self._frame("errors"))
@@ -155,8 +157,10 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     """Feed frame events (objects with ts_ns, connection, direction, record) and anomalies.
 
     `report_only`: keep only what the analyze report shows (no per-id publishes table, no
-    backlog series, no Deliver CRC check), which is what keeps a large capture quick."""
-    collectors = Collectors(credit=CreditCollector(at_once_ms=at_once_ms))
+    backlog series, no credit balance series, no Deliver CRC check), which is what keeps a
+    large capture quick."""
+    collectors = Collectors(credit=CreditCollector(at_once_ms=at_once_ms,
+                                                   keep_balance=not report_only))
     if report_only:
         collectors.confirms = ConfirmCollector(keep_pairs=False, keep_backlog=False)
         collectors.deliveries = DeliveryCollector(crc=False, compact=True)
