@@ -16,6 +16,7 @@ from ._live import (
     running_summary,
     with_sources,
 )
+from ._options import add_analysis_options
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -33,19 +34,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                    "TABLE.csv; parquet: TABLE/part-00000.parquet, as Spark writes them)")
     p.add_argument("-o", "--output", metavar="DIR",
                    help="where --format csv or parquet writes its files")
-    p.add_argument("--port", type=int, action="append", dest="ports",
-                   help="server port of the Stream protocol (repeatable; default 5552)")
-    p.add_argument("--no-heuristic", action="store_true",
-                   help="only the given ports, no recognition of the protocol on other ports")
-    p.add_argument("--max-frame", type=int, default=None,
-                   help="largest frame accepted (default: negotiated frame max, else 8 MiB)")
-    when = p.add_mutually_exclusive_group()
-    when.add_argument("--utc", dest="local", action="store_false", default=False,
-                      help="text: capture times in UTC (the default)")
-    when.add_argument("--local", dest="local", action="store_true",
-                      help="text: capture times in this machine's time zone")
-    p.add_argument("--at-once-ms", type=float, default=50.0,
-                   help="a Deliver this soon after a Credit shows the broker had more data")
+    add_analysis_options(p, "text: capture times")
     p.set_defaults(handler=run)
     return p
 
