@@ -675,13 +675,16 @@ def credit(frames: Any, tcp_connections: list | None = None,
 
 
 def credit_ledger(frames: Any, tcp_connections: list | None = None,
-                  at_once_ms: float | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
+                  at_once_ms: float | None = None,
+                  end_ns: int | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
     """(credit, stalls, credit_balance) tables (schema.CREDIT, STALLS, CREDIT_BALANCE). The
     collector's own state
     (credit.CreditCollector) takes the rare frames (Subscribe and its response, Unsubscribe,
     Credit errors) one by one; the Credit and Deliver frames between two of those are
     applied per subscription over columns: the balance as a running sum, stalls opened by a
-    Deliver that leaves no credit and closed by a Credit that restores some."""
+    Deliver that leaves no credit and closed by a Credit that restores some. Stalls still
+    open end at `end_ns`, by default the last frame's time (a connection cut out of a larger
+    capture ends with the capture)."""
     import pyarrow.compute as pc
 
     from .credit import AT_ONCE_MS, CreditCollector
@@ -721,8 +724,10 @@ def credit_ledger(frames: Any, tcp_connections: list | None = None,
     for conn_row in tcp_connections or []:
         if get(conn_row, "tcp_end") in ("fin", "rst") and get(conn_row, "end_ns") is not None:
             collector.end_connection(get(conn_row, "connection"), get(conn_row, "end_ns"))
-    times = pc.drop_null(frames["ts_ns"])
-    collector.finish(int(times[-1].as_py()) if len(times) else 0)
+    if end_ns is None:
+        times = pc.drop_null(frames["ts_ns"])
+        end_ns = int(times[-1].as_py()) if len(times) else 0
+    collector.finish(end_ns)
     return (_rows_result("credit", collector.summary()),
             _rows_result("stalls", collector.stall_rows()),
             _compact_result("credit_balance", collector.balance_rows()))  # fmt: skip
@@ -786,12 +791,13 @@ def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
 
 
 def tables(frames: Any, tcp_connections: list | None = None,
-           at_once_ms: float | None = None) -> dict[str, Any]:  # fmt: skip
+           at_once_ms: float | None = None, end_ns: int | None = None) -> dict[str, Any]:  # fmt: skip
     """Every analysis table of `analysis.analyze` (all but frames and anomalies), over
-    columns, as pyarrow Tables keyed by schema name."""
+    columns, as pyarrow Tables keyed by schema name. `end_ns`: see credit_ledger."""
     frames = _table(frames)
     publish_rows, confirm_rows, backlog_rows = confirm_ledger(frames)
-    credit_rows, stall_rows, balance_rows = credit_ledger(frames, tcp_connections, at_once_ms)
+    credit_rows, stall_rows, balance_rows = credit_ledger(frames, tcp_connections, at_once_ms,
+                                                          end_ns)  # fmt: skip
     return {
         "connections": connections(frames, tcp_connections),
         "requests": requests(frames),

@@ -274,12 +274,13 @@ def _lean_handlers(c: Collectors) -> dict:
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
             on_read=None, report_only: bool = False, engine: str = "auto",
-            helper_process: bool | None = None, watch=None) -> Analysis:
+            helper_process: bool | None = None, watch=None, on_dissector=None) -> Analysis:
     """Read a capture (several paths: one capture in time order) and run every analysis.
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
     analyze_events. `engine`, `helper_process` (by default only in a process with no other
     thread): see dissect.Dissector. `watch(events)`: an iterator over the events that passes
-    them on (a running summary sees them go by)."""
+    them on (a running summary sees them go by). `on_dissector(dissector)`: called before the
+    run (rotated.facts sets its framers and reads their edges afterwards)."""
     from ..dissect import Dissector
     from ..framing import DELIVER_KEEP_LIMIT
 
@@ -291,6 +292,8 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
                           on_read=on_read, engine=engine, publish_messages=False,
                           helper_process=helper_process, columns=True,
                           deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
+    if on_dissector is not None:
+        on_dissector(dissector)
     events = dissector.run(paths)
     return analyze_events(
         events if watch is None else watch(events),

@@ -1773,11 +1773,27 @@ class LimitCheck:
 def _save(conn: Any) -> list:
     """The state the bulk walk changes, to undo it."""
     objects = [*conn.streams, *conn.owner.framers]
-    saved = [(o, [(k, getattr(o, k)) for k in o.__slots__]) for o in objects]
+    saved = [(o, [(k, _copy(getattr(o, k))) for k in _slots(type(o))]) for o in objects]
     framers = conn.owner.framers
     extra = ([list(f.cur_parts) for f in framers], [bytearray(f.rbuf) for f in framers])
     return [saved, extra, conn.packets, conn.end_ns, list(conn.fin), conn.rst,
             list(conn.owner.frames)]  # fmt: skip
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    """Every slot of a class and its bases (a framer may be a subclass: rotated.facts)."""
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(dict.fromkeys(
+            n for c in reversed(cls.__mro__) for n in getattr(c, "__slots__", ())))  # fmt: skip
+    return names
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _copy(value: Any) -> Any:
+    return value[:] if value.__class__ is list else value  # (a list the walk may grow)
 
 
 def _restore(conn: Any, saved: list) -> None:

@@ -1,0 +1,234 @@
+"""What one piece of a rotated capture set says at its edges, for stitching (stitch.py).
+
+A piece (one file of `tcpdump -C/-G/-W`) is dissected on its own, in parallel with the
+others. A connection that carries on from the previous piece starts mid-stream: its framer
+does not know where frames begin, skips to a plausible frame start, and the frames across
+the cut are lost on both sides. `BoundaryFramer` keeps what is needed to get them back:
+- the head: what a direction fed its framer from a mid-stream start until the framer found
+  a frame start (bounded by HEAD_LIMIT), and where that was;
+- the end state: the framer as the piece left it (a frame in progress, the negotiated
+  limit), taken before the end of capture is reported.
+With the TCP sequence numbers at both edges (`SideFacts`), stitch.py continues the previous
+piece's framer over the next piece's head, exactly as one run over both files would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..framing import DEFAULT_MAX_FRAME, HEADER, Framer
+
+# A mid-stream direction's bytes kept until its framer syncs: one frame at the largest.
+HEAD_LIMIT = DEFAULT_MAX_FRAME + HEADER
+# Framer slots that make its state (the rest are its callbacks).
+STATE_SLOTS = tuple(s for s in Framer.__slots__ if s not in ("emit", "report"))
+OFFSET_SLOTS = ("offset", "rbuf_start")  # stream offsets (cur_start too, when >= 0)
+
+
+class BoundaryFramer(Framer):
+    """A Framer that keeps its head (after a mid-stream start) and its end state.
+
+    The head is every call the framer took from the mid-stream start until it found a
+    frame start, that call included: frames decoded in the same call as the resync carry
+    that call's time, not the time of the packet that completed them, so they are decoded
+    again across the cut. `head_sync` is where the first frame started; `head_state` what
+    the framer was once the head was taken (synced or not, offset, frame in progress)."""
+
+    __slots__ = ("end_state", "head", "head_bytes", "head_overflow", "head_state", "head_sync")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.head: list[tuple[bytes | int, int]] | None = None  # (bytes or a missing count, ts)
+        self.head_bytes = 0
+        self.head_overflow = False
+        self.head_sync: int | None = None  # stream offset of the first frame after the head
+        self.head_state: tuple[bool, int, int] | None = None  # (synced, offset, cur_start)
+        self.end_state: dict | None = None
+
+    def desync(self) -> None:
+        if self.head is None and self.offset == 0 and self.synced and self.cur_start < 0:
+            self.head = []  # a mid-stream start: keep what comes until a frame start is found
+        super().desync()
+
+    def _heading(self) -> bool:
+        return self.head is not None and self.head_state is None and not self.synced
+
+    def _keep(self, item: bytes | int, ts_ns: int, size: int) -> None:
+        if self.head_overflow:
+            return
+        self.head_bytes += size
+        if self.head_bytes > HEAD_LIMIT:
+            self.head_overflow = True
+            self.head = []
+        else:
+            self.head.append((item, ts_ns))
+
+    def _taken(self) -> None:
+        if self.head_sync is not None:  # the call that found a frame start ends the head
+            self.head_state = (self.synced, self.offset, self.cur_start)
+
+    def data(self, view: memoryview, ts_ns: int) -> None:
+        if self._heading():
+            self._keep(bytes(view), ts_ns, len(view))
+            super().data(view, ts_ns)
+            self._taken()
+        else:
+            super().data(view, ts_ns)
+
+    def missing(self, length: int, ts_ns: int) -> None:
+        if self._heading():
+            self._keep(length, ts_ns, 0)
+            super().missing(length, ts_ns)
+            self._taken()
+        else:
+            super().missing(length, ts_ns)
+
+    def _synced_at(self, pos: int, ts_ns: int) -> None:
+        if self.head is not None and self.head_sync is None:
+            self.head_sync = self.rbuf_start + pos
+        super()._synced_at(pos, ts_ns)
+
+    def finish(self, ts_ns: int) -> None:
+        self.end_state = framer_state(self)  # (before the end of capture is reported)
+        super().finish(ts_ns)
+
+
+def framer_state(framer: Framer) -> dict:
+    """A framer's state as plain values (copies: the bulk engine's buffers are reused)."""
+    state = {name: getattr(framer, name) for name in STATE_SLOTS}
+    state["cur_parts"] = [bytes(p) for p in framer.cur_parts]
+    state["rbuf"] = bytes(framer.rbuf)
+    return state
+
+
+def restore_framer(state: dict, shift: int, emit: Any, report: Any) -> Framer:
+    """A Framer in `state`, its stream offsets moved by `shift`."""
+    framer = Framer(emit, report, state["max_frame"], state["deliver_keep_limit"],
+                    state["fixed_max_frame"])  # fmt: skip
+    for name in STATE_SLOTS:
+        setattr(framer, name, state[name])
+    framer.cur_parts = list(state["cur_parts"])
+    framer.rbuf = bytearray(state["rbuf"])
+    for name in OFFSET_SLOTS:
+        setattr(framer, name, getattr(framer, name) + shift)
+    if framer.cur_start >= 0:
+        framer.cur_start += shift
+    return framer
+
+
+@dataclass(slots=True)
+class SideFacts:
+    """One direction of a connection in one piece."""
+
+    started: bool  # any segment of this direction in the piece
+    syn: bool  # its SYN is in the piece
+    first_seq: int  # TCP sequence number of the piece's stream offset 0
+    end_seq: int  # of the next byte owed (a FIN after it takes one more number)
+    fin: bool  # its FIN is in the piece
+    end_offset: int  # stream offset reached
+    frames: int
+    head: list | None  # see BoundaryFramer
+    head_sync: int | None
+    head_state: tuple[bool, int, int] | None
+    head_overflow: bool
+    end_state: dict | None
+
+
+@dataclass(slots=True)
+class PartFacts:
+    """One connection of one piece: a part of a connection of the whole set."""
+
+    local_id: str  # its id in the piece's own tables
+    client: str
+    server: str
+    start_ns: int
+    end_ns: int
+    tcp_end: str  # fin, rst or open
+    closed: bool  # both FINs or a RST seen: nothing of it can follow in a later piece
+    sides: dict[str, SideFacts]  # by direction, c2s and s2c
+
+    @property
+    def base(self) -> str:
+        return f"{self.client}-{self.server}"
+
+    @property
+    def midstream(self) -> bool:
+        """The client's SYN is not in this piece: the part may carry on an earlier one (its
+        SYN-ACK may still be here, the SYN being the last packet of the previous file)."""
+        return not self.sides["c2s"].syn
+
+
+@dataclass(slots=True)
+class PieceFacts:
+    """A piece: its connections in the order the dissector numbered them."""
+
+    path: str
+    first_ns: int | None  # first connection seen (None: no Stream connection)
+    last_frame_ns: int | None  # time of its last frame, in frame order
+    parts: list[PartFacts] = field(default_factory=list)
+
+
+def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFacts:
+    """The facts of a finished run whose framers were BoundaryFramers."""
+    from ..dissect import endpoint_text
+
+    parts = []
+    for stream in sorted(dissector._streams, key=lambda s: s.order):
+        conn = stream.tcp
+        sides = {}
+        for side in (0, 1):
+            reassembler = conn.streams[side]
+            framer = stream.framers[side]
+            sides[stream.direction(side)] = SideFacts(
+                started=reassembler.started,
+                syn=reassembler.isn is not None,
+                first_seq=(reassembler.next_seq - reassembler.offset) & 0xFFFFFFFF,
+                end_seq=reassembler.next_seq,
+                fin=conn.fin[side],
+                end_offset=reassembler.offset,
+                frames=stream.frames[side],
+                head=getattr(framer, "head", None),
+                head_sync=getattr(framer, "head_sync", None),
+                head_state=getattr(framer, "head_state", None),
+                head_overflow=getattr(framer, "head_overflow", False),
+                end_state=getattr(framer, "end_state", None) or framer_state(framer),
+            )
+        client, server = (conn.endpoints[1 - stream.server_side],
+                          conn.endpoints[stream.server_side])  # fmt: skip
+        parts.append(PartFacts(stream.id, endpoint_text(*client), endpoint_text(*server),
+                               conn.start_ns, conn.end_ns, conn.how_ended, conn.ended,
+                               sides))  # fmt: skip
+    first = min((p.start_ns for p in parts), default=None)
+    return PieceFacts(path, first, last_frame_ns, parts)
+
+
+def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
+    """Pass the events on; seen[0] is the time of the last frame so far."""
+    from ..engine.hot import FrameRun
+    from ..engine.state import FrameEvent
+
+    for event in events:
+        cls = event.__class__
+        if cls is FrameEvent:
+            seen[0] = event.ts_ns
+        elif cls is FrameRun and len(event):
+            seen[0] = int(event.ts_ns[-1])
+        yield event
+
+
+def analyze_piece(path: str, **options: Any) -> tuple[Any, PieceFacts]:
+    """`analysis.analyze` of one file, and its edge facts."""
+    from ..analysis.run import analyze
+
+    kept: dict[str, Any] = {}
+
+    def prepare(dissector: Any) -> None:
+        dissector.framer_class = BoundaryFramer
+        kept["dissector"] = dissector
+
+    seen: list = [None]
+    analysis = analyze(path, on_dissector=prepare,
+                       watch=lambda events: watch_last_frame(events, seen), **options)  # fmt: skip
+    return analysis, piece_facts(kept["dissector"], path, seen[0])

@@ -1,0 +1,87 @@
+"""A rotated set analysed in one process, the way the Spark job does it across tasks: each
+piece analysed apart, the plan made from their edges, the chains analysed from their frames.
+The tests hold it (and the Spark job) equal to `analysis.analyze` of the pieces as one
+capture."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .. import schema
+from .apply import CONNECTION_TABLES, chain_frames, chain_tables, piece_rows
+from .facts import analyze_piece
+from .stitch import plan
+
+# The tables of analysis.analyze that the stitching changes, and throughput and errors,
+# which add up over frames.
+TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
+          "throughput", "errors", "anomalies")  # fmt: skip
+
+
+def analyze_set(paths: Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
+                **options: Any) -> dict[str, Any]:  # fmt: skip
+    """The tables (pyarrow) of the files as one capture: per piece, then stitched."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    analyses, pieces = [], []
+    for path in paths:
+        analysis, facts = analyze_piece(path, ports=ports, heuristic=heuristic,
+                                        report_only=True, **options)  # fmt: skip
+        analyses.append(analysis)
+        pieces.append(facts)
+    the_plan = plan(pieces)
+    parts: dict[str, list] = {table: [] for table in TABLES}
+    for k, analysis in enumerate(analyses):
+        for table in TABLES:
+            arrow = to_arrow(table, getattr(analysis, table))
+            parts[table].append(piece_rows(arrow, table, k, the_plan))
+    if the_plan.chains:
+        frames = [chain_frames(piece_frames(path, ports, heuristic), k, the_plan)
+                  for k, path in enumerate(paths)]  # fmt: skip
+        every = pa.concat_tables(frames)
+        for name, chain in the_plan.chains.items():
+            mine = every.filter(pc.equal(every["connection"], name))
+            tables = chain_tables(mine, chain)
+            for table in TABLES:
+                if table in CONNECTION_TABLES:
+                    parts[table].append(tables[table])
+            for table in ("throughput", "errors"):  # (the chain's less its parts' counts)
+                parts[table].append(tables[table])
+    if the_plan.anomalies:
+        parts["anomalies"].append(anomaly_rows(the_plan.anomalies))
+    return {table: sum_up(table, pa.concat_tables(parts[table])) for table in TABLES}
+
+
+def piece_frames(path: str, ports: Sequence[int], heuristic: bool) -> Any:
+    """A piece's frames, decoded as analyze decodes them (no Deliver body kept)."""
+    from ..frame_batches import frames_arrow
+
+    return frames_arrow(path, ports=ports, heuristic=heuristic, deliver_keep_limit=0)
+
+
+def to_arrow(table: str, frame: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(frame[schema.column_names(table)],
+                                schema=schema.arrow_schema(table), preserve_index=False)  # fmt: skip
+
+
+def anomaly_rows(anomalies: list) -> Any:
+    import pyarrow as pa
+
+    names = schema.column_names("anomalies")
+    rows = [{n: getattr(a, n) for n in names} for a in anomalies]
+    return pa.Table.from_pylist(rows, schema=schema.arrow_schema("anomalies"))
+
+
+def sum_up(table: str, arrow: Any) -> Any:
+    """Throughput and errors summed per second / per (command, code), as one run counts."""
+    keys = {"throughput": ["second_ns"], "errors": ["command", "code", "code_name"]}.get(table)
+    if keys is None:
+        return arrow
+    names = schema.column_names(table)
+    sums = arrow.group_by(keys).aggregate([(c, "sum") for c in names if c not in keys])
+    sums = sums.rename_columns([c.removesuffix("_sum") for c in sums.column_names]).select(names)
+    return sums.sort_by(keys[0]) if table == "throughput" else sums

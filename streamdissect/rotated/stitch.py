@@ -1,0 +1,284 @@
+"""Rotated capture sets: which connections carry on from one piece to the next, and the
+frames across each cut.
+
+Pieces are taken in time order. A connection part that starts mid-stream in a piece carries
+on a part left open in an earlier piece when they have the same client and server and the
+TCP sequence numbers meet (each direction that sent in both: the next part starts within
+MAX_SEQ_JUMP of where the earlier one stopped). Pieces linked that way form a set: one
+capture cut in files, numbered as one run over them would number it (`host:port-host:port`,
+`#2` for a four-tuple's second connection).
+
+A connection of several parts is a chain. At each cut, per direction, the earlier part's
+framer is restored and fed the later part's head (facts.BoundaryFramer): the frames it
+completes are the frames across the cut, which neither piece has. It must end exactly where
+the later piece's own framer found its first frame; then everything that piece decoded is
+right, and its framer's end state carries on to the next cut. Stream offsets of a later part
+are moved by where it starts in the whole connection.
+
+The plan says, for the pieces' own rows: the global name of each part, the offset shift of
+each direction, and the anomalies a single run would not have (the mid-stream start, the
+resync at the head, the frame cut at the end); and for each chain: its parts, its
+connections row (TCP facts over all parts) and the frames across its cuts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..anomalies import Anomaly
+from ..engine.state import ConnectionSummary, FrameEvent
+from .facts import HEAD_LIMIT, PartFacts, PieceFacts, SideFacts, framer_state, restore_framer
+
+SEQ_SPACE = 1 << 32
+MAX_SEQ_JUMP = 1 << 24  # a cut loses or repeats far less than this of one direction
+DIRECTIONS = ("c2s", "s2c")
+PartKey = tuple[int, str]  # (piece index, local connection id)
+
+
+@dataclass
+class Chain:
+    """A connection of the set made of several parts, or left open before the set's end:
+    the pieces' rows for it are replaced by an analysis of all its frames."""
+
+    name: str
+    parts: list[PartKey]
+    summary: ConnectionSummary
+    capture_end_ns: int | None
+    frames: list[tuple[int, FrameEvent]] = field(default_factory=list)  # (piece, frame)
+
+
+@dataclass
+class Plan:
+    names: dict[PartKey, str] = field(default_factory=dict)  # parts of sets of 2+ pieces
+    shifts: dict[tuple[int, str, str], int] = field(default_factory=dict)  # (+ direction)
+    dropped: set[tuple[int, str, str, str, int]] = field(default_factory=set)
+    # (piece, local id, direction) -> [from, to) local offsets of the piece's frames that
+    # the frames across the cut replace
+    replaced: dict[tuple[int, str, str], tuple[int, int]] = field(default_factory=dict)
+    anomalies: list[Anomaly] = field(default_factory=list)  # found at the cuts
+    chains: dict[str, Chain] = field(default_factory=dict)
+    sets: list[list[int]] = field(default_factory=list)  # piece indexes, time order
+
+    def chain_of(self, piece: int, local_id: str) -> str | None:
+        name = self.names.get((piece, local_id))
+        return name if name in self.chains else None
+
+
+def _signed(delta: int) -> int:
+    delta %= SEQ_SPACE
+    return delta - SEQ_SPACE if delta >= SEQ_SPACE // 2 else delta
+
+
+def _after(first_seq: int, end_seq: int, fin: bool) -> int:
+    """Bytes between where a direction stopped and where it goes on (< 0: repeated). A FIN
+    takes a sequence number but no byte: a part after it starts one number later, unless
+    its first segment is the FIN again or carries no byte."""
+    delta = _signed(first_seq - end_seq)
+    return delta - 1 if fin and delta > 0 else delta
+
+
+def _meets(earlier: PartFacts, later: PartFacts) -> bool:
+    """Do the sequence numbers of `later` carry on from `earlier`?"""
+    met = False
+    for direction in DIRECTIONS:
+        a, b = earlier.sides[direction], later.sides[direction]
+        if a.started and b.started:
+            if abs(_after(b.first_seq, a.end_seq, a.fin)) > MAX_SEQ_JUMP:
+                return False
+            met = True
+    return met
+
+
+def plan(pieces: list[PieceFacts]) -> Plan:
+    """The stitching plan of a list of pieces (any order; indexes into the list)."""
+    order = sorted((i for i, p in enumerate(pieces) if p.first_ns is not None),
+                   key=lambda i: (pieces[i].first_ns, pieces[i].path))  # fmt: skip
+    links = _links(pieces, order)
+    result = Plan()
+    for members in _sets(order, links):
+        result.sets.append(members)
+        if len(members) > 1:
+            _plan_set(pieces, members, links, result)
+    return result
+
+
+def _links(pieces: list[PieceFacts], order: list[int]) -> dict[PartKey, PartKey]:
+    """later part -> the earlier part it carries on. Any part may be carried on, a closed
+    one too (its last ACK can come in the next file), until its four-tuple starts anew."""
+    ends: dict[str, list[PartKey]] = {}  # per four-tuple, the parts that may be carried on
+    parts = {(i, p.local_id): p for i in order for p in pieces[i].parts}
+    links: dict[PartKey, PartKey] = {}
+    for i in order:
+        for part in pieces[i].parts:
+            key = (i, part.local_id)
+            waiting = ends.setdefault(part.base, [])
+            if part.midstream:
+                for candidate in waiting:
+                    if candidate[0] != i and _meets(parts[candidate], part):
+                        waiting.remove(candidate)
+                        links[key] = candidate
+                        break
+            else:  # a new connection of this four-tuple: the closed ones are over
+                waiting[:] = [k for k in waiting if not parts[k].closed]
+            waiting.append(key)
+    return links
+
+
+def _sets(order: list[int], links: dict[PartKey, PartKey]) -> list[list[int]]:
+    """Pieces linked by a connection, each set in time order."""
+    parent = {i: i for i in order}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for (later, _), (earlier, _) in links.items():
+        parent[root(later)] = root(earlier)
+    sets: dict[int, list[int]] = {}
+    for i in order:
+        sets.setdefault(root(i), []).append(i)
+    return list(sets.values())
+
+
+def _plan_set(pieces: list[PieceFacts], members: list[int], links: dict[PartKey, PartKey],
+              result: Plan) -> None:  # fmt: skip
+    uses: dict[str, int] = {}
+    parts_of: dict[str, list[tuple[int, PartFacts]]] = {}
+    for i in members:
+        for part in pieces[i].parts:
+            earlier = links.get((i, part.local_id))
+            if earlier is not None:
+                name = result.names[earlier]
+            else:
+                n = uses[part.base] = uses.get(part.base, 0) + 1
+                name = part.base if n == 1 else f"{part.base}#{n}"
+            result.names[(i, part.local_id)] = name
+            parts_of.setdefault(name, []).append((i, part))
+    end = next((pieces[i].last_frame_ns for i in reversed(members)
+                if pieces[i].last_frame_ns is not None), None)  # fmt: skip
+    for name, parts in parts_of.items():
+        if len(parts) > 1 or not parts[-1][1].closed:
+            result.chains[name] = _chain(name, parts, end, result)
+
+
+def _chain(name: str, parts: list[tuple[int, PartFacts]], end: int | None,
+           result: Plan) -> Chain:  # fmt: skip
+    first, last = parts[0][1], parts[-1][1]
+    chain = Chain(name, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
+    totals = {}
+    for direction in DIRECTIONS:
+        totals[direction] = _stitch_direction(chain, parts, direction, result)
+    (frames_c2s, bytes_c2s), (frames_s2c, bytes_s2c) = totals["c2s"], totals["s2c"]
+    ends = {p.tcp_end for _, p in parts}  # (as TcpConnection.how_ended, over every part)
+    tcp_end = "rst" if "rst" in ends else "fin" if "fin" in ends else "open"
+    chain.summary = ConnectionSummary(name, first.client, first.server, first.start_ns,
+                                      last.end_ns, frames_c2s, frames_s2c, bytes_c2s, bytes_s2c,
+                                      tcp_end)  # fmt: skip
+    chain.frames.sort(key=lambda item: (item[0], item[1].ts_ns))
+    return chain
+
+
+def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], direction: str,
+                      result: Plan) -> tuple[int, int]:  # fmt: skip
+    """Carry one direction across the cuts; (its frames, its bytes) over the whole chain."""
+    state: tuple[dict, int] | None = None  # (framer state, its offset shift)
+    end_seq = end_offset = None  # where the direction stopped so far (global offset)
+    fin = False  # and whether a FIN came after it
+    frames = 0
+    for n, (i, part) in enumerate(parts):
+        side = part.sides[direction]
+        frames += side.frames
+        if not side.started:
+            result.shifts[(i, part.local_id, direction)] = 0
+            continue
+        if end_seq is None or side.syn:
+            shift = 0
+            state = (side.end_state, 0)
+        else:
+            shift = end_offset + _after(side.first_seq, end_seq, fin)
+            result.dropped.add((i, part.local_id, direction, "midstream_start", 0))
+            state, made = _across(chain, i, part, direction, side, state, shift, end_offset,
+                                  result)  # fmt: skip
+            frames += made
+        result.shifts[(i, part.local_id, direction)] = shift
+        end_seq, end_offset = side.end_seq, side.end_offset + shift
+        fin = side.fin
+        if n + 1 < len(parts) and state is not None:  # (the next part carries this on)
+            cut = state[0]
+            if cut["cur_start"] >= 0:
+                result.dropped.add((i, part.local_id, direction, "truncated",
+                                    cut["cur_start"] + state[1] - shift))  # fmt: skip
+    return frames, end_offset or 0
+
+
+def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: SideFacts,
+            state: tuple[dict, int] | None, shift: int, end_offset: int,
+            result: Plan) -> tuple[tuple[dict, int], int]:  # fmt: skip
+    """The frames across one cut: the earlier framer fed the later head. Returns the state
+    that carries on, and how many frames it completed."""
+    if state is None or side.head is None:
+        return (side.end_state, shift), 0
+    made: list[FrameEvent] = []
+
+    def emit(offset: int, ts_ns: int, record: Any) -> None:
+        made.append(FrameEvent(ts_ns, chain.name, direction, offset, record))
+
+    found: list[Anomaly] = []
+
+    def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
+        found.append(Anomaly(ts_ns, chain.name, direction, kind, offset, length, detail))
+
+    if side.head_overflow:
+        result.anomalies.append(Anomaly(
+            part.start_ns, chain.name, direction, "rotation_cut", shift, 0,
+            f"frames across the cut between files are lost: no frame start in the first "
+            f"{HEAD_LIMIT} bytes of the next file"))  # fmt: skip
+        return (side.end_state, shift), 0
+    framer = restore_framer(state[0], state[1], emit, report)
+    _feed(framer, side, shift, end_offset, report)
+    if side.head_state is None:  # the piece found no frame start before its end: all head
+        result.replaced[(piece, part.local_id, direction)] = (0, 1 << 62)
+        result.dropped.add((piece, part.local_id, direction, "resync", 0))
+        result.anomalies.extend(found)
+        chain.frames.extend((piece, f) for f in made)
+        return (framer_state(framer), 0), len(made)
+    synced, offset, cur_start = side.head_state
+    if (framer.synced, framer.offset, framer.cur_start) != (
+            synced, offset + shift, cur_start + shift if cur_start >= 0 else -1):  # fmt: skip
+        result.anomalies.append(Anomaly(
+            part.start_ns, chain.name, direction, "rotation_cut", shift, 0,
+            "the frames across the cut between files do not meet the next file's first "
+            "frame: that file's frames of this direction may be misread"))  # fmt: skip
+        return (side.end_state, shift), 0
+    # the piece's own frames decoded with the head are replaced by these
+    result.replaced[(piece, part.local_id, direction)] = (
+        side.head_sync, cur_start if cur_start >= 0 else offset)  # fmt: skip
+    result.dropped.add((piece, part.local_id, direction, "resync", 0))
+    result.anomalies.extend(found)
+    chain.frames.extend((piece, f) for f in made)
+    return (side.end_state, shift), len(made)
+
+
+def _feed(framer: Any, side: SideFacts, shift: int, end_offset: int, report: Any) -> None:
+    """Feed the head (local offsets from 0, global from `shift`); bytes before `end_offset`
+    (global) were fed already: a retransmission over the cut, reported as the reassembler
+    reports one. A hole between is missing."""
+    if shift > end_offset:
+        framer.missing(shift - end_offset, side.head[0][1] if side.head else 0)
+    at = shift  # global offset of the next head byte
+    for item, ts_ns in side.head:
+        if isinstance(item, int):  # missing bytes
+            framer.missing(item, ts_ns)
+            at += item
+            continue
+        already = min(max(end_offset - at, 0), len(item))
+        if already == len(item):
+            report("retransmission", ts_ns, at, len(item), "")
+        elif already:
+            report("overlap", ts_ns, at, already, f"{len(item) - already} new bytes")
+        if len(item) > already:
+            framer.data(memoryview(item)[already:], ts_ns)
+        at += len(item)
