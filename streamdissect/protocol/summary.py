@@ -8,6 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
+# The fields a reader scans for, in the order a line shows them (the Wireshark plugin's Info
+# column shows the same).
+SUMMARY_FIELDS = (
+    "publisher_id",
+    "subscription_id",
+    "stream",
+    "credit",
+    "record_count",
+    "committed_chunk_id",
+    "mechanism",
+    "username",
+    "frame_max",
+    "heartbeat",
+    "closing_code",
+    "closing_reason",
+    "reason",
+)
+
 
 def frame_summary(record: Any, show_secrets: bool = False) -> str:
     """Command and the fields a reader scans for, like tshark's Info column."""
@@ -20,21 +38,7 @@ def frame_summary(record: Any, show_secrets: bool = False) -> str:
         parts.append(f"corr={fields['correlation_id']}")
     if fields.get("code") is not None:
         parts.append(f"code={fields.get('code_name')}")
-    for name in (
-        "publisher_id",
-        "subscription_id",
-        "stream",
-        "credit",
-        "record_count",
-        "committed_chunk_id",
-        "mechanism",
-        "username",
-        "frame_max",
-        "heartbeat",
-        "closing_code",
-        "closing_reason",
-        "reason",
-    ):
+    for name in SUMMARY_FIELDS:
         value = fields.get(name)
         if value is not None and value != "":
             parts.append(f"{name}={value}")
