@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # The tables a report reads (every analysis table; frames are never needed).
 TABLES = tuple(name for name in schema.TABLES if name != "frames")
+# Anomaly kinds that stand for a frame that could not be read.
+DAMAGED = ("malformed", "truncated")
 # Columns that hold a capture time, for the span of a directory of tables.
 TIME_COLUMNS = {"connections": ("start_ns", "end_ns"), "requests": ("request_ts_ns",),
                 "publishes": ("publish_ts_ns",), "backlog": ("ts_ns",),
@@ -70,12 +72,20 @@ class ReportData:
         return int(c["frames_c2s"].fillna(0).sum() + c["frames_s2c"].fillna(0).sum())
 
     @property
+    def damaged_frames(self) -> int:
+        """Frames the codec could not read (each is an anomaly: malformed, truncated)."""
+        kinds = self.table("anomalies")["kind"]
+        return int(kinds.isin(DAMAGED).sum())
+
+    @property
     def has_traffic(self) -> bool:
-        """Whether any Stream frame was read (a capture of other traffic, or of damaged
-        frames only, has none)."""
-        return self.frames > 0 or any(
-            len(self.table(name)) for name in ("requests", "latency", "deliveries", "publishes",
-                                               "throughput"))  # fmt: skip
+        """Whether any Stream frame could be read: a capture of other traffic, or of damaged
+        frames only, has none. (A directory without a connections table: whether any table
+        that frames fill has rows.)"""
+        if self.has("connections"):
+            return self.frames > self.damaged_frames
+        return any(len(self.table(name)) for name in ("requests", "latency", "deliveries",
+                                                      "publishes", "throughput"))  # fmt: skip
 
 
 def from_analysis(analysis: Analysis, source: str = "") -> ReportData:

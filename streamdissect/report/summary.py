@@ -50,11 +50,12 @@ def summary_frame(data: Any, tz: Any = None) -> Any:
 
 def _no_traffic(data: Any) -> Finding:
     anomalies = data.table("anomalies")
-    if len(anomalies):
+    if len(anomalies) or data.frames:
         kinds = _counted(anomalies["kind"].dropna())
         return Finding("problem", "No readable Stream traffic",
-                       f"No Stream frame could be read: the capture holds only damaged or "
-                       f"undecodable Stream data ({kinds}).", "anomalies")  # fmt: skip
+                       f"Only damaged Stream data: {plural(data.frames, 'frame')} seen, none "
+                       f"readable (anomalies: {kinds or 'none'}). What the sections below show "
+                       "comes from those damaged frames.", "anomalies")  # fmt: skip
     return Finding("problem", "No Stream traffic",
                    "No RabbitMQ Stream traffic in this capture: no connection on the Stream "
                    "ports, and none recognised by its first bytes. Every section below is "
