@@ -10,10 +10,15 @@ import subprocess
 import sys
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+import rotate
 import worsen
 
 from streamdissect.analysis.report import CONNECTION_COLUMNS, LAG_COLUMNS
+from streamdissect.frame_batches import frames_arrow
+from streamdissect.spark.jobs import TABLES
 
 CLI = [sys.executable, "-m", "streamdissect.cli"]
 # captures of the same broker port, no four-tuple reused across them
@@ -49,20 +54,62 @@ def plain(value):
     return value
 
 
+def spark_job(inputs, out, *extra) -> None:
+    run = subprocess.run([*CLI, "spark", *map(str, inputs), "--out", str(out), "--master",
+                          "local[2]", *extra], capture_output=True, text=True, timeout=600,
+                         check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "wrote" in run.stdout
+
+
+def analyze_report(files) -> dict:
+    return json.loads(subprocess.run([*CLI, "analyze", "--format", "json", *map(str, files)],
+                                     capture_output=True, check=True).stdout)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("job")
-    run = subprocess.run([*CLI, "spark", *map(str, FILES), "--out", str(out), "--master",
-                          "local[2]"], capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "wrote" in run.stdout
-    report = json.loads(subprocess.run([*CLI, "analyze", "--format", "json", *map(str, FILES)],
-                                       capture_output=True, check=True).stdout)  # fmt: skip
-    return out, report
+    spark_job(FILES, out)
+    return out, analyze_report(FILES)
+
+
+@pytest.fixture(scope="module")
+def rotated_job(tmp_path_factory):
+    """The same captures, two of them cut into rotated pieces (3 and 5), in one directory
+    with the others: the figures are those of the whole files."""
+    folder = tmp_path_factory.mktemp("archive")
+    rotate.cut(FILES[1], 3, folder / "slow", offset=2)
+    rotate.cut(FILES[2], 5, folder / "confirm")
+    for path in (FILES[0], FILES[3]):
+        (folder / path.name).write_bytes(path.read_bytes())
+    out = tmp_path_factory.mktemp("rotated-job")
+    spark_job([folder], out, "--tables", ",".join((*TABLES, "frames")))
+    return out, analyze_report(FILES)
 
 
 @pytest.mark.parametrize("key", sorted(PAIRS))
 def test_job_tables_equal_the_analyze_report(job, key):
+    assert_same_tables(job, key)
+
+
+@pytest.mark.parametrize("key", sorted(PAIRS))
+def test_rotated_pieces_give_the_figures_of_the_whole_files(rotated_job, key):
+    assert_same_tables(rotated_job, key)
+
+
+def test_rotated_pieces_give_the_frames_of_the_whole_files(rotated_job):
+    """Frames on request: those of the whole files, the frames across the cuts included,
+    each connection named and its stream offsets counted as in the whole file."""
+    out, _ = rotated_job
+    got = pq.read_table(out / "frames").to_pylist()
+    whole = pa.concat_tables([frames_arrow(str(f), deliver_keep_limit=0) for f in FILES])
+    key = lambda r: json.dumps({c: str(v) for c, v in r.items()}, sort_keys=True)
+    assert len(got) == whole.num_rows > 300
+    assert sorted(map(key, got)) == sorted(map(key, whole.to_pylist()))
+
+
+def assert_same_tables(job, key) -> None:
     out, report = job
     table, columns = PAIRS[key]
     frame = pd.read_parquet(out / table)

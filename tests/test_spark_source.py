@@ -8,11 +8,14 @@ import os
 import shutil
 from decimal import Decimal
 
+import pyarrow.parquet as pq
 import pytest
+import rotate
 import worsen
 
 from streamdissect.analysis.run import analyze
 from streamdissect.frame_batches import frames_arrow
+from streamdissect.rotated.local import to_arrow
 from streamdissect.spark.files import CaptureFile, pack
 
 CAPTURES = worsen.corpus_captures()
@@ -120,9 +123,15 @@ def test_packing_puts_big_files_alone_and_small_ones_together():
     assert len(pack(files[2:], slots=2)) == 2  # both cores busy with small files too
 
 
+# the job's tables that a rotated capture's pieces give as the whole file does
+STITCHED = ("connections", "confirms", "credit", "stalls", "deliveries", "throughput",
+            "errors", "anomalies")  # fmt: skip
+
+
 def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
     """A real standalone master and two workers from the pyspark package, on 127.0.0.1: the
-    same frames as local mode; everything it started is stopped."""
+    same frames and tables as local mode, and a capture cut in rotated pieces gives the
+    figures of the whole file; everything it started is stopped."""
     import pandas as pd
 
     from streamdissect.spark import session
@@ -133,6 +142,9 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
     folder.mkdir()
     for path in CAPTURES[:8]:
         shutil.copy(path, folder / path.name)
+    rotated = tmp_path / "rotated"  # one capture cut in four pieces, as tcpdump -C cuts
+    whole = worsen.CAPTURES / "rstream-consume-credit-3.10.pcap"
+    rotate.cut(whole, 4, rotated, offset=1)
     local = sorted(map(str, rows_of(spark.read.format("streamdissect").load(str(folder)))))
     run_job(spark, [str(folder)], str(tmp_path / "local"), ("latency", "confirms", "stalls"))
     spark.stop()  # (one session a process: this test comes last in the module)
@@ -154,6 +166,13 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
                     on_cluster.sort_values(key).reset_index(drop=True),
                     in_local.sort_values(key).reset_index(drop=True))  # fmt: skip
                 assert len(on_cluster) > 0
+            run_job(remote, [str(rotated)], str(tmp_path / "cluster-rotated"), STITCHED)
+            analysis = analyze(str(whole), report_only=True, helper_process=False)
+            for table in STITCHED:
+                got = pq.read_table(tmp_path / "cluster-rotated" / table).to_pylist()
+                expected = to_arrow(table, getattr(analysis, table)).to_pylist()
+                assert sorted(map(str, got)) == sorted(map(str, expected)), table
+                assert got or table == "anomalies"
         finally:
             remote.stop()
         pids = [p.pid for p in cluster.processes]

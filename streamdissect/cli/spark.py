@@ -11,21 +11,23 @@ from ..capture import CaptureError
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from ..spark.jobs import TABLES
+    from ..spark.jobs import OPTIONAL, TABLES
 
     p = subparsers.add_parser(
         "spark",
         help="analyse a capture archive with Spark: one Parquet dataset per table",
         description="Every file (directories are read recursively; pcap, pcapng, gzip'd) is "
-        "analysed as a capture in a Spark task; the tables are written under --out as "
-        "analyze --format parquet writes them.",
+        "analysed as a capture in a Spark task, and the pieces of a rotated capture "
+        "(tcpdump -C, -G, -W) are stitched back into one; the tables are written under "
+        "--out as analyze --format parquet writes them.",
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="a file, a glob or a directory")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--master", metavar="URL",
                    help="local[*] (the default), local[N], or spark://HOST:PORT")
     p.add_argument("--tables", default=",".join(TABLES),
-                   help=f"comma-separated, of: {', '.join(TABLES)}")
+                   help=f"comma-separated, of: {', '.join(TABLES + OPTIONAL)} (default: all "
+                   "but frames)")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="a Stream port (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true")
@@ -37,10 +39,10 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from ..spark import session
-    from ..spark.jobs import TABLES, run_job
+    from ..spark.jobs import OPTIONAL, TABLES, run_job
 
     tables = tuple(t for t in args.tables.split(",") if t)
-    unknown = sorted(set(tables) - set(TABLES))
+    unknown = sorted(set(tables) - set(TABLES + OPTIONAL))
     if unknown:
         print(f"streamdissect: error: unknown tables {', '.join(unknown)}", file=sys.stderr)
         return 2

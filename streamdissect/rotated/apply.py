@@ -19,9 +19,10 @@ import numpy as np
 from .stitch import Chain, Plan
 
 PIECE, ROW, REPLACED = "_piece", "_row", "_replaced"
-# Tables with a row per connection (or per something of one): a chain's rows replace them.
+# Tables with a row per connection (or per something of one): a chain's rows replace them
+# (frames: with the chain's own, chain_frames and cut_frames).
 CONNECTION_TABLES = frozenset(("connections", "requests", "confirms", "publishes", "backlog",
-                               "credit", "stalls", "credit_balance", "deliveries"))  # fmt: skip
+                               "credit", "stalls", "credit_balance", "deliveries", "frames"))  # fmt: skip
 
 
 def _names_and_chained(table: Any, piece: int, plan: Plan) -> tuple[list, np.ndarray]:
@@ -140,16 +141,18 @@ def _ts(frames: Any) -> np.ndarray:
     return pc.fill_null(frames["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def chain_tables(parts_frames: Any, chain: Chain, at_once_ms: float | None = None) -> dict:
+def chain_tables(parts_frames: Any, chain: Chain, cut: Any,
+                 at_once_ms: float | None = None) -> dict:  # fmt: skip
     """Every analysis table of one chain (analysis.columns.tables), from its parts' frames
-    (chain_frames of every piece). Throughput and errors, which add up over frames, are the
-    chain's less what its parts' frames counted in their pieces."""
+    (chain_frames of every piece) and the frames across its cuts (cut_frames). Throughput
+    and errors, which add up over frames, are the chain's less what its parts' frames
+    counted in their pieces."""
     import pyarrow.compute as pc
 
     from ..analysis import columns
 
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
-    frames = in_order(kept, cut_frames(chain))
+    frames = in_order(kept, cut)
     directions = frames["direction"].to_pylist()
     summary = replace(chain.summary, frames_c2s=directions.count("c2s"),
                       frames_s2c=directions.count("s2c"))  # fmt: skip

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import schema
-from .apply import CONNECTION_TABLES, chain_frames, chain_tables, piece_rows
+from .apply import CONNECTION_TABLES, chain_frames, chain_tables, cut_frames, piece_rows
 from .facts import analyze_piece
 from .stitch import plan
 
@@ -43,7 +43,7 @@ def analyze_set(paths: Sequence[str], ports: Sequence[int] = (5552,), heuristic:
         every = pa.concat_tables(frames)
         for name, chain in the_plan.chains.items():
             mine = every.filter(pc.equal(every["connection"], name))
-            tables = chain_tables(mine, chain)
+            tables = chain_tables(mine, chain, cut_frames(chain))
             for table in TABLES:
                 if table in CONNECTION_TABLES:
                     parts[table].append(tables[table])
@@ -78,10 +78,18 @@ def anomaly_rows(anomalies: list) -> Any:
 
 def sum_up(table: str, arrow: Any) -> Any:
     """Throughput and errors summed per second / per (command, code), as one run counts."""
+    import pyarrow.compute as pc
+
     keys = {"throughput": ["second_ns"], "errors": ["command", "code", "code_name"]}.get(table)
     if keys is None:
         return arrow
     names = schema.column_names(table)
     sums = arrow.group_by(keys).aggregate([(c, "sum") for c in names if c not in keys])
     sums = sums.rename_columns([c.removesuffix("_sum") for c in sums.column_names]).select(names)
+    counted = None  # (a key whose counts the stitching took back to nothing is no row)
+    for name in names:
+        if name not in keys:
+            nonzero = pc.not_equal(sums[name], 0)
+            counted = nonzero if counted is None else pc.or_(counted, nonzero)
+    sums = sums.filter(counted)
     return sums.sort_by(keys[0]) if table == "throughput" else sums

@@ -1,13 +1,20 @@
 """`streamdissect spark INPUT... --out DIR`: the analysis tables of a capture archive, one
 Parquet dataset each, in the layout `analyze --format parquet -o DIR` writes.
 
-Each task analyses its files with the core, exactly as the CLI does (a file is a capture:
-its connections are analysed together), and writes its rows of every table as Parquet part
-files itself; only row counts reach the driver. Tables of one connection (connections,
-confirms, credit, stalls, deliveries, anomalies) are those rows. Tables across connections
-are Spark operations over the tasks' rows: latency from every request (counts summed,
-percentiles with Spark's exact `percentile`, linear between ranks like the CLI's),
-throughput and errors summed per second and per (command, code).
+Three stages of tasks (tasks.py); only file facts and row counts reach the driver:
+1. Each file is analysed apart, exactly as the CLI does, its rows of every table written
+   as Parquet part files by the task; the task returns what the file says at its edges.
+2. The driver makes the stitching plan (rotated.stitch): which files are pieces of one
+   rotated capture (tcpdump -C/-G/-W), which connections carry on across them. When there
+   are such sets, each of their files is a task again: its rows renamed as the set has them,
+   the frames of its connections that cross a cut written out per bucket of connections.
+3. Each bucket is a task: its connections analysed from all their frames with the columnar
+   analyses, the frames across the cuts included (rotated.apply.chain_tables).
+Tables of one connection (connections, confirms, credit, stalls, deliveries, anomalies,
+frames) are then the part files, moved in place. Tables across connections are Spark
+operations over the part files: latency from every request (counts summed, percentiles with
+Spark's exact `percentile`, linear between ranks like the CLI's), throughput and errors
+summed per second and per (command, code).
 """
 
 from __future__ import annotations
@@ -15,19 +22,20 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from .. import schema
 from .files import list_files, pack
+from .tasks import analyse_chains, analyse_pieces, bucket_of, part_path, stitch_piece
 
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies")  # fmt: skip
-# what the tasks write: the tables above, with requests in place of latency
-TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
-               "throughput", "errors", "anomalies")  # fmt: skip
-# Tables of one connection: the tasks' part files are the table (written in place).
+OPTIONAL = ("frames",)  # written on request (--tables frames,...)
+# Tables of one connection: the tasks' part files are the table (moved in place).
 IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
-                      "anomalies"))  # fmt: skip
+                      "anomalies", "frames"))  # fmt: skip
+CHAINS_PER_BUCKET = 64
 
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
@@ -35,31 +43,102 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
             partitions: int | None = None) -> dict[str, int]:  # fmt: skip
     """Write the tables under `out`; their row counts. `partitions`: at least this many
     tasks (default: Spark's parallelism)."""
+    from ..rotated.facts import PieceFacts
+    from ..rotated.stitch import plan
+
     files = list_files(inputs, recursive=True)
     if not files:
         raise FileNotFoundError("no capture files in " + ", ".join(inputs))
-    slots = partitions or spark.sparkContext.defaultParallelism
-    groups = pack(files, slots)
+    sc = spark.sparkContext
+    slots = partitions or sc.defaultParallelism
+    index = {f.path: k for k, f in enumerate(files)}
+    groups = [[(index[p], p) for p in group] for group in pack(files, slots)]
     work = os.path.join(out, f"_parts-{uuid.uuid4().hex[:8]}")
     for table in tables:  # (a table is the job's alone: nothing of an earlier run stays)
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
-    options = (work, out, ports, heuristic)
-    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), len(groups))
-    rdd.map(lambda item: _task(item, options)).count()  # (each task writes its parts)
-    written = {}
-    for table in tables:
-        folder = os.path.join(out, table)
-        if table in IN_PLACE:
-            if not os.path.isdir(folder) or not os.listdir(folder):
-                _write_empty(folder, table)
-        else:
-            source = "requests" if table == "latency" else table
-            parts = os.path.join(work, source)
-            frame = spark.read.parquet(parts) if os.path.isdir(parts) else _empty(spark, source)
-            _finish(table, frame).write.mode("overwrite").parquet(folder)
-        written[table] = _rows_written(folder)
+    options = {"work": work, "ports": ports, "heuristic": heuristic,
+               "frames": "frames" in tables}  # fmt: skip
+    found = sc.parallelize(groups, len(groups)).flatMap(
+        lambda item: analyse_pieces(item, options)).collect()  # fmt: skip
+    pieces = [PieceFacts(f.path, None, None) for f in files]
+    for k, facts in found:
+        pieces[k] = facts
+    the_plan = plan(pieces)
+    if the_plan.chains or any(len(s) > 1 for s in the_plan.sets):
+        _stitch(sc, the_plan, [f.path for f in files], options, slots)
+    written = {table: _finish_table(spark, table, work, out) for table in tables}
     shutil.rmtree(work, ignore_errors=True)
     return written
+
+
+def _stitch(sc: Any, the_plan: Any, paths: list[str], options: dict, slots: int) -> None:
+    """Stages 2 and 3: the files of rotated sets, then their chains."""
+    from ..rotated.apply import cut_frames
+
+    chains = list(the_plan.chains.values())
+    buckets = max(1, min(max(slots, 1) * 2, -(-len(chains) // CHAINS_PER_BUCKET)))
+    options = {**options, "buckets": buckets}
+    cuts = {chain.name: cut_frames(chain) for chain in chains}  # (small: frames at the cuts)
+    light = replace(the_plan, anomalies=[],
+                    chains={c.name: replace(c, frames=[]) for c in chains})  # fmt: skip
+    shared = sc.broadcast(light)
+    members = [(k, paths[k]) for s in the_plan.sets if len(s) > 1 for k in s]
+    sc.parallelize(members, max(1, min(len(members), slots * 4))).foreach(
+        lambda item: stitch_piece(item[0], item[1], shared.value, options))  # fmt: skip
+    by_bucket: dict[int, list] = {}
+    for chain in chains:
+        by_bucket.setdefault(bucket_of(chain.name, buckets), []).append(
+            (light.chains[chain.name], _ipc(cuts[chain.name])))  # fmt: skip
+    if by_bucket:
+        sc.parallelize(sorted(by_bucket.items()), len(by_bucket)).foreach(
+            lambda item: analyse_chains(item[0], item[1], options))  # fmt: skip
+    _write_driver_rows(the_plan, cuts, options)
+    shared.unpersist()
+
+
+def _ipc(table: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_driver_rows(the_plan: Any, cuts: dict, options: dict) -> None:
+    """The anomalies found at the cuts, and (frames on request) the frames across them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..rotated.local import anomaly_rows
+
+    if the_plan.anomalies:
+        pq.write_table(anomaly_rows(the_plan.anomalies),
+                       part_path(options["work"], "anomalies", "cuts"))  # fmt: skip
+    if options["frames"] and cuts:
+        names = schema.column_names("frames")
+        every = pa.concat_tables([cut.select(names) for cut in cuts.values()])
+        if every.num_rows:
+            pq.write_table(every, part_path(options["work"], "frames", "cuts"))
+
+
+def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
+    folder = os.path.join(out, table)
+    if table in IN_PLACE:
+        parts = os.path.join(work, table)
+        names = sorted(os.listdir(parts)) if os.path.isdir(parts) else []
+        if names:
+            os.makedirs(folder, exist_ok=True)
+            for name in names:
+                os.replace(os.path.join(parts, name), os.path.join(folder, name))
+        else:
+            _write_empty(folder, table)
+    else:
+        source = "requests" if table == "latency" else table
+        parts = os.path.join(work, source)
+        frame = spark.read.parquet(parts) if os.path.isdir(parts) else _empty(spark, source)
+        _finish(table, frame).write.mode("overwrite").parquet(folder)
+    return _rows_written(folder)
 
 
 def _write_empty(folder: str, table: str) -> None:
@@ -77,36 +156,6 @@ def _rows_written(folder: str) -> int:
 
     return sum(pq.read_metadata(os.path.join(folder, name)).num_rows
                for name in os.listdir(folder) if name.endswith(".parquet"))  # fmt: skip
-
-
-def _task(item: tuple[int, list[str]], options: tuple) -> int:
-    """(In a Spark task.) Every file of the group analysed, each table's rows written."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ..analysis.run import analyze
-    from ..capture import CaptureError
-
-    index, files = item
-    work, out, ports, heuristic = options
-    rows = 0
-    for k, path in enumerate(files):
-        try:
-            analysis = analyze(path, ports=ports, heuristic=heuristic, report_only=True,
-                               helper_process=False)  # fmt: skip
-        except CaptureError:
-            continue  # (the data source's anomalies table names such files)
-        for table in TASK_TABLES:
-            frame = getattr(analysis, table)
-            if frame.empty:
-                continue
-            arrow = pa.Table.from_pandas(frame[schema.column_names(table)],
-                                         schema=schema.arrow_schema(table), preserve_index=False)  # fmt: skip
-            folder = os.path.join(out if table in IN_PLACE else work, table)
-            os.makedirs(folder, exist_ok=True)
-            pq.write_table(arrow, os.path.join(folder, f"part-{index:05d}-{k:05d}.parquet"))
-            rows += arrow.num_rows
-    return rows
 
 
 def _empty(spark: Any, table: str) -> Any:
@@ -139,11 +188,15 @@ def _finish(table: str, frame: Any) -> Any:
             *(column.alias(name) for name, column in percentile.items()),
             F.max(answered).alias("max_ms"),
         ).select(*schema.column_names("latency"))  # fmt: skip
+    # (stitching takes back what a rotated set's pieces counted: a key left at nothing
+    # is no row)
     if table == "throughput":
-        sums = [F.sum(c).cast("bigint").alias(c) for c in schema.column_names(table)[1:]]
-        return frame.groupBy("second_ns").agg(*sums).orderBy("second_ns")
+        names = schema.column_names(table)[1:]
+        sums = [F.sum(c).cast("bigint").alias(c) for c in names]
+        counted = " OR ".join(f"{c} != 0" for c in names)
+        return frame.groupBy("second_ns").agg(*sums).where(counted).orderBy("second_ns")
     if table == "errors":
         return (frame.groupBy("command", "code", "code_name")
-                .agg(F.sum("count").cast("bigint").alias("count"))
+                .agg(F.sum("count").cast("bigint").alias("count")).where("count != 0")
                 .select(*schema.column_names("errors")))  # fmt: skip
     return frame.select(*schema.column_names(table))

@@ -1,0 +1,152 @@
+"""What the Spark job's tasks do (jobs.py runs them): plain functions over files, so each
+runs in a Python worker with the core, and writes its rows as Parquet part files itself.
+
+1. `analyse_pieces`: each file analysed apart (rotated.facts.analyze_piece), every table's
+   rows written under `work/TABLE/part-FILE.parquet`; the edge facts of the file returned.
+2. `stitch_piece`: a file of a rotated set: its rows rewritten as the whole set has them
+   (rotated.apply.piece_rows); the frames of its chain parts written per chain bucket.
+3. `analyse_chains`: the chains of one bucket, each analysed from all its frames
+   (rotated.apply.chain_tables); their rows written like any file's.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any
+
+from .. import schema
+
+# What the tasks write: the job's tables, with requests in place of latency.
+TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
+               "throughput", "errors", "anomalies")  # fmt: skip
+FRAMES_DIR = "_chain_frames"
+
+
+def part_path(work: str, table: str, name: str) -> str:
+    folder = os.path.join(work, table)
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"part-{name}.parquet")
+
+
+def _write(arrow: Any, work: str, table: str, name: str) -> int:
+    import pyarrow.parquet as pq
+
+    if arrow.num_rows:
+        pq.write_table(arrow, part_path(work, table, name))
+    return arrow.num_rows
+
+
+def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int, Any]]:
+    """(Task.) Each file of the group analysed; its rows written; (file index, facts)."""
+    from ..capture import CaptureError
+    from ..rotated.facts import PieceFacts, analyze_piece
+    from ..rotated.local import to_arrow
+
+    found = []
+    for k, path in item:
+        try:
+            analysis, facts = analyze_piece(path, ports=options["ports"],
+                                            heuristic=options["heuristic"], report_only=True,
+                                            helper_process=False)  # fmt: skip
+        except CaptureError:
+            found.append((k, PieceFacts(path, None, None)))  # (the source's anomalies say why)
+            continue
+        for table in TASK_TABLES:
+            frame = getattr(analysis, table)
+            if not frame.empty:
+                _write(to_arrow(table, frame), options["work"], table, f"{k:05d}")
+        if options["frames"]:
+            _write(_frames(path, options), options["work"], "frames", f"{k:05d}")
+        found.append((k, facts))
+    return found
+
+
+def _frames(path: str, options: dict) -> Any:
+    from ..rotated.local import piece_frames
+
+    return piece_frames(path, options["ports"], options["heuristic"])
+
+
+def bucket_of(name: str, buckets: int) -> int:
+    return zlib.crc32(name.encode()) % buckets
+
+
+def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
+    """(Task.) A file of a rotated set: its rows as the set has them, its chain frames out."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ..rotated.apply import REPLACED, chain_frames, piece_rows
+
+    work = options["work"]
+    tables = TASK_TABLES + (("frames",) if options["frames"] else ())
+    for table in tables:
+        where = part_path(work, table, f"{k:05d}")
+        if not os.path.exists(where):
+            continue
+        rows = pq.read_table(where, schema=schema.arrow_schema(table))
+        if table == "frames":
+            moved = chain_frames(rows, k, plan)  # (the frames table keeps the chains' too)
+            kept = moved.filter(pc.invert(moved[REPLACED])).select(schema.column_names(table))
+            rows = pa.concat_tables([piece_rows(rows, table, k, plan), kept])
+        else:
+            rows = piece_rows(rows, table, k, plan)
+        pq.write_table(rows, where)
+    if not any(plan.chain_of(k, part) for part in _locals(plan, k)):
+        return 0
+    from ..rotated.local import piece_frames
+
+    frames = chain_frames(piece_frames(path, options["ports"], options["heuristic"]), k, plan)
+    buckets = options["buckets"]
+    names = frames["connection"].to_pylist()
+    which = pa.array([bucket_of(n, buckets) for n in names], pa.int32())
+    for b in sorted(set(which.to_pylist())):
+        _write(frames.filter(pc.equal(which, b)), os.path.join(work, FRAMES_DIR, f"{b:05d}"),
+               "frames", f"{k:05d}")  # fmt: skip
+    return frames.num_rows
+
+
+def _locals(plan: Any, k: int) -> list[str]:
+    return [local for piece, local in plan.names if piece == k]
+
+
+def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) -> int:
+    """(Task.) Each chain of the bucket analysed from its frames; its rows written."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ..rotated.apply import CONNECTION_TABLES, chain_tables
+
+    work = options["work"]
+    folder = os.path.join(work, FRAMES_DIR, f"{bucket:05d}", "frames")
+    files = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    every = pa.concat_tables([pq.read_table(os.path.join(folder, f)) for f in files]) if files \
+        else None  # fmt: skip
+    parts: dict[str, list] = {}
+    for chain, cut_ipc in chains:
+        cut = pa.ipc.open_stream(cut_ipc).read_all()
+        mine = _no_frames() if every is None else every.filter(
+            pc.equal(every["connection"], chain.name))  # fmt: skip
+        tables = chain_tables(mine, chain, cut)
+        for table in TASK_TABLES:
+            if table in CONNECTION_TABLES or table in ("throughput", "errors"):
+                parts.setdefault(table, []).append(tables[table])
+    rows = 0
+    for table, pieces in parts.items():
+        rows += _write(pa.concat_tables(pieces), work, table, f"chains-{bucket:05d}")
+    return rows
+
+
+def _no_frames() -> Any:
+    """Parts' frames of a chain that has none (only frames across its cuts)."""
+    import pyarrow as pa
+
+    from ..rotated.apply import PIECE, REPLACED, ROW
+
+    table = schema.arrow_schema("frames").empty_table()
+    return (table.append_column(PIECE, pa.array([], pa.int32()))
+            .append_column(ROW, pa.array([], pa.int64()))
+            .append_column(REPLACED, pa.array([], pa.bool_())))  # fmt: skip
