@@ -1,0 +1,151 @@
+"""Hostile input through the generated dissector in Debian's tshark: a frame that does not fit
+its layout is Wireshark expert info (frame by frame the codec's own verdict: malformed,
+unknown or well-formed), never a Lua error; so are the fuzz campaign's findings, made-worse
+copies of a real capture (cut, reordered, duplicated, lost packets, a late start) and the
+cases of the hostile-input tests."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import struct
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import tshark_pdml
+import worsen
+from test_bulk_engine import _frame
+from test_fuzz_harness import REGRESSIONS, load
+from test_hostile import _deliver_with, nested_lists
+from tshark_pdml import connection_capture, pdus
+
+from streamdissect.framing import DEFAULT_MAX_FRAME
+from streamdissect.protocol import Malformed, Unknown, decode_frame
+from streamdissect.wireshark import generate
+
+fuzz = load()
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("hostile") / "rabbitmq_stream.lua"
+    path.write_text(generate())
+    return path
+
+
+def whole(frame: bytes) -> bytes | None:
+    """The frame with its size field made to fit its bytes (framing is not under test here:
+    the codec's verdict on each frame is)."""
+    if len(frame) < 8 or len(frame) - 4 > DEFAULT_MAX_FRAME:
+        return None
+    return struct.pack(">I", len(frame) - 4) + frame[4:]
+
+
+def codec_verdict(frame: bytes) -> str:
+    record = decode_frame(frame)
+    return "malformed" if isinstance(record, Malformed) else (
+        "unknown" if isinstance(record, Unknown) else "ok")  # fmt: skip
+
+
+def shown_verdict(pdu: tshark_pdml.Pdu) -> str:
+    experts = pdu.experts()
+    return "malformed" if "malformed" in experts else "unknown" if "unknown" in experts else "ok"
+
+
+def two_ways(frames: list[bytes]) -> list[tuple[str, bytes]]:
+    return [("c2s" if i % 2 == 0 else "s2c", frame) for i, frame in enumerate(frames)]
+
+
+def test_bad_frames_are_expert_info_with_the_codecs_verdict(plugin, tmp_path):
+    """Crafted frames, corpus frames, 600 mutations of them (the fuzz campaign's mutator) and
+    the campaign's frame findings, every fifth split over two segments."""
+    rng = random.Random(18)
+    seeds = fuzz.crafted_frames(rng) + fuzz.corpus_frames(fuzz.corpus_streams(), per_kind=4)
+    mutator = fuzz.FrameMutator(rng, seeds)
+    found_before = [p.read_bytes() for p in sorted(REGRESSIONS.glob("frame-*"))]
+    candidates = seeds + [mutator.mutate() for _ in range(600)] + found_before
+    frames = [f for f in map(whole, candidates) if f is not None]
+    capture = connection_capture(tmp_path / "frames.pcap", two_ways(frames), split_every=5)
+    trees = pdus(plugin, capture)
+    assert len(trees) == len(frames)
+    verdicts: Counter = Counter()
+    for frame, pdu in zip(frames, trees, strict=True):
+        record = decode_frame(frame)
+        expected = codec_verdict(frame)
+        assert shown_verdict(pdu) == expected, (frame.hex(), pdu.experts())
+        assert (pdu.number_of("key"), pdu.number_of("version"), pdu.number_of("size")) == (
+            record.key, record.version, record.size)  # fmt: skip
+        if expected != "unknown":
+            assert pdu.number_of("correlation_id") == record.correlation_id, frame.hex()
+            assert pdu.number_of("code") == record.code, frame.hex()
+        verdicts[expected] += 1
+    assert verdicts["malformed"] >= 100 and verdicts["ok"] >= 100 and verdicts["unknown"] >= 10
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in REGRESSIONS.iterdir() if p.suffix in (".pcap", ".stream")),
+    ids=lambda p: p.name,
+)  # fmt: skip
+def test_fuzz_findings_give_no_lua_error(plugin, tmp_path, path):
+    capture = path
+    if path.suffix == ".stream":  # one direction's bytes, in segments of 40
+        data = path.read_bytes()
+        pieces = [("c2s", data[i : i + 40]) for i in range(0, len(data), 40)]
+        capture = connection_capture(tmp_path / "stream.pcap", pieces)
+    tree = tshark_pdml.run(plugin, capture, "-V", damaged_ok=True)
+    assert "RabbitMQ Stream Protocol" in tree or path.suffix == ".pcap"
+
+
+WORSE = {
+    "snaplen-96": lambda packets: worsen.snaplen(packets, 96),
+    "snaplen-300": lambda packets: worsen.snaplen(packets, 300),
+    "reordered": worsen.reorder,
+    "duplicated": worsen.duplicate,
+    "lost": lambda packets: worsen.drop(packets, set(worsen.data_segments(packets)[5::7])),
+    "late-start": lambda packets: worsen.midstream(packets, len(packets) // 3),
+}
+
+
+@pytest.mark.parametrize("how", WORSE)
+def test_made_worse_captures_give_no_lua_error(plugin, tmp_path, how):
+    linktype, packets = worsen.read_pcap(worsen.real_capture())
+    path = worsen.write_pcap(tmp_path / f"{how}.pcap", linktype, WORSE[how](packets))
+    tshark_pdml.run(plugin, path, "-V")
+    trees = pdus(plugin, path)
+    assert trees
+    if how.startswith("snaplen"):
+        assert any("truncated" in pdu.experts() for pdu in trees)
+
+
+def test_the_hostile_tests_cases(plugin, tmp_path):
+    """A size of 0xffffffff mid-capture, a chunk header that lies, a zip bomb, AMQP nested
+    100,000 deep and u64 ids past 2**63: expert info or exact values, no Lua error."""
+    linktype, packets = worsen.read_pcap(worsen.real_capture())
+    data = worsen.data_segments(packets)
+    n = data[len(data) // 2]
+    at = worsen.tcp_of(packets[n][1]).payload_at
+    ts, raw, wirelen = packets[n]
+    lying = packets[:n] + [(ts, raw[:at] + b"\xff" * 4 + raw[at + 4 :], wirelen)] + packets[n + 1 :]
+    path = worsen.write_pcap(tmp_path / "lying.pcap", linktype, lying)
+    assert any("not_a_frame" in pdu.experts() for pdu in pdus(plugin, path))
+
+    top = 2**64 - 1
+    bomb = gzip.compress(b"\x00" * (8 << 20))
+    deep = b"\x00\x53\x77" + nested_lists(100_000)
+    chunk = struct.pack(">BBHIqQQIIIBHB", 0x50, 0, 1, 1, 1_700_000_000_000, 1, 0, 0, 12, 0, 0,
+                        0, 0)  # fmt: skip
+    frames = [
+        _deliver_with(struct.pack(">I", 5) + b"hello", records=2**32 - 1),  # records lie
+        _deliver_with(struct.pack(">BHII", 0x80 | 1 << 4, 1, 1 << 30, len(bomb)) + bomb),
+        _deliver_with(struct.pack(">I", len(deep)) + deep),
+        _frame(0x0002, 1, struct.pack(">BiQI", 7, 1, top, 3) + b"abc"),
+        _frame(0x0003, 1, struct.pack(">BiQ", 7, 1, top)),
+        _frame(0x0008, 2, struct.pack(">BQ", 0, top) + chunk + struct.pack(">I", 8) + b"x" * 8),
+    ]
+    trees = pdus(plugin, connection_capture(tmp_path / "hostile.pcap", two_ways(frames)))
+    assert [shown_verdict(t) for t in trees] == [codec_verdict(f) for f in frames]
+    assert shown_verdict(trees[0]) == "malformed"
+    assert trees[1].shows("entry.compression") == ["1"] and trees[1].shows("entry.records") == ["1"]
+    assert trees[3].shows("publishing_id") == trees[4].shows("publishing_id") == [str(top)]
+    assert trees[5].one("committed_chunk_id") == str(top)
