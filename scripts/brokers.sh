@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Install, start and stop the two real RabbitMQ brokers the tests and captures use.
-#   rabbit3: Debian bookworm's rabbitmq-server 3.10.8, stream port 5552 (host)
-#   rabbit4: Debian trixie's rabbitmq-server 4.0.x, stream port 5553 (debootstrap chroot)
-# Everything listens on 127.0.0.1 only. Idempotent: a running broker is left alone.
+#   rabbit3: Debian bookworm's rabbitmq-server 3.10.8, stream port 5552 (host), and a TLS
+#            stream listener on 5551 (a self-signed CA and certificates made with openssl
+#            into $TLS_DIR, git-ignored; SASL EXTERNAL for a client certificate, CN guest)
+#   rabbit4: Debian trixie's rabbitmq-server 4.0.x, stream port 5553 (debootstrap chroot),
+#            TLS stream listener on 5554 with the same certificates and EXTERNAL
+# Everything listens on 127.0.0.1 only. Idempotent: a running broker is left alone, unless
+# its TLS listener is down or the certificates changed: then it is restarted (if this script
+# started it).
 # Usage: scripts/brokers.sh start|stop|status [rabbit3|rabbit4|both] [force]
 #   stop only stops what this script started, unless "force" is given.
 set -euo pipefail
@@ -10,6 +15,8 @@ set -euo pipefail
 CHROOT=${STREAMDISSECT_CHROOT:-/srv/trixie}
 MIRROR=${STREAMDISSECT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 STATE_DIR=${STREAMDISSECT_STATE:-/var/tmp/streamdissect-brokers}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TLS_DIR=${STREAMDISSECT_TLS_DIR:-$REPO/.tls}    # ca.pem, server.*, client.* (tests read them)
 mkdir -p "$STATE_DIR"
 
 log() { echo "[brokers] $*" >&2; }
@@ -28,7 +35,7 @@ wait_port() {  # port seconds
   return 1
 }
 
-write_config() {  # root amqp_port stream_port node dist_port
+write_config() {  # root amqp_port stream_port node dist_port [extra rabbitmq.conf lines]
   local root=$1
   mkdir -p "$root/etc/rabbitmq"
   cat > "$root/etc/rabbitmq/rabbitmq.conf" <<CONF
@@ -37,6 +44,7 @@ stream.listeners.tcp.1 = 127.0.0.1:$3
 stream.advertised_host = 127.0.0.1
 stream.advertised_port = $3
 loopback_users.guest = true
+${6:-}
 CONF
   cat > "$root/etc/rabbitmq/rabbitmq-env.conf" <<CONF
 NODENAME=$4@localhost
@@ -52,6 +60,7 @@ install_host_packages() {
   local missing=()
   command -v /usr/lib/rabbitmq/bin/rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
   command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v tshark >/dev/null 2>&1 || missing+=(tshark)
   command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
   command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)  # (Spark's JVM)
@@ -63,17 +72,104 @@ install_host_packages() {
   apt-get install -y -q "${missing[@]}" >/dev/null
 }
 
+# ---- TLS for rabbit3: a CA, a server certificate (127.0.0.1, localhost), a client one ------
+cert_ok() {  # file -> 0 when it exists and stays valid for another day
+  [ -s "$1" ] && openssl x509 -checkend 86400 -noout -in "$1" >/dev/null 2>&1
+}
+
+sign() {  # name subject extensions: a key and a certificate signed by the CA
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+  printf '%s\n' "$3" "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid,issuer" \
+    "basicConstraints=critical,CA:FALSE" > "$1.ext"
+  openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+    -sha256 -extfile "$1.ext" -out "$1.pem" 2>/dev/null
+  rm -f "$1.csr" "$1.ext"
+}
+
+make_certs() {  # idempotent: made once into $TLS_DIR, remade only when missing or expiring
+  command -v openssl >/dev/null 2>&1 || install_host_packages
+  if cert_ok "$TLS_DIR/ca.pem" && cert_ok "$TLS_DIR/server.pem" && cert_ok "$TLS_DIR/client.pem"; then
+    return 0
+  fi
+  log "making a test CA and certificates in $TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    umask 077
+    rm -f ./*.pem ./*.key ./*.srl
+    openssl req -x509 -new -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout ca.key -out ca.pem \
+      -subj "/CN=streamdissect test CA" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    sign server "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth"
+    sign client "/CN=guest" "keyUsage=critical,digitalSignature
+extendedKeyUsage=clientAuth"
+    chmod 644 ca.pem server.pem client.pem
+  )
+}
+
+install_broker_tls() {  # root -> 0 when the broker's copies changed (it must restart)
+  local dir="$1/etc/rabbitmq/tls" f changed=1
+  mkdir -p "$dir"
+  for f in ca.pem server.pem server.key; do
+    cmp -s "$TLS_DIR/$f" "$dir/$f" && continue
+    install -m 600 "$TLS_DIR/$f" "$dir/$f"
+    changed=0
+  done
+  # (the chroot's rabbitmq user has its own uid)
+  if [ -z "$1" ]; then chown -R rabbitmq:rabbitmq "$dir"; else in_chroot 'chown -R rabbitmq:rabbitmq /etc/rabbitmq/tls'; fi
+  return $changed
+}
+
+tls_conf() {  # tls_port mechanisms... -> rabbitmq.conf lines: the TLS stream listener, EXTERNAL
+  local n=0 m
+  cat <<CONF
+stream.listeners.ssl.1 = 127.0.0.1:$1
+ssl_options.cacertfile = /etc/rabbitmq/tls/ca.pem
+ssl_options.certfile = /etc/rabbitmq/tls/server.pem
+ssl_options.keyfile = /etc/rabbitmq/tls/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+ssl_cert_login_from = common_name
+CONF
+  shift
+  for m in "$@"; do n=$((n + 1)); echo "auth_mechanisms.$n = $m"; done
+}
+
+restart_for_tls() {  # name port tls_port tls_changed -> 0 when the broker is to be (re)started
+  if port_open "$2"; then
+    if port_open "$3" && [ "$4" = 1 ]; then
+      log "$1 already answers on $2 (TLS on $3)"
+      return 1
+    fi
+    if ! started_here "$1"; then
+      log "$1 already answers on $2, without the current TLS listener on $3"
+      return 1
+    fi
+    log "restarting $1 to apply the TLS listener on $3 (certificates in $TLS_DIR)"
+    "stop_$1"
+  fi
+  return 0
+}
+
 # ---- rabbit3: the host's 3.10.8 ------------------------------------------------------------
 start_rabbit3() {
-  if port_open 5552; then log "rabbit3 already answers on 5552"; return 0; fi
   install_host_packages
-  write_config "" 5672 5552 rabbit 25672
+  make_certs
+  local tls_changed=1
+  install_broker_tls "" && tls_changed=0
+  restart_for_tls rabbit3 5552 5551 $tls_changed || return 0
+  # (3.10's default mechanisms are PLAIN and AMQPLAIN)
+  write_config "" 5672 5552 rabbit 25672 "$(tls_conf 5551 PLAIN AMQPLAIN EXTERNAL)"
+  echo '[rabbitmq_stream,rabbitmq_auth_mechanism_ssl].' > /etc/rabbitmq/enabled_plugins
   chown rabbitmq:rabbitmq /etc/rabbitmq/enabled_plugins
   mkdir -p /var/log/rabbitmq && chown rabbitmq:rabbitmq /var/log/rabbitmq
-  log "starting rabbit3 (3.10.8) on 127.0.0.1:5552"
+  log "starting rabbit3 (3.10.8) on 127.0.0.1:5552, TLS on 127.0.0.1:5551"
   su rabbitmq -s /bin/sh -c 'export ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_PID_FILE=/var/lib/rabbitmq/rabbit.pid; cd /var/lib/rabbitmq; nohup /usr/lib/rabbitmq/bin/rabbitmq-server > /var/log/rabbitmq/startup_stdout.log 2>&1 &'
   su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; /usr/lib/rabbitmq/bin/rabbitmqctl wait /var/lib/rabbitmq/rabbit.pid --timeout 90' >/dev/null
   wait_port 5552 60
+  wait_port 5551 30
   touch "$STATE_DIR/rabbit3.started"
 }
 
@@ -119,15 +215,22 @@ install_rabbit4() {
 }
 
 start_rabbit4() {
-  if port_open 5553; then log "rabbit4 already answers on 5553"; return 0; fi
   install_rabbit4
   mount_chroot
-  write_config "$CHROOT" 5673 5553 rabbit4 25673
+  make_certs
+  local tls_changed=1
+  install_broker_tls "$CHROOT" && tls_changed=0
+  restart_for_tls rabbit4 5553 5554 $tls_changed || return 0
+  mount_chroot
+  # (4.0's default mechanisms are PLAIN, AMQPLAIN and ANONYMOUS: all kept)
+  write_config "$CHROOT" 5673 5553 rabbit4 25673 "$(tls_conf 5554 AMQPLAIN PLAIN ANONYMOUS EXTERNAL)"
+  echo '[rabbitmq_stream,rabbitmq_auth_mechanism_ssl].' > "$CHROOT/etc/rabbitmq/enabled_plugins"
   in_chroot 'chown rabbitmq:rabbitmq /etc/rabbitmq/enabled_plugins; mkdir -p /var/log/rabbitmq; chown rabbitmq:rabbitmq /var/log/rabbitmq'
-  log "starting rabbit4 ($(in_chroot 'dpkg-query -W -f=\${Version} rabbitmq-server')) on 127.0.0.1:5553"
+  log "starting rabbit4 ($(in_chroot 'dpkg-query -W -f=\${Version} rabbitmq-server')) on 127.0.0.1:5553, TLS on 127.0.0.1:5554"
   in_chroot "su rabbitmq -s /bin/sh -c 'export ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT=4370 RABBITMQ_PID_FILE=/var/lib/rabbitmq/rabbit4.pid; cd /var/lib/rabbitmq; nohup /usr/lib/rabbitmq/bin/rabbitmq-server > /var/log/rabbitmq/startup_stdout.log 2>&1 &'"
   in_chroot "su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; ERL_EPMD_PORT=4370 /usr/lib/rabbitmq/bin/rabbitmqctl wait /var/lib/rabbitmq/rabbit4.pid --timeout 120'" >/dev/null
   wait_port 5553 60
+  wait_port 5554 30
   touch "$STATE_DIR/rabbit4.started"
 }
 
@@ -147,7 +250,9 @@ stop_rabbit4() {
 
 status() {
   port_open 5552 && echo "rabbit3 up 127.0.0.1:5552" || echo "rabbit3 down"
+  port_open 5551 && echo "rabbit3 TLS up 127.0.0.1:5551" || echo "rabbit3 TLS down"
   port_open 5553 && echo "rabbit4 up 127.0.0.1:5553" || echo "rabbit4 down"
+  port_open 5554 && echo "rabbit4 TLS up 127.0.0.1:5554" || echo "rabbit4 TLS down"
 }
 
 action=${1:-status}
