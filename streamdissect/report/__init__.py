@@ -15,6 +15,7 @@ imports the core and the analysis, never another face.
 
 from __future__ import annotations
 
+from .canvas import zone
 from .consuming import consumer_figure, credit_figure
 from .data import ReportData, from_analysis, from_parquet, load
 from .html import render as render_html
@@ -33,5 +34,5 @@ __all__ = [
     "FIGURES", "SECTIONS", "Finding", "ReportData", "Section", "backlog_figure",
     "confirm_lag_figure", "consumer_figure", "credit_figure", "errors_figure", "findings",
     "from_analysis", "from_parquet", "latency_figure", "load", "render_html",
-    "summary_frame", "throughput_figure", "timeline_figure", "write_html",
+    "summary_frame", "throughput_figure", "timeline_figure", "write_html", "zone",
 ]

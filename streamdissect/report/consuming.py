@@ -125,7 +125,8 @@ def _delivered_line(ax: Any, data: Any, connection: str, sid: Any) -> None:
            else "credit balance not in this dataset")  # fmt: skip
     ax.set_ylabel("chunks delivered")
     if not len(ts):
-        ax.plot([], [], " ", label=why)
+        ax.plot([], [], " ", label=f"no Deliver ({why})")
+        ax.set_ylim(0, 1)
         return
     count = np.arange(1, len(ts) + 1)
     if len(ts) > MAX_POINTS:
