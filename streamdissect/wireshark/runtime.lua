@@ -34,6 +34,14 @@ end
 proto.experts = expert_list
 
 local OK = 1
+-- bit32 is Lua 5.2's (Wireshark up to 4.2); a Wireshark on Lua 5.3 or later may lack it but
+-- has operators, which Lua 5.2 cannot parse: hence the string.
+local bits = bit32 or load([[return {
+    band = function(a, b) return a & b end,
+    bxor = function(a, b) return (a ~ b) & 0xFFFFFFFF end,
+    rshift = function(a, n) return (a & 0xFFFFFFFF) >> n end,
+    bnot = function(a) return ~a & 0xFFFFFFFF end,
+}]])()
 local tcp_stream = Field.new("tcp.stream")
 
 ----------------------------------------------------------------------------------------------
@@ -63,9 +71,11 @@ end
 
 local function ms_date(ms)
     local n = type(ms) == "number" and ms or ms:tonumber()
-    if n ~= n or math.abs(n) > 1e15 then return "" end
+    if n ~= n or math.abs(n) > 1e14 then return "" end  -- (NaN, or past the year 5000)
     local seconds = math.floor(n / 1000)
-    return string.format(" (%s.%03d UTC)", os.date("!%Y-%m-%d %H:%M:%S", seconds), n - seconds * 1000)
+    local date = os.date("!%Y-%m-%d %H:%M:%S", seconds)
+    if type(date) ~= "string" then return "" end
+    return string.format(" (%s.%03d UTC)", date, math.floor(n - seconds * 1000))
 end
 
 -- A text item over no bytes, to be given children and a length later.
@@ -264,7 +274,7 @@ function R.chunk_header(ctx, d, tree)
         pos = pos + m.width
     end
     ctx.pos = pos
-    if bit32.rshift(header.magic_version, 4) ~= SETTINGS.chunk_magic then
+    if bits.rshift(header.magic_version, 4) ~= SETTINGS.chunk_magic then
         fail(string.format("bad chunk magic 0x%02x", header.magic_version), start)
     end
     if header.num_entries * SETTINGS.min_entry_size > header.data_length then
@@ -285,7 +295,7 @@ end
 local function entry_at(tvb, pos, stop)
     if stop - pos < 4 then return nil, "entry header cut short" end
     local first = tvb(pos, 1):uint()
-    if bit32.band(first, 0x80) == 0 then
+    if bits.band(first, 0x80) == 0 then
         local size = tvb(pos, 4):uint()
         if size > stop - pos - 4 then
             return nil, string.format("entry size %d exceeds the %d bytes left", size, stop - pos - 4)
@@ -298,7 +308,7 @@ local function entry_at(tvb, pos, stop)
         return nil, string.format("sub-batch length %d exceeds the %d bytes left", length,
             stop - pos - 11)
     end
-    return {pos = pos, sub_batch = true, compression = bit32.rshift(bit32.band(first, 0x70), 4),
+    return {pos = pos, sub_batch = true, compression = bits.rshift(bits.band(first, 0x70), 4),
         records = tvb(pos + 1, 2):uint(), data = pos + 11, length = length,
         stop = pos + 11 + length}
 end
@@ -327,15 +337,15 @@ local CRC_TABLE = {}
 for i = 0, 255 do
     local c = i
     for _ = 1, 8 do
-        if bit32.band(c, 1) == 1 then c = bit32.bxor(0xEDB88320, bit32.rshift(c, 1))
-        else c = bit32.rshift(c, 1) end
+        if bits.band(c, 1) == 1 then c = bits.bxor(0xEDB88320, bits.rshift(c, 1))
+        else c = bits.rshift(c, 1) end
     end
     CRC_TABLE[i] = c
 end
 
 local function crc32(data)
     local c = 0xFFFFFFFF
-    local band, bxor, rshift, byte = bit32.band, bit32.bxor, bit32.rshift, string.byte
+    local band, bxor, rshift, byte = bits.band, bits.bxor, bits.rshift, string.byte
     for block = 1, #data, 4096 do
         local bytes = {byte(data, block, math.min(block + 4095, #data))}
         for i = 1, #bytes do
@@ -617,7 +627,7 @@ local function show_unknown(tvb, item, key, version, body)
     item:add_proto_expert_info(EXPERT.unknown, string.format(
         "Key 0x%04x version %d is not in the protocol table", key, version))
     if body <= 0 then return end
-    if bit32.band(key, bit32.bnot(SETTINGS.response_bit)) == SETTINGS.sasl_key
+    if bits.band(key, bits.bnot(SETTINGS.response_bit)) == SETTINGS.sasl_key
             and not proto.prefs.show_secrets then
         item:add(tvb(8, 0), "Body: *** (hidden: it may hold credentials)")
     else
