@@ -58,16 +58,17 @@ def version_rows(commands: list) -> list[dict]:
     return sorted(rows, key=lambda row: row["key"])
 
 
-class Probe:
-    def __init__(self, connector: Connector, options: ProbeOptions,
+class Asker:
+    """Sessions of one run, and commands a broker may not know: it closes the connection on
+    those (code 0x0d), which is noted, and a new session goes on."""
+
+    def __init__(self, connector: Connector,
                  status: Callable[[str], None] = lambda message: None) -> None:  # fmt: skip
-        self.connector, self.options, self.status = connector, options, status
+        self.connector, self.status = connector, status
         self.offered: set[int] | None = None  # keys ExchangeCommandVersions listed
         self.refused: list[str] = []  # commands the broker closed the connection on
         self.answered: set[str] = set()
         self.sessions: list[Session] = []
-
-    # --- sessions, and commands the broker may not know --------------------------------
 
     def open(self) -> Session:
         session = self.connector.open()
@@ -99,6 +100,30 @@ class Probe:
         self.refused.append(command)
         return self.open(), None
 
+    def command_versions(self, session: Session) -> tuple[Session, list[dict] | str]:
+        """The broker's ExchangeCommandVersions answer as rows, or NOT_SUPPORTED."""
+        session, reply = self.attempt(session, "ExchangeCommandVersions",
+                                      "exchange_command_versions",
+                                      commands=client_command_versions())  # fmt: skip
+        if reply is None:
+            return session, NOT_SUPPORTED
+        rows = version_rows(reply.record.commands)
+        self.offered = {row["key"] for row in rows}
+        return session, rows
+
+    def heartbeats(self, session: Session) -> dict:
+        sessions = set(self.sessions) | {session}
+        return {"interval_s": session.heartbeat,
+                "sent": sum(s.heartbeats_sent for s in sessions),
+                "received": sum(s.heartbeats_received for s in sessions)}  # fmt: skip
+
+
+class Probe(Asker):
+    def __init__(self, connector: Connector, options: ProbeOptions,
+                 status: Callable[[str], None] = lambda message: None) -> None:  # fmt: skip
+        super().__init__(connector, status)
+        self.options = options
+
     # --- the run ---------------------------------------------------------------------------
 
     def run(self) -> dict:
@@ -124,28 +149,13 @@ class Probe:
             session, report["writes"] = round_trip(
                 self.connector, session, self.options.samples, self.status
             )
-            self.sessions.append(session)
         if self.options.idle > 0:
             session.idle(self.options.idle)
         session.close()
         report["refused"] = self.refused
-        report["heartbeats"] = {
-            "interval_s": session.heartbeat,
-            "sent": sum(s.heartbeats_sent for s in set(self.sessions)),
-            "received": sum(s.heartbeats_received for s in set(self.sessions)),
-        }
+        report["heartbeats"] = self.heartbeats(session)
         report["connections"] = len(self.connector.wires)
         return report
-
-    def command_versions(self, session: Session) -> tuple[Session, list[dict] | str]:
-        session, reply = self.attempt(session, "ExchangeCommandVersions",
-                                      "exchange_command_versions",
-                                      commands=client_command_versions())  # fmt: skip
-        if reply is None:
-            return session, NOT_SUPPORTED
-        rows = version_rows(reply.record.commands)
-        self.offered = {row["key"] for row in rows}
-        return session, rows
 
     def streams(self, session: Session) -> tuple[Session, list[dict]]:
         rows = []

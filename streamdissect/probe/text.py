@@ -73,3 +73,47 @@ def probe_text(report: dict) -> str:
     lines.append(f"heartbeats: every {beats['interval_s']} s; sent {beats['sent']}, "
                  f"received {beats['received']}")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def compare_text(report: dict) -> str:
+    server = report["server"]
+    captured = server["captured"] or {}
+    tune = report["tune"]
+    offers = "; ".join(f"frame_max {t['frame_max']} heartbeat {t['heartbeat']}"
+                       for t in tune["captured"])  # fmt: skip
+    lines = [
+        f"capture {', '.join(report['capture'])} against {report['target']}",
+        f"  server: captured {captured.get('product')} {captured.get('version')}, "
+        + f"live {server['live'].get('product')} {server['live'].get('version')}",
+        f"  tune offered: captured {offers}, live frame_max {tune['live']['frame_max']} "
+        + f"heartbeat {tune['live']['heartbeat']}",
+    ]
+    summary = report["summary"]
+    lines.append(f"differences: {summary['protocol']} protocol, {summary['server']} server, "
+                 f"{summary['state']} state")  # fmt: skip
+    if report["differences"]:
+        lines += _table(["kind", "command", "field", "captured", "live", "count"],
+                        [[d["kind"], d["command"], d["field"], d["captured"], d["live"],
+                          d["count"]] for d in report["differences"]])  # fmt: skip
+    caps = report["capabilities"]
+    live = caps["live_command_versions"]
+    lines.append("command versions used in the capture"
+                 + (" (the live broker has no ExchangeCommandVersions)" if live == "not supported"
+                    else ""))  # fmt: skip
+    lines += _table(["command", "used", "captured offer", "live offer", "ok"],
+                    [[r["command"], r["used"], r["captured"], r["live"],
+                      {True: "yes", False: "NO", None: "?"}[r["ok"]]]
+                     for r in caps["used_in_capture"]])  # fmt: skip
+    if caps["refused_live"]:
+        lines.append(f"refused by the live broker: {', '.join(caps['refused_live'])}")
+    lines.append("latency (ms)")
+    lines += _table(["command", "captured p50", "live p50", "captured n", "live n"],
+                    [[r["command"], _ms(r["captured_p50_ms"]), _ms(r["live_p50_ms"]),
+                      r["captured_samples"], r["live_samples"]]
+                     for r in report["latency"]])  # fmt: skip
+    writes = report.get("writes")
+    if writes:
+        lines.append(f"round trip on the temporary stream {writes['stream']}: "
+                     f"{writes['confirmed']}/{writes['messages']} confirmed, deleted: "
+                     f"{'yes' if writes['deleted'] else 'NO'}")  # fmt: skip
+    return "\n".join(lines) + "\n"
