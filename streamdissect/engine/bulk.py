@@ -281,8 +281,13 @@ def layout(f: Any, order: str, buf: bytearray, block: int, owner: Any = None) ->
     mv = memoryview(buf)
     base = FILE_HEADER_SIZE  # file offset of buf[0]
     have = 0
+    # A small first read, each next one twice the last: a file that starts mid-connection
+    # (a piece of a rotated capture) has its first block's connections go through the exact
+    # code, so that block is kept short.
+    want = min(FIRST_READ, block)
     while True:
-        got = f.readinto(mv[have : have + block])
+        got = f.readinto(mv[have : have + want])
+        want = min(want * 2, block)
         end = have + got
         starts, pos, bad = walk_records(buf, 0, end, u32)
         if starts:
@@ -316,6 +321,7 @@ FLOW_COLUMNS = 10
 STARTS = FLOW_COLUMNS + 3
 COLUMNS = STARTS + 1
 FIRST_BLOCK = 1 << 20  # the helper's first read; each next one twice the last, up to BLOCK
+FIRST_READ = 1 << 18  # the first read without a helper (see layout)
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 
 

@@ -136,7 +136,8 @@ def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
     else:
         source = "requests" if table == "latency" else table
         parts = os.path.join(work, source)
-        frame = spark.read.parquet(parts) if os.path.isdir(parts) else _empty(spark, source)
+        frame = (spark.read.parquet(parts) if os.path.isdir(parts) and os.listdir(parts)
+                 else _empty(spark, source))  # fmt: skip
         _finish(table, frame).write.mode("overwrite").parquet(folder)
     return _rows_written(folder)
 

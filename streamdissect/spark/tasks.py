@@ -83,7 +83,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
     work = options["work"]
     tables = TASK_TABLES + (("frames",) if options["frames"] else ())
     for table in tables:
-        where = part_path(work, table, f"{k:05d}")
+        where = os.path.join(work, table, f"part-{k:05d}.parquet")
         if not os.path.exists(where):
             continue
         rows = pq.read_table(where, schema=schema.arrow_schema(table))
