@@ -1,8 +1,8 @@
 """The generated Wireshark dissector, run by Debian's real tshark on every shipped capture:
 the same frames per connection and direction as `streamdissect frames --format jsonl`
 (key, version, correlation id, code, size and every field the line carries), and the same
-request/response pairs as `streamdissect analyze --format json`'s latency table. Both
-outputs are the reference: the codec's and the analysis' own tests hold them to the
+request/response pairs as `streamdissect analyze --format json`'s latency table (and,
+pair by pair, as its requests table). Both outputs are the reference: the codec's and the analysis' own tests hold them to the
 captures' truth files; nothing here is expected from the dissector's own output."""
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ import json
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import tshark_pdml
 from tshark_pdml import Pdu, pdus
 
+from streamdissect.analysis import analyze
 from streamdissect.analysis.latency import NOT_CALLS
 from streamdissect.protocol import spec
 from streamdissect.wireshark import generate
@@ -178,9 +181,9 @@ def latency_from_trees(rows: list[dict], found: list[Pdu]) -> dict[str, dict]:
 
     def of(command: str) -> dict:
         return stats.setdefault(command, {"calls": 0, "answered": 0, "orphan_responses": 0,
-                                          "duplicate_ids": 0, "times": []})  # fmt: skip
+                                          "duplicate_ids": 0, "times": [], "pairs": []})  # fmt: skip
 
-    for (_, direction), (_, trees) in by_direction(rows, found).items():
+    for (connection, direction), (_, trees) in by_direction(rows, found).items():
         for pdu in trees:
             command = pdu.one("command")
             tune = command == "Tune"
@@ -198,6 +201,9 @@ def latency_from_trees(rows: list[dict], found: list[Pdu]) -> dict[str, dict]:
                 assert "orphan_response" in pdu.experts()
             else:
                 row["times"].append(float(pdu.one("time")) * 1000)
+                asked = "s2c" if direction == "c2s" else "c2s"
+                row["pairs"].append((connection, asked, pdu.number_of("correlation_id"),
+                                     int(Decimal(pdu.one("time")) * 10**9)))  # fmt: skip
     return stats
 
 
@@ -219,6 +225,16 @@ def test_same_pairs_as_the_latency_table(plugin, capture):
         if got["times"]:
             assert min(got["times"]) == pytest.approx(row["min_ms"], abs=0.0011), command
             assert max(got["times"]) == pytest.approx(row["max_ms"], abs=0.0011), command
+    # and pair by pair: the same requests answered after the same nanoseconds
+    answered = analyze(str(capture)).requests.query("status == 'answered'")
+    expected = Counter(
+        (r.connection, r.direction, r.command, None if pd.isna(r.correlation_id)
+         else int(r.correlation_id), int(r.response_ts_ns) - int(r.request_ts_ns))
+        for r in answered.itertuples()
+    )  # fmt: skip
+    got_pairs = Counter((c, d, command, corr, ns) for command, got in stats.items()
+                        for c, d, corr, ns in got["pairs"])  # fmt: skip
+    assert got_pairs == expected
 
 
 def test_a_response_time_filter_works(plugin):
