@@ -249,3 +249,15 @@ def test_no_tables_at_all_draw_notes():
 def test_a_directory_with_no_tables_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         report.from_parquet(str(tmp_path))
+
+
+def test_the_report_face_imports_no_other_face_and_no_pyplot():
+    import subprocess
+    import sys
+
+    code = ("import sys, streamdissect.report; print(sorted(m for m in sys.modules if "
+            "m.startswith(('streamdissect.spark', 'streamdissect.scapy', 'streamdissect.probe', "
+            "'streamdissect.wireshark', 'streamdissect.cli', 'matplotlib.pyplot', 'pyspark'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=CAPTURES.parent)  # fmt: skip
+    assert out.stdout.strip() == "[]"
