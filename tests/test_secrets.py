@@ -56,9 +56,12 @@ def _files(fmt: str) -> list[str]:
 
 
 def written(directory: Path) -> str:
-    """Every file a command wrote, as text (Parquet read back: its bytes may be compressed)."""
+    """Every file a command wrote, as text (Parquet read back: its bytes may be compressed;
+    a single file, such as report's HTML, as it is)."""
     import pyarrow.parquet as pq
 
+    if directory.is_file():
+        return directory.read_text(encoding="utf-8", errors="replace")
     texts = []
     for path in sorted(directory.rglob("*")):
         if path.suffix == ".csv":
@@ -75,8 +78,9 @@ def cli_runs() -> list[tuple[str, list[str]]]:
         for action in parser._actions:
             if "--format" in action.option_strings:
                 formats = list(action.choices)
-        # (spark writes files only: where, and one local core)
-        base = ["--out", "OUT", "--master", "local[1]"] if name == "spark" else []
+        # (spark writes files only: where, and one local core; report writes one file)
+        base = {"spark": ["--out", "OUT", "--master", "local[1]"],
+                "report": ["-o", "OUT"]}.get(name, [])  # fmt: skip
         for fmt in formats:
             runs.append((name, [*base, *([] if fmt is None else ["--format", fmt,
                                                                  *_files(fmt)])]))  # fmt: skip
