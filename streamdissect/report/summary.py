@@ -119,7 +119,7 @@ def _error_codes(data: Any) -> list[Finding]:
              for _, row in top.iterrows()]  # fmt: skip
     more = f", and {len(errors) - len(top)} more" if len(errors) > len(top) else ""
     return [Finding("problem", "Error codes",
-                    f"{plural(total, 'response')} with a code other than OK: "
+                    f"{plural(total, 'code')} other than OK: "
                     f"{', '.join(parts)}{more}.", "errors")]  # fmt: skip
 
 
