@@ -125,12 +125,9 @@ def _error_codes(data: Any) -> list[Finding]:
 
 def _open_requests(data: Any) -> list[Finding]:
     open_, total = _counting(data, "latency", "open_requests")
-    if not total:
-        return []
-    parts = [f"{row.command} ×{int(row.open_requests)}" for row in open_.itertuples()]
-    return [Finding("look", "Requests never answered",
-                    f"{plural(total, 'request')} with no response in the capture: "
-                    f"{', '.join(parts)}.", "latency")]  # fmt: skip
+    parts = ", ".join(f"{row.command} ×{int(row.open_requests)}" for row in open_.itertuples())
+    text = f"{plural(total, 'request')} with no response in the capture: {parts}."
+    return [Finding("look", "Requests never answered", text, "latency")] if total else []
 
 
 def _anomalies(data: Any) -> list[Finding]:
@@ -144,11 +141,9 @@ def _anomalies(data: Any) -> list[Finding]:
 
 def _heartbeats(data: Any) -> list[Finding]:
     missed, total = _counting(data, "connections", "missed_heartbeat_gaps")
-    if not total:
-        return []
-    return [Finding("problem", "Missed heartbeats",
-                    f"{plural(total, 'silence')} longer than two heartbeat intervals on "
-                    f"{plural(len(missed), 'connection')}.", "connections")]  # fmt: skip
+    text = (f"{plural(total, 'silence')} longer than two heartbeat intervals on "
+            f"{plural(len(missed), 'connection')}.")
+    return [Finding("problem", "Missed heartbeats", text, "connections")] if total else []
 
 
 def _closes(data: Any) -> list[Finding]:
