@@ -1,11 +1,16 @@
-"""The Spark job's scaling, in one run: `python benchmarks/spark.py [--copies N] [--big FILE]`.
+"""The Spark job's scaling, in one run:
+`python benchmarks/spark.py [--copies N] [--big FILE] [--pieces N] [--big-copies N]`.
 
-Makes an archive (copies of the shipped captures, and of a benchmark capture with --big),
-runs `streamdissect spark` on it with local[1] and local[2], and prints frames/s, files/s,
-the scaling from 1 to 2 cores, the per-task overhead (a job over tiny files, one task each,
-less the same files' dissection time in one process) and the CLI's analyze on the same files
-for comparison. Targets (issue 15): >= 1.7x from 1 to 2 cores; frames/s per core within 2x
-of the CLI's.
+Makes an archive: copies of the shipped captures, and each benchmark capture (--big) cut
+into rotated pieces as `tcpdump -C` cuts (tests/rotate.py), --big-copies times. Then, in
+this process, with a Spark session per master started (and timed) apart:
+- the job (`spark.jobs.run_job`, what `streamdissect spark` runs) with local[1] and
+  local[2]: wall time, frames/s, files/s, the scaling from 1 to 2 cores;
+- the seconds its tasks worked (summed in the workers), against the CLI's analysis of the
+  same files in one process (`analyze()` file by file, as `streamdissect analyze` runs it):
+  frames/s per core;
+- the per-task overhead: a job over 8 tiny files in 8 tasks, less the same in one task.
+Targets (issue 15): >= 1.7x from 1 to 2 cores; frames/s per core within 2x of the CLI's.
 """
 
 from __future__ import annotations
@@ -13,80 +18,120 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "streamdissect.cli"]
+PORTS = (5552, 5553)
 
 
 def frames_in(files: list[Path]) -> int:
     from streamdissect.frame_batches import frames_arrow
 
-    return sum(frames_arrow(str(f), ports=(5552, 5553)).num_rows for f in files)
+    return sum(frames_arrow(str(f), ports=PORTS).num_rows for f in files)
 
 
-def timed(command: list[str]) -> float:
+def make_archive(folder: Path, copies: int, bigs: list[str], pieces: int,
+                 big_copies: int) -> tuple[list[Path], list[Path]]:  # fmt: skip
+    """The archive's files, and the whole files they hold (the frames to count)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import rotate
+
+    folder.mkdir()
+    captures = sorted((ROOT / "captures").glob("*.pcap"))
+    wholes = []
+    for k in range(copies):
+        for path in captures:
+            shutil.copy(path, folder / f"{k:03d}-{path.name}")
+            wholes.append(path)
+    for n, big in enumerate(bigs):
+        for k in range(big_copies):
+            rotate.cut(Path(big), pieces, folder / f"big{n}-{k}")
+            wholes.append(Path(big))
+    return sorted(p for p in folder.rglob("*") if p.is_file()), wholes
+
+
+def cli_seconds(files: list[Path]) -> float:
+    """The CLI's analysis of each file, in one process (no interpreter start-up)."""
+    from streamdissect.analysis.run import analyze
+
     started = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True)
+    for path in files:
+        analyze(str(path), ports=PORTS, report_only=True)
     return time.perf_counter() - started
 
 
-def job(archive: Path, master: str, out: Path, partitions: int | None = None) -> float:
+def run(spark, archive: Path, out: Path, partitions: int | None = None) -> tuple[float, dict]:
+    from streamdissect.spark.jobs import run_job
+
     shutil.rmtree(out, ignore_errors=True)
-    extra = ["--partitions", str(partitions)] if partitions else []
-    return timed([*CLI, "spark", str(archive), "--out", str(out), "--master", master,
-                  "--port", "5552", "--port", "5553", *extra])  # fmt: skip
+    stats: dict = {}
+    started = time.perf_counter()
+    run_job(spark, [str(archive)], str(out), ports=PORTS, partitions=partitions, stats=stats)
+    return time.perf_counter() - started, stats
+
+
+def measure(master: str, archive: Path, tiny: Path, work: Path) -> dict:
+    from streamdissect.spark import session
+
+    started = time.perf_counter()
+    spark = session(master)
+    spark.sparkContext.parallelize([0], 1).count()
+    start_up = time.perf_counter() - started
+    try:
+        run(spark, tiny, work / "warm")  # (the session's first job pays for the JIT)
+        wall, stats = run(spark, archive, work / f"out-{master}")
+        eight, _ = run(spark, tiny, work / "tiny8", partitions=8)
+        one, _ = run(spark, tiny, work / "tiny1", partitions=1)
+    finally:
+        spark.stop()
+    return {"start_up": start_up, "wall": wall, "stats": stats, "tiny8": eight, "tiny1": one}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--copies", type=int, default=12, help="copies of each shipped capture")
+    ap.add_argument("--copies", type=int, default=4, help="copies of each shipped capture")
     ap.add_argument("--big", action="append", default=[], help="a benchmark capture to add")
+    ap.add_argument("--pieces", type=int, default=8, help="rotated pieces of each --big")
+    ap.add_argument("--big-copies", type=int, default=1, help="copies of each --big's pieces")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="sd-spark-bench-"))
+    from streamdissect.spark import spark_environment
+
+    spark_environment()
+    work = Path(tempfile.mkdtemp(prefix="sd-spark-bench-", dir=ROOT / "benchmarks" / "out"))
     try:
         archive = work / "archive"
-        archive.mkdir()
-        captures = sorted((ROOT / "captures").glob("*.pcap"))
-        for k in range(args.copies):
-            for path in captures:
-                shutil.copy(path, archive / f"{k:03d}-{path.name}")
-        for k, big in enumerate(args.big):
-            shutil.copy(big, archive / f"big{k}-{Path(big).name}")
-        files = sorted(archive.iterdir())
+        files, wholes = make_archive(archive, args.copies, args.big, args.pieces,
+                                     args.big_copies)  # fmt: skip
         size = sum(f.stat().st_size for f in files)
-        frames = frames_in(files)
+        frames = frames_in(wholes)
         print(f"archive: {len(files)} files, {size / 1e6:.1f} MB, {frames:,} frames")
-
-        # the CLI on the same files, one process, one file at a time (its own per-file cost)
-        cli = sum(timed([*CLI, "analyze", "--format", "json", "--port", "5552", "--port",
-                         "5553", str(f)]) for f in files[: len(captures)])  # fmt: skip
-        cli_rate = frames_in(files[: len(captures)]) / cli
-        one = job(archive, "local[1]", work / "out1")
-        two = job(archive, "local[2]", work / "out2")
-        # per-task overhead: a job over N tiny files in N tasks, less their dissection
         tiny = work / "tiny"
         tiny.mkdir()
-        small = min(captures, key=lambda p: p.stat().st_size)
+        small = min((ROOT / "captures").glob("*.pcap"), key=lambda p: p.stat().st_size)
         for k in range(8):
             shutil.copy(small, tiny / f"{k}.pcap")
-        tiny_job = job(tiny, "local[1]", work / "out3", partitions=8)
-        single = job(tiny, "local[1]", work / "out4", partitions=1)
-        overhead = (tiny_job - single) / 7
-        print(f"CLI analyze, one file a process: {cli_rate:,.0f} frames/s")
-        print(f"spark local[1]: {one:.1f} s, {frames / one:,.0f} frames/s, "
-              f"{len(files) / one:.1f} files/s")
-        print(f"spark local[2]: {two:.1f} s, {frames / two:,.0f} frames/s, "
-              f"{len(files) / two:.1f} files/s")
+        cli = cli_seconds(files)
+        results = {m: measure(m, archive, tiny, work) for m in ("local[1]", "local[2]")}
+        for master, r in results.items():
+            s = r["stats"]
+            print(f"spark {master}: session start-up {r['start_up']:.1f} s; job {r['wall']:.1f} s,"
+                  f" {frames / r['wall']:,.0f} frames/s, {len(files) / r['wall']:.1f} files/s "
+                  f"({s['tasks']} first-stage tasks, {s['rotated_sets']} rotated sets, "
+                  f"{s['chains']} connections across cuts); tasks worked "
+                  f"{s['task_seconds']:.1f} s")  # fmt: skip
+        one, two = results["local[1]"]["wall"], results["local[2]"]["wall"]
         print(f"scaling 1 -> 2 cores: {one / two:.2f}x (target >= 1.7x)")
-        print(f"per core, against the CLI: {frames / two / 2 / cli_rate:.2f}x "
-              "(target: within 2x, >= 0.5)")
-        print(f"per-task overhead: {overhead * 1000:.0f} ms (8 tiny files in 8 tasks: "
-              f"{tiny_job:.1f} s; in one task: {single:.1f} s)")
+        task_rate = frames / results["local[2]"]["stats"]["task_seconds"]
+        print(f"CLI analyze, one process, file by file: {cli:.1f} s, {frames / cli:,.0f} frames/s")
+        print(f"per core: tasks {task_rate:,.0f} frames/s = {task_rate / (frames / cli):.2f}x the "
+              f"CLI (target >= 0.5); end to end on 2 cores {frames / two / 2:,.0f} frames/s = "
+              f"{frames / two / 2 / (frames / cli):.2f}x")  # fmt: skip
+        r = results["local[1]"]
+        print(f"per-task overhead: {(r['tiny8'] - r['tiny1']) / 7 * 1000:.0f} ms (8 tiny files "
+              f"in 8 tasks {r['tiny8']:.2f} s, in one task {r['tiny1']:.2f} s)")  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

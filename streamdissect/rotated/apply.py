@@ -25,42 +25,80 @@ CONNECTION_TABLES = frozenset(("connections", "requests", "confirms", "publishes
                                "credit", "stalls", "credit_balance", "deliveries", "frames"))  # fmt: skip
 
 
-def _names_and_chained(table: Any, piece: int, plan: Plan) -> tuple[list, np.ndarray]:
-    locals_ = table["connection"].to_pylist()
-    names = [plan.names.get((piece, c), c) if c is not None else None for c in locals_]
-    chained = np.array([n in plan.chains for n in names], dtype=bool)
+def _per_key(table: Any, columns: tuple[str, ...], value: Any, dtype: Any) -> np.ndarray:
+    """value(*key) for each row (None for a null), computed once per distinct key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not table.num_rows:
+        return np.zeros(0, dtype=dtype)
+    keys = [pc.fill_null(table[c].cast(pa.string()), NULL) for c in columns]
+    joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, SEPARATOR)
+    if isinstance(joined, pa.ChunkedArray):
+        joined = joined.combine_chunks()
+    encoded = joined.dictionary_encode()
+    values = [value(*(None if part == NULL else part for part in key.split(SEPARATOR)))
+              for key in encoded.dictionary.to_pylist()]  # fmt: skip
+    return np.array(values, dtype=dtype)[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+NULL, SEPARATOR = "\0", "\1"  # (neither is in a connection id or a direction)
+
+
+def _names(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's connection as the set names it, and whether it is a chain's."""
+    names = _per_key(table, ("connection",),
+                     lambda c: None if c is None else plan.names.get((piece, c), c), object)  # fmt: skip
+    chained = _per_key(table, ("connection",),
+                       lambda c: c is not None and plan.names.get((piece, c), c) in plan.chains,
+                       bool)  # fmt: skip
     return names, chained
 
 
-def _shifts(table: Any, piece: int, plan: Plan, locals_: list) -> np.ndarray:
-    directions = table["direction"].to_pylist()
-    return np.array([plan.shifts.get((piece, c, d), 0) for c, d in zip(locals_, directions)],
-                    dtype=np.int64)  # fmt: skip
+def _shifts(table: Any, piece: int, plan: Plan) -> np.ndarray:
+    return _per_key(table, ("connection", "direction"),
+                    lambda c, d: plan.shifts.get((piece, c, d), 0), np.int64)  # fmt: skip
+
+
+def _spans(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's [from, to) of replaced local offsets (empty: none)."""
+    def span(c: str, d: str) -> tuple[int, int]:
+        return plan.replaced.get((piece, c, d), (0, 0))
+
+    lo = _per_key(table, ("connection", "direction"), lambda c, d: span(c, d)[0], np.int64)
+    hi = _per_key(table, ("connection", "direction"), lambda c, d: span(c, d)[1], np.int64)
+    return lo, hi
+
+
+def _set_column(table: Any, name: str, values: Any) -> Any:
+    import pyarrow as pa
+
+    field = table.schema.field(name)
+    array = pa.array(values.tolist() if values.dtype == object else values, field.type)
+    return table.set_column(table.schema.get_field_index(name), name, array)
 
 
 def piece_rows(table: Any, name: str, piece: int, plan: Plan) -> Any:
     """The rows of table `name` of piece `piece` as the whole set has them."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if "connection" not in table.column_names or not table.num_rows:
         return table
-    locals_ = table["connection"].to_pylist()
-    names, chained = _names_and_chained(table, piece, plan)
-    keep = np.ones(table.num_rows, dtype=bool)
-    if name in CONNECTION_TABLES:
-        keep &= ~chained
+    names, chained = _names(table, piece, plan)
+    keep = ~chained if name in CONNECTION_TABLES else np.ones(table.num_rows, dtype=bool)
     if name == "anomalies":
-        offsets = table["stream_offset"].to_pylist()
-        for k, (c, d, kind, off) in enumerate(zip(locals_, table["direction"].to_pylist(),
-                                                  table["kind"].to_pylist(), offsets)):  # fmt: skip
-            if (piece, c, d, kind, off) in plan.dropped:
-                keep[k] = False
-        moved = [None if o is None or c is None else o + s for o, c, s in
-                 zip(offsets, locals_, _shifts(table, piece, plan, locals_).tolist())]  # fmt: skip
+        if plan.dropped:
+            dropped = _per_key(table, ("connection", "direction", "kind", "stream_offset"),
+                               lambda c, d, k, o: o is not None and
+                               (piece, c, d, k, int(o)) in plan.dropped, bool)  # fmt: skip
+            keep &= ~dropped
+        offsets = table["stream_offset"]
+        moved = pc.add(offsets, pa.array(_shifts(table, piece, plan)))
+        has_connection = pc.is_valid(table["connection"])
         table = table.set_column(table.schema.get_field_index("stream_offset"), "stream_offset",
-                                 pa.array(moved, table.schema.field("stream_offset").type))  # fmt: skip
-    table = table.set_column(table.schema.get_field_index("connection"), "connection",
-                             pa.array(names, table.schema.field("connection").type))  # fmt: skip
+                                 pc.if_else(has_connection, moved, offsets))  # fmt: skip
+    table = _set_column(table, "connection", names)
     return table.filter(pa.array(keep))
 
 
@@ -69,26 +107,16 @@ def chain_frames(frames: Any, piece: int, plan: Plan) -> Any:
     whether the frames across a cut replace them (`_replaced`)."""
     import pyarrow as pa
 
-    locals_ = frames["connection"].to_pylist()
-    names, chained = _names_and_chained(frames, piece, plan)
+    names, chained = _names(frames, piece, plan)
     rows = np.flatnonzero(chained)
     picked = frames.take(pa.array(rows))
-    local_offsets = picked["stream_offset"].to_numpy(zero_copy_only=False)
-    directions = picked["direction"].to_pylist()
-    replaced = np.zeros(len(rows), dtype=bool)
-    shifts = np.zeros(len(rows), dtype=np.int64)
-    for k, (r, d) in enumerate(zip(rows.tolist(), directions)):
-        key = (piece, locals_[r], d)
-        shifts[k] = plan.shifts.get(key, 0)
-        span = plan.replaced.get(key)
-        replaced[k] = span is not None and span[0] <= local_offsets[k] < span[1]
-    picked = picked.set_column(picked.schema.get_field_index("stream_offset"), "stream_offset",
-                               pa.array(local_offsets + shifts, pa.int64()))  # fmt: skip
-    picked = picked.set_column(picked.schema.get_field_index("connection"), "connection",
-                               pa.array([names[r] for r in rows.tolist()], pa.string()))  # fmt: skip
+    local = picked["stream_offset"].to_numpy(zero_copy_only=False)
+    lo, hi = _spans(picked, piece, plan)
+    picked = _set_column(picked, "stream_offset", local + _shifts(picked, piece, plan))
+    picked = _set_column(picked, "connection", names[rows])
     return (picked.append_column(PIECE, pa.array(np.full(len(rows), piece), pa.int32()))
             .append_column(ROW, pa.array(rows, pa.int64()))
-            .append_column(REPLACED, pa.array(replaced)))  # fmt: skip
+            .append_column(REPLACED, pa.array((lo <= local) & (local < hi))))  # fmt: skip
 
 
 def cut_frames(chain: Chain) -> Any:

@@ -40,9 +40,10 @@ CHAINS_PER_BUCKET = 64
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
             ports: tuple[int, ...] = (5552,), heuristic: bool = True,
-            partitions: int | None = None) -> dict[str, int]:  # fmt: skip
+            partitions: int | None = None, stats: dict | None = None) -> dict[str, int]:  # fmt: skip
     """Write the tables under `out`; their row counts. `partitions`: at least this many
-    tasks (default: Spark's parallelism)."""
+    tasks (default: Spark's parallelism). `stats`, when given, is filled with what the run
+    did: files, tasks, rotated sets, chains, and the seconds the tasks worked."""
     from ..rotated.facts import PieceFacts
     from ..rotated.stitch import plan
 
@@ -57,7 +58,7 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
     for table in tables:  # (a table is the job's alone: nothing of an earlier run stays)
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     options = {"work": work, "ports": ports, "heuristic": heuristic,
-               "frames": "frames" in tables}  # fmt: skip
+               "frames": "frames" in tables, "clock": sc.accumulator(0.0)}  # fmt: skip
     found = sc.parallelize(groups, len(groups)).flatMap(
         lambda item: analyse_pieces(item, options)).collect()  # fmt: skip
     pieces = [PieceFacts(f.path, None, None) for f in files]
@@ -68,6 +69,10 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
         _stitch(sc, the_plan, [f.path for f in files], options, slots)
     written = {table: _finish_table(spark, table, work, out) for table in tables}
     shutil.rmtree(work, ignore_errors=True)
+    if stats is not None:
+        stats.update(files=len(files), tasks=len(groups), chains=len(the_plan.chains),
+                     rotated_sets=sum(len(s) > 1 for s in the_plan.sets),
+                     task_seconds=options["clock"].value)  # fmt: skip
     return written
 
 
@@ -136,10 +141,18 @@ def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
     else:
         source = "requests" if table == "latency" else table
         parts = os.path.join(work, source)
-        frame = (spark.read.parquet(parts) if os.path.isdir(parts) and os.listdir(parts)
-                 else _empty(spark, source))  # fmt: skip
-        _finish(table, frame).write.mode("overwrite").parquet(folder)
+        if os.path.isdir(parts) and os.listdir(parts):
+            frame = spark.read.parquet(_literal(parts))
+        else:
+            frame = _empty(spark, source)
+        _finish(table, frame).write.mode("overwrite").parquet(folder)  # (written as named)
     return _rows_written(folder)
+
+
+def _literal(path: str) -> str:
+    """A path as Hadoop's file systems take it literally (they read [, ], {, }, *, ? as a
+    glob)."""
+    return "".join("\\" + c if c in "[]{}*?" else c for c in path)
 
 
 def _write_empty(folder: str, table: str) -> None:

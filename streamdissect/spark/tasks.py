@@ -12,7 +12,9 @@ runs in a Python worker with the core, and writes its rows as Parquet part files
 from __future__ import annotations
 
 import os
+import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from .. import schema
@@ -21,6 +23,24 @@ from .. import schema
 TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
                "throughput", "errors", "anomalies")  # fmt: skip
 FRAMES_DIR = "_chain_frames"
+
+
+def timed(task: Callable) -> Callable:
+    """The task, its time in the worker added to options["clock"] (a Spark accumulator):
+    the job's work, without scheduling and start-up (benchmarks/spark.py)."""
+
+    def run(*args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return task(*args)
+        finally:
+            clock = args[-1].get("clock")
+            if clock is not None:
+                clock.add(time.perf_counter() - started)
+
+    run.__name__ = task.__name__
+    run.__doc__ = task.__doc__
+    return run
 
 
 def part_path(work: str, table: str, name: str) -> str:
@@ -37,6 +57,7 @@ def _write(arrow: Any, work: str, table: str, name: str) -> int:
     return arrow.num_rows
 
 
+@timed
 def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int, Any]]:
     """(Task.) Each file of the group analysed; its rows written; (file index, facts)."""
     from ..capture import CaptureError
@@ -72,6 +93,7 @@ def bucket_of(name: str, buckets: int) -> int:
     return zlib.crc32(name.encode()) % buckets
 
 
+@timed
 def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
     """(Task.) A file of a rotated set: its rows as the set has them, its chain frames out."""
     import pyarrow as pa
@@ -112,6 +134,7 @@ def _locals(plan: Any, k: int) -> list[str]:
     return [local for piece, local in plan.names if piece == k]
 
 
+@timed
 def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) -> int:
     """(Task.) Each chain of the bucket analysed from its frames; its rows written."""
     import pyarrow as pa
