@@ -131,3 +131,26 @@ def test_job_layout_is_the_analyze_parquet_layout(job, tmp_path):
     for table in ("latency", "connections", "throughput"):
         mine, cli = pd.read_parquet(out / table), pd.read_parquet(tmp_path / table)
         assert list(mine.columns) == list(cli.columns)
+
+
+def test_spark_submit_runs_the_job(tmp_path):
+    """`spark-submit` (the pyspark package's own) with spark/submit.py: the same tables as
+    `streamdissect spark`, on the session spark-submit made."""
+    import os
+
+    import pyspark
+
+    from streamdissect.spark import submit
+
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    run = subprocess.run([spark_submit, "--master", "local[2]", submit.__file__,
+                          *map(str, FILES[:2]), "--out", str(tmp_path / "out"),
+                          "--tables", "connections,latency"],
+                         capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "wrote" in run.stdout
+    report = analyze_report(FILES[:2])
+    got = pd.read_parquet(tmp_path / "out" / "latency")
+    assert sorted(got["command"]) == sorted(r["command"] for r in report["latency"])
+    assert sorted(got["calls"]) == sorted(r["calls"] for r in report["latency"])
+    assert len(pd.read_parquet(tmp_path / "out" / "connections")) == len(report["connections"])

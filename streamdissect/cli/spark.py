@@ -37,7 +37,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def run(args) -> int:
+def run(args, spark=None) -> int:
+    """The job; on `spark` when given (spark-submit's session, spark/submit.py), else on a
+    session of --master."""
     from ..spark import session
     from ..spark.jobs import OPTIONAL, TABLES, run_job
 
@@ -47,7 +49,8 @@ def run(args) -> int:
         print(f"streamdissect: error: unknown tables {', '.join(unknown)}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    spark = session(args.master)
+    if spark is None:
+        spark = session(args.master)
     try:
         written = run_job(spark, args.inputs, args.out, tables,
                           tuple(args.ports or (5552,)), not args.no_heuristic,
