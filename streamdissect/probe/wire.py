@@ -84,6 +84,7 @@ class Wire:
     def send(self, data: bytes, step: str, deadline: float, shown: bytes | None = None) -> None:
         """Send all of `data` before the deadline (time.monotonic). `shown` is what the
         record keeps instead (the same length: a password masked)."""
+        sent_ns = time.time_ns()  # (before: an answer may come before sendall returns)
         try:
             self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
             self.sock.sendall(data)
@@ -94,7 +95,7 @@ class Wire:
             self.mark_closed("server")
             raise ProbeError(step, f"the connection broke while sending: "
                              f"{exc.strerror or exc}", "closed") from None  # fmt: skip
-        self.chunks.append(Chunk(time.time_ns(), "c2s", data if shown is None else shown))
+        self.chunks.append(Chunk(sent_ns, "c2s", data if shown is None else shown))
 
     def recv(self, step: str, until: float) -> bytes | None:
         """Bytes that came before `until` (time.monotonic), None if none came."""
