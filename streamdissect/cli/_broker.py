@@ -21,13 +21,16 @@ def positive(text: str) -> float:
     return value
 
 
-def add_broker_options(p: argparse.ArgumentParser) -> None:
+def add_broker_options(p: argparse.ArgumentParser, uri_required: bool = False) -> None:
+    """The URI (a required one after another positional: argparse cannot place an optional
+    positional given after options, as in `compare CAPTURE --allow-writes URI`)."""
+    what = "rabbitmq-stream://user:pass@host:port/vhost (or rabbitmq-stream+tls://)"
     p.add_argument(
         "uri",
-        nargs="?",
+        nargs=None if uri_required else "?",
         metavar="URI",
-        help="rabbitmq-stream://user:pass@host:port/vhost (or rabbitmq-stream+tls://); "
-        "default: $RABBITMQ_STREAM_URI. The password is never printed",
+        help=f"{what}. The password is never printed"
+        + ("" if uri_required else "; default: $RABBITMQ_STREAM_URI"),
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument(

@@ -24,7 +24,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         "3 a step failed, 130 interrupted.",
     )
     p.add_argument("capture", metavar="CAPTURE", help="pcap, pcapng or gzip'd capture file")
-    add_broker_options(p)
+    add_broker_options(p, uri_required=True)
     p.add_argument("--port", type=int, action="append", dest="ports", default=[],
                    help="a Stream server port of the capture (repeatable; 5551-5554 and the "
                    "heuristic are always on)")  # fmt: skip
