@@ -204,6 +204,22 @@ def test_wrong_password(broker, port):
     no_traceback(result)
 
 
+@pytest.mark.parametrize("broker, port", BROKERS)
+def test_unknown_vhost_fails_at_open(broker, port):
+    result = run("probe", f"rabbitmq-stream://guest:guest@127.0.0.1:{port}/sd-no-such-vhost")
+    assert result.returncode == 3
+    assert ("error: open: virtual host 'sd-no-such-vhost' refused: code 0x0c "
+            "VIRTUAL_HOST_ACCESS_FAILURE") in result.stderr  # fmt: skip
+    no_traceback(result)
+
+
+def test_tls_options_need_a_tls_uri():
+    result = run("probe", uri(5552), "--cafile", str(CA))
+    assert result.returncode == 2 and "need a rabbitmq-stream+tls:// URI" in result.stderr
+    result = run("probe", uri(5551, tls=True), "--key", str(CLIENT_KEY))
+    assert result.returncode == 2 and "--key is the key of a --cert" in result.stderr
+
+
 def test_closed_port_fails_at_connect_within_the_timeout():
     with socket.socket() as probe_socket:  # a port nothing listens on once closed
         probe_socket.bind(("127.0.0.1", 0))

@@ -85,10 +85,15 @@ def connector(args):
     target = target_from(args.uri)
     tls = TlsOptions(cafile=args.cafile, certfile=args.cert, keyfile=args.key,
                      verify=not args.no_verify)  # fmt: skip
-    if args.frame_max < 0 or args.heartbeat < 0:
-        from ..probe.errors import ProbeError
+    from ..probe.errors import ProbeError
 
+    if args.frame_max < 0 or args.heartbeat < 0:
         raise ProbeError("options", "--frame-max and --heartbeat cannot be negative", "usage")
+    if not target.tls and (args.cafile or args.cert or args.key or args.no_verify):
+        raise ProbeError("options", "--cafile, --cert, --key and --no-verify need a "
+                         "rabbitmq-stream+tls:// URI", "usage")  # fmt: skip
+    if args.key and not args.cert:
+        raise ProbeError("options", "--key is the key of a --cert", "usage")
     limits = Limits(frame_max=args.frame_max, heartbeat=args.heartbeat, timeout=args.timeout)
     return Connector(target, limits, tls if target.tls else None)
 
