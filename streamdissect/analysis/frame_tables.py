@@ -174,3 +174,38 @@ def plain_records(table: str, rows: list, columns: list[str] | None = None) -> l
     where = {n: i for i, n in enumerate(names)}
     picks = [(n, where[n], cast) for n, cast in casts]
     return [{n: cast(r[i]) for n, i, cast in picks} for r in rows]
+
+
+def arrow_table(table: str, rows) -> Any:
+    """The rows of `dataframe` as a pyarrow.Table of the schema, without pandas: the same
+    values as `pa.Table.from_pandas(dataframe(table, rows))` (what the column's kind cannot
+    hold, and a float NaN, are null), for a table that is only written out (the Spark
+    tasks' Parquet parts)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..frame_batches import typed_array
+
+    names = schema.column_names(table)
+    kinds = [c.kind for c in schema.TABLES[table]]
+    if hasattr(rows, "columns"):
+        columns = rows.columns()
+    elif len(rows) and isinstance(rows[0], dict):
+        columns = [([r.get(n) for r in rows], None) for n in names]
+    else:
+        columns = [(list(map(itemgetter(i), rows)), None) for i in range(len(names))]
+    arrays = []
+    for (values, none), kind in zip(columns, kinds):
+        if isinstance(values, np.ndarray) and kind in _INTEGERS:
+            data = _from_numpy(values, none, kind)  # (pandas' masked array: the same rules)
+            array = pa.array(data._data, schema.arrow_type(kind), mask=data._mask)
+        elif isinstance(values, np.ndarray):
+            array = typed_array([None if none is not None and none[i] else v
+                                 for i, v in enumerate(values.tolist())], kind)  # fmt: skip
+        else:
+            array = typed_array(list(values), kind)
+        if kind == "float64" and len(array):
+            array = pc.if_else(pc.is_nan(array), pa.scalar(None, pa.float64()), array)
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(table))

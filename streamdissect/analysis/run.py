@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..anomalies import Anomaly, AnomalyLog
 from ..engine.hot import FrameRun
@@ -97,6 +97,12 @@ class Analysis:
 
     def _frame(self, table: str) -> pd.DataFrame:
         return dataframe(table, self.rows(table))
+
+    def arrow(self, table: str) -> Any:
+        """The table as a pyarrow.Table (the DataFrame's values, made without pandas)."""
+        from .frame_tables import arrow_table
+
+        return arrow_table(table, self.rows(table))
 
     connections = cached_property(lambda self: self._frame("connections"))
     requests = cached_property(lambda self: self._frame("requests"))

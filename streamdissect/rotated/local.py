@@ -35,7 +35,7 @@ def analyze_set(paths: Sequence[str], ports: Sequence[int] = (5552,), heuristic:
     parts: dict[str, list] = {table: [] for table in TABLES}
     for k, analysis in enumerate(analyses):
         for table in TABLES:
-            arrow = to_arrow(table, getattr(analysis, table))
+            arrow = analysis.arrow(table)
             parts[table].append(piece_rows(arrow, table, k, the_plan))
     if the_plan.chains:
         frames = [chain_frames(piece_frames(path, ports, heuristic), k, the_plan)

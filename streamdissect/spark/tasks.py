@@ -62,7 +62,6 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
     """(Task.) Each file of the group analysed; its rows written; (file index, facts)."""
     from ..capture import CaptureError
     from ..rotated.facts import PieceFacts, analyze_piece
-    from ..rotated.local import to_arrow
 
     found = []
     for k, path in item:
@@ -74,9 +73,7 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
             found.append((k, PieceFacts(path, None, None)))  # (the source's anomalies say why)
             continue
         for table in TASK_TABLES:
-            frame = getattr(analysis, table)
-            if not frame.empty:
-                _write(to_arrow(table, frame), options["work"], table, f"{k:05d}")
+            _write(analysis.arrow(table), options["work"], table, f"{k:05d}")
         if options["frames"]:
             _write(_frames(path, options), options["work"], "frames", f"{k:05d}")
         found.append((k, facts))
