@@ -402,7 +402,7 @@ def _ledger_rows(frames: Any, commands: Any, id_column: str) -> tuple[Any, Any, 
     frames = _table(frames)
     t = frames.filter(pc.fill_null(pc.is_in(frames["command"], value_set=pa.array(commands)),
                                    False))  # fmt: skip
-    command = np.array(t["command"].to_pylist(), dtype=object)
+    command = np.asarray(t["command"].to_numpy(zero_copy_only=False), dtype=object)
     response = pc.fill_null(t["response"], False).to_numpy(zero_copy_only=False)
     conn_names, conn = _connection_numbers(t)
     known = pc.is_valid(t[id_column]).to_numpy(zero_copy_only=False)
@@ -431,7 +431,8 @@ def backlog(frames: Any) -> Any:
     return confirm_ledger(frames)[2]
 
 
-def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
+def confirm_ledger(frames: Any, want: Any = ("publishes", "confirms", "backlog")
+                   ) -> tuple[Any, Any, Any]:  # fmt: skip
     """(publishes, confirms, backlog): the three tables of confirms.ConfirmCollector, in one
     pass (publishes(), confirms() and backlog() each make all three). A (connection, publisher id) whose
     ids are all distinct, confirmed at most once, with no PublishError and no DeclarePublisher
@@ -552,10 +553,10 @@ def confirm_ledger(frames: Any) -> tuple[Any, Any, Any]:
         _irregular_ledgers(t, irregular, group, rank, extra_pairs, extra_points, summaries,
                            ident)  # fmt: skip
     summary_rows = [summaries[g] for g in first_of]
-    return (
-        _pairs_table(pair_columns, extra_pairs, conn_names),
+    return (  # (a table not in `want` is None: not made)
+        _pairs_table(pair_columns, extra_pairs, conn_names) if "publishes" in want else None,
         _rows_result("confirms", summary_rows),
-        _points_table(point_columns, extra_points, conn_names),
+        _points_table(point_columns, extra_points, conn_names) if "backlog" in want else None,
     )
 
 
@@ -790,25 +791,28 @@ def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
     sub.balance = int(balance[-1])
 
 
+TABLES = ("connections", "requests", "latency", "publishes", "confirms", "backlog", "credit",
+          "stalls", "credit_balance", "deliveries", "throughput", "errors")  # fmt: skip
+
+
 def tables(frames: Any, tcp_connections: list | None = None,
-           at_once_ms: float | None = None, end_ns: int | None = None) -> dict[str, Any]:  # fmt: skip
+           at_once_ms: float | None = None, end_ns: int | None = None,
+           only: Any = TABLES) -> dict[str, Any]:  # fmt: skip
     """Every analysis table of `analysis.analyze` (all but frames and anomalies), over
-    columns, as pyarrow Tables keyed by schema name. `end_ns`: see credit_ledger."""
+    columns, as pyarrow Tables keyed by schema name; `only` those named. `end_ns`: see
+    credit_ledger."""
     frames = _table(frames)
-    publish_rows, confirm_rows, backlog_rows = confirm_ledger(frames)
-    credit_rows, stall_rows, balance_rows = credit_ledger(frames, tcp_connections, at_once_ms,
-                                                          end_ns)  # fmt: skip
-    return {
-        "connections": connections(frames, tcp_connections),
-        "requests": requests(frames),
-        "latency": latency(frames),
-        "publishes": publish_rows,
-        "confirms": confirm_rows,
-        "backlog": backlog_rows,
-        "credit": credit_rows,
-        "stalls": stall_rows,
-        "credit_balance": balance_rows,
-        "deliveries": deliveries(frames),
-        "throughput": throughput(frames),
-        "errors": errors(frames),
-    }
+    made: dict[str, Any] = {}
+    if {"publishes", "confirms", "backlog"} & set(only):
+        made["publishes"], made["confirms"], made["backlog"] = confirm_ledger(frames, only)
+    if {"credit", "stalls", "credit_balance"} & set(only):
+        made["credit"], made["stalls"], made["credit_balance"] = credit_ledger(
+            frames, tcp_connections, at_once_ms, end_ns)  # fmt: skip
+    others = {"connections": lambda: connections(frames, tcp_connections),
+              "requests": lambda: requests(frames), "latency": lambda: latency(frames),
+              "deliveries": lambda: deliveries(frames), "throughput": lambda: throughput(frames),
+              "errors": lambda: errors(frames)}  # fmt: skip
+    for name, make in others.items():
+        if name in only:
+            made[name] = make()
+    return {name: made[name] for name in TABLES if name in only}

@@ -19,6 +19,9 @@ import numpy as np
 from .stitch import Chain, Plan
 
 PIECE, ROW, REPLACED = "_piece", "_row", "_replaced"
+# What a chain's analysis makes: the tables the pieces' rows of it are replaced in.
+CHAIN_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
+                "throughput", "errors")  # fmt: skip
 # Tables with a row per connection (or per something of one): a chain's rows replace them
 # (frames: with the chain's own, chain_frames and cut_frames).
 CONNECTION_TABLES = frozenset(("connections", "requests", "confirms", "publishes", "backlog",
@@ -181,10 +184,10 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any,
 
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
     frames = in_order(kept, cut)
-    directions = frames["direction"].to_pylist()
-    summary = replace(chain.summary, frames_c2s=directions.count("c2s"),
-                      frames_s2c=directions.count("s2c"))  # fmt: skip
-    tables = columns.tables(frames, [summary], at_once_ms, end_ns=chain.capture_end_ns)
+    c2s = pc.sum(pc.equal(frames["direction"], "c2s")).as_py() or 0
+    summary = replace(chain.summary, frames_c2s=c2s, frames_s2c=frames.num_rows - c2s)
+    tables = columns.tables(frames, [summary], at_once_ms, end_ns=chain.capture_end_ns,
+                            only=CHAIN_TABLES)  # fmt: skip
     counted = parts_frames.select(schema_names())
     for table in ("throughput", "errors"):
         tables[table] = _less(tables[table], getattr(columns, table)(counted), table)
