@@ -90,8 +90,8 @@ def connector(args):
     if args.frame_max < 0 or args.heartbeat < 0:
         raise ProbeError("options", "--frame-max and --heartbeat cannot be negative", "usage")
     if not target.tls and (args.cafile or args.cert or args.key or args.no_verify):
-        raise ProbeError("options", "--cafile, --cert, --key and --no-verify need a "
-                         "rabbitmq-stream+tls:// URI", "usage")  # fmt: skip
+        print("streamdissect: note: --cafile, --cert, --key and --no-verify are for "
+              "rabbitmq-stream+tls:// URIs; ignored", file=sys.stderr)  # fmt: skip
     if args.key and not args.cert:
         raise ProbeError("options", "--key is the key of a --cert", "usage")
     limits = Limits(frame_max=args.frame_max, heartbeat=args.heartbeat, timeout=args.timeout)
