@@ -154,3 +154,26 @@ def test_spark_submit_runs_the_job(tmp_path):
     assert sorted(got["command"]) == sorted(r["command"] for r in report["latency"])
     assert sorted(got["calls"]) == sorted(r["calls"] for r in report["latency"])
     assert len(pd.read_parquet(tmp_path / "out" / "connections")) == len(report["connections"])
+
+
+def test_the_job_goes_on_over_bad_files_and_reports_them(tmp_path):
+    """A corrupt, an empty and a non-capture file beside a good one: the job completes, its
+    anomalies table names the two unreadable files and the damage in the corrupt one, and
+    the good file's figures are whole."""
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    good = FILES[2]
+    (folder / good.name).write_bytes(good.read_bytes())
+    data = good.read_bytes()
+    (folder / "corrupt.pcap").write_bytes(data[: len(data) // 2] + b"\xff" * 40)
+    (folder / "empty.pcap").write_bytes(b"")
+    (folder / "notes.txt").write_bytes(b"not a capture at all\n" * 20)
+    spark_job([folder], tmp_path / "out")
+    anomalies = pd.read_parquet(tmp_path / "out" / "anomalies")
+    unreadable = anomalies[anomalies["kind"] == "unreadable_file"]
+    named = {detail.split(":")[0] for detail in unreadable["detail"]}
+    assert named == {str(folder / "empty.pcap"), str(folder / "notes.txt")}
+    assert anomalies["kind"].isin(["truncated_file", "bad_record"]).any()
+    report = analyze_report([good])
+    confirms = pd.read_parquet(tmp_path / "out" / "confirms")
+    assert confirms["published"].sum() >= sum(r["published"] for r in report["confirms"])

@@ -155,9 +155,6 @@ def _file_damage(path: str, batches: list, table: str, ports: tuple[int, ...],
 
 
 def _unreadable(path: str, reason: str) -> Any:
-    import pyarrow as pa
+    from .tasks import unreadable
 
-    row = {"ts_ns": None, "connection": None, "direction": None, "kind": "unreadable_file",
-           "stream_offset": None, "length": None, "detail": reason if path in reason
-           else f"{path}: {reason}"}  # fmt: skip
-    return pa.RecordBatch.from_pylist([row], schema=schema.arrow_schema("anomalies"))
+    return unreadable(path, reason).to_batches()[0]

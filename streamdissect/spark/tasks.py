@@ -69,8 +69,9 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
             analysis, facts = analyze_piece(path, ports=options["ports"],
                                             heuristic=options["heuristic"], report_only=True,
                                             helper_process=False)  # fmt: skip
-        except CaptureError:
-            found.append((k, PieceFacts(path, None, None)))  # (the source's anomalies say why)
+        except CaptureError as exc:  # (a row of the anomalies table says why; the job goes on)
+            _write(unreadable(path, str(exc)), options["work"], "anomalies", f"{k:05d}")
+            found.append((k, PieceFacts(path, None, None)))
             continue
         for table in TASK_TABLES:
             _write(analysis.arrow(table), options["work"], table, f"{k:05d}")
@@ -78,6 +79,16 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
             _write(_frames(path, options), options["work"], "frames", f"{k:05d}")
         found.append((k, facts))
     return found
+
+
+def unreadable(path: str, reason: str) -> Any:
+    """The anomalies row of a file that is no readable capture (empty, not a capture)."""
+    import pyarrow as pa
+
+    row = {"ts_ns": None, "connection": None, "direction": None, "kind": "unreadable_file",
+           "stream_offset": None, "length": None, "detail": reason if path in reason
+           else f"{path}: {reason}"}  # fmt: skip
+    return pa.Table.from_pylist([row], schema=schema.arrow_schema("anomalies"))
 
 
 def _frames(path: str, options: dict) -> Any:
