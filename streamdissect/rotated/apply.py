@@ -18,7 +18,7 @@ import numpy as np
 
 from .stitch import Chain, Plan
 
-PIECE, ROW, REPLACED = "_piece", "_row", "_replaced"
+CHAIN, PIECE, ROW, REPLACED = "_chain", "_piece", "_row", "_replaced"
 # What a chain's analysis makes: the tables the pieces' rows of it are replaced in.
 CHAIN_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
                 "throughput", "errors")  # fmt: skip
@@ -52,9 +52,7 @@ def _names(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """Each row's connection as the set names it, and whether it is a chain's."""
     names = _per_key(table, ("connection",),
                      lambda c: None if c is None else plan.names.get((piece, c), c), object)  # fmt: skip
-    chained = _per_key(table, ("connection",),
-                       lambda c: c is not None and plan.names.get((piece, c), c) in plan.chains,
-                       bool)  # fmt: skip
+    chained = _per_key(table, ("connection",), lambda c: (piece, c) in plan.part_chain, bool)
     return names, chained
 
 
@@ -106,18 +104,22 @@ def piece_rows(table: Any, name: str, piece: int, plan: Plan) -> Any:
 
 
 def chain_frames(frames: Any, piece: int, plan: Plan) -> Any:
-    """The frames of the piece's chain parts, renamed, offsets moved, with their place and
-    whether the frames across a cut replace them (`_replaced`)."""
+    """The frames of the piece's chain parts, renamed, offsets moved, with their chain's key
+    (`_chain`), their place (`_piece`, `_row`) and whether the frames across a cut replace
+    them (`_replaced`)."""
     import pyarrow as pa
 
     names, chained = _names(frames, piece, plan)
     rows = np.flatnonzero(chained)
     picked = frames.take(pa.array(rows))
+    keys = _per_key(picked, ("connection",),
+                    lambda c: plan.part_chain.get((piece, c), -1), np.int64)  # (local names)
     local = picked["stream_offset"].to_numpy(zero_copy_only=False)
     lo, hi = _spans(picked, piece, plan)
     picked = _set_column(picked, "stream_offset", local + _shifts(picked, piece, plan))
     picked = _set_column(picked, "connection", names[rows])
-    return (picked.append_column(PIECE, pa.array(np.full(len(rows), piece), pa.int32()))
+    return (picked.append_column(CHAIN, pa.array(keys, pa.int64()))
+            .append_column(PIECE, pa.array(np.full(len(rows), piece), pa.int32()))
             .append_column(ROW, pa.array(rows, pa.int64()))
             .append_column(REPLACED, pa.array((lo <= local) & (local < hi))))  # fmt: skip
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import schema
-from .apply import CONNECTION_TABLES, chain_frames, chain_tables, cut_frames, piece_rows
+from .apply import CHAIN, CONNECTION_TABLES, chain_frames, chain_tables, cut_frames, piece_rows
 from .facts import analyze_piece
 from .stitch import plan
 
@@ -41,8 +41,8 @@ def analyze_set(paths: Sequence[str], ports: Sequence[int] = (5552,), heuristic:
         frames = [chain_frames(piece_frames(path, ports, heuristic), k, the_plan)
                   for k, path in enumerate(paths)]  # fmt: skip
         every = pa.concat_tables(frames)
-        for name, chain in the_plan.chains.items():
-            mine = every.filter(pc.equal(every["connection"], name))
+        for key, chain in the_plan.chains.items():
+            mine = every.filter(pc.equal(every[CHAIN], key))
             tables = chain_tables(mine, chain, cut_frames(chain))
             for table in TABLES:
                 if table in CONNECTION_TABLES:

@@ -42,6 +42,7 @@ class Chain:
     the pieces' rows for it are replaced by an analysis of all its frames."""
 
     name: str
+    key: int  # the chain's number in the plan (names repeat across independent sets)
     parts: list[PartKey]
     summary: ConnectionSummary
     capture_end_ns: int | None
@@ -57,12 +58,12 @@ class Plan:
     # the frames across the cut replace
     replaced: dict[tuple[int, str, str], tuple[int, int]] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)  # found at the cuts
-    chains: dict[str, Chain] = field(default_factory=dict)
+    chains: dict[int, Chain] = field(default_factory=dict)  # by Chain.key
+    part_chain: dict[PartKey, int] = field(default_factory=dict)  # a chain's parts: its key
     sets: list[list[int]] = field(default_factory=list)  # piece indexes, time order
 
-    def chain_of(self, piece: int, local_id: str) -> str | None:
-        name = self.names.get((piece, local_id))
-        return name if name in self.chains else None
+    def chain_of(self, piece: int, local_id: str) -> int | None:
+        return self.part_chain.get((piece, local_id))
 
 
 def _signed(delta: int) -> int:
@@ -161,13 +162,15 @@ def _plan_set(pieces: list[PieceFacts], members: list[int], links: dict[PartKey,
                 if pieces[i].last_frame_ns is not None), None)  # fmt: skip
     for name, parts in parts_of.items():
         if len(parts) > 1 or not parts[-1][1].closed:
-            result.chains[name] = _chain(name, parts, end, result)
+            key = len(result.chains)
+            result.chains[key] = _chain(name, key, parts, end, result)
+            result.part_chain.update(((i, p.local_id), key) for i, p in parts)
 
 
-def _chain(name: str, parts: list[tuple[int, PartFacts]], end: int | None,
+def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | None,
            result: Plan) -> Chain:  # fmt: skip
     first, last = parts[0][1], parts[-1][1]
-    chain = Chain(name, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
+    chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
     totals = {}
     for direction in DIRECTIONS:
         totals[direction] = _stitch_direction(chain, parts, direction, result)

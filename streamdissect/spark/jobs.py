@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -59,20 +60,42 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     options = {"work": work, "ports": ports, "heuristic": heuristic,
                "frames": "frames" in tables, "clock": sc.accumulator(0.0)}  # fmt: skip
+    clock = time.perf_counter()
     found = sc.parallelize(groups, len(groups)).flatMap(
         lambda item: analyse_pieces(item, options)).collect()  # fmt: skip
+    stages = {"analyse": time.perf_counter() - clock}
     pieces = [PieceFacts(f.path, None, None) for f in files]
     for k, facts in found:
         pieces[k] = facts
     the_plan = plan(pieces)
+    clock = time.perf_counter()
     if the_plan.chains or any(len(s) > 1 for s in the_plan.sets):
         _stitch(sc, the_plan, [f.path for f in files], options, slots)
-    written = {table: _finish_table(spark, table, work, out) for table in tables}
+    stages["stitch"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    # (the tables across connections are small: Spark's default 200 shuffle partitions
+    # would be 200 tasks each for a few thousand rows)
+    shuffle = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(1, slots)))
+    try:
+        # (the Spark tables' jobs at once: most of their time is scheduling, not work)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            futures = {table: pool.submit(_finish_table, spark, table, work, out)
+                       for table in tables if table not in IN_PLACE}  # fmt: skip
+            written = {table: _finish_table(spark, table, work, out) for table in tables
+                       if table in IN_PLACE}  # fmt: skip
+            written |= {table: future.result() for table, future in futures.items()}
+        written = {table: written[table] for table in tables}
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
+    stages["tables"] = time.perf_counter() - clock
     shutil.rmtree(work, ignore_errors=True)
     if stats is not None:
         stats.update(files=len(files), tasks=len(groups), chains=len(the_plan.chains),
                      rotated_sets=sum(len(s) > 1 for s in the_plan.sets),
-                     task_seconds=options["clock"].value)  # fmt: skip
+                     task_seconds=options["clock"].value, stage_seconds=stages)  # fmt: skip
     return written
 
 
@@ -81,19 +104,20 @@ def _stitch(sc: Any, the_plan: Any, paths: list[str], options: dict, slots: int)
     from ..rotated.apply import cut_frames
 
     chains = list(the_plan.chains.values())
-    buckets = max(1, min(max(slots, 1) * 2, -(-len(chains) // CHAINS_PER_BUCKET)))
+    # a task a connection while there are few (both cores busy), then up to 64 a task
+    buckets = max(1, min(len(chains), max(2 * slots, -(-len(chains) // CHAINS_PER_BUCKET))))
     options = {**options, "buckets": buckets}
-    cuts = {chain.name: cut_frames(chain) for chain in chains}  # (small: frames at the cuts)
+    cuts = {chain.key: cut_frames(chain) for chain in chains}  # (small: frames at the cuts)
     light = replace(the_plan, anomalies=[],
-                    chains={c.name: replace(c, frames=[]) for c in chains})  # fmt: skip
+                    chains={c.key: replace(c, frames=[]) for c in chains})  # fmt: skip
     shared = sc.broadcast(light)
     members = [(k, paths[k]) for s in the_plan.sets if len(s) > 1 for k in s]
     sc.parallelize(members, max(1, min(len(members), slots * 4))).foreach(
         lambda item: stitch_piece(item[0], item[1], shared.value, options))  # fmt: skip
     by_bucket: dict[int, list] = {}
     for chain in chains:
-        by_bucket.setdefault(bucket_of(chain.name, buckets), []).append(
-            (light.chains[chain.name], _ipc(cuts[chain.name])))  # fmt: skip
+        by_bucket.setdefault(bucket_of(chain.key, buckets), []).append(
+            (light.chains[chain.key], _ipc(cuts[chain.key])))  # fmt: skip
     if by_bucket:
         sc.parallelize(sorted(by_bucket.items()), len(by_bucket)).foreach(
             lambda item: analyse_chains(item[0], item[1], options))  # fmt: skip
@@ -142,7 +166,9 @@ def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
         source = "requests" if table == "latency" else table
         parts = os.path.join(work, source)
         if os.path.isdir(parts) and os.listdir(parts):
-            frame = spark.read.parquet(_literal(parts))
+            from .types import spark_ddl
+
+            frame = spark.read.schema(spark_ddl(source)).parquet(_literal(parts))
         else:
             frame = _empty(spark, source)
         _finish(table, frame).write.mode("overwrite").parquet(folder)  # (written as named)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -97,8 +96,9 @@ def _frames(path: str, options: dict) -> Any:
     return piece_frames(path, options["ports"], options["heuristic"])
 
 
-def bucket_of(name: str, buckets: int) -> int:
-    return zlib.crc32(name.encode()) % buckets
+def bucket_of(key: Any, buckets: int) -> Any:
+    """The bucket (a stage-3 task) of a chain's key (or a numpy array of keys)."""
+    return key % buckets
 
 
 @timed
@@ -108,7 +108,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ..rotated.apply import REPLACED, chain_frames, piece_rows
+    from ..rotated.apply import CHAIN, REPLACED, chain_frames, piece_rows
 
     work = options["work"]
     tables = TASK_TABLES + (("frames",) if options["frames"] else ())
@@ -124,14 +124,13 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         else:
             rows = piece_rows(rows, table, k, plan)
         pq.write_table(rows, where)
-    if not any(plan.chain_of(k, part) for part in _locals(plan, k)):
+    if all(plan.chain_of(k, part) is None for part in _locals(plan, k)):
         return 0
     from ..rotated.local import piece_frames
 
     frames = chain_frames(piece_frames(path, options["ports"], options["heuristic"]), k, plan)
     buckets = options["buckets"]
-    names = frames["connection"].to_pylist()
-    which = pa.array([bucket_of(n, buckets) for n in names], pa.int32())
+    which = pa.array(bucket_of(frames[CHAIN].to_numpy(), buckets))
     for b in sorted(set(which.to_pylist())):
         _write(frames.filter(pc.equal(which, b)), os.path.join(work, FRAMES_DIR, f"{b:05d}"),
                "frames", f"{k:05d}")  # fmt: skip
@@ -149,7 +148,7 @@ def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ..rotated.apply import CONNECTION_TABLES, chain_tables
+    from ..rotated.apply import CHAIN, CONNECTION_TABLES, chain_tables
 
     work = options["work"]
     folder = os.path.join(work, FRAMES_DIR, f"{bucket:05d}", "frames")
@@ -159,8 +158,7 @@ def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) 
     parts: dict[str, list] = {}
     for chain, cut_ipc in chains:
         cut = pa.ipc.open_stream(cut_ipc).read_all()
-        mine = _no_frames() if every is None else every.filter(
-            pc.equal(every["connection"], chain.name))  # fmt: skip
+        mine = _no_frames() if every is None else every.filter(pc.equal(every[CHAIN], chain.key))
         tables = chain_tables(mine, chain, cut)
         for table in TASK_TABLES:
             if table in CONNECTION_TABLES or table in ("throughput", "errors"):
@@ -175,9 +173,10 @@ def _no_frames() -> Any:
     """Parts' frames of a chain that has none (only frames across its cuts)."""
     import pyarrow as pa
 
-    from ..rotated.apply import PIECE, REPLACED, ROW
+    from ..rotated.apply import CHAIN, PIECE, REPLACED, ROW
 
     table = schema.arrow_schema("frames").empty_table()
-    return (table.append_column(PIECE, pa.array([], pa.int32()))
+    return (table.append_column(CHAIN, pa.array([], pa.int64()))
+            .append_column(PIECE, pa.array([], pa.int32()))
             .append_column(ROW, pa.array([], pa.int64()))
             .append_column(REPLACED, pa.array([], pa.bool_())))  # fmt: skip
