@@ -59,6 +59,7 @@ def pack(files: list[CaptureFile], slots: int, target: int = TARGET_BYTES) -> li
         return []
     total = sum(f.size for f in files)
     count = max(min(len(files), slots), -(-total // max(target, 1)))
+    count = -(-count // max(slots, 1)) * max(slots, 1)  # (whole rounds: no core left idle)
     bins: list[list[str]] = [[] for _ in range(min(count, len(files)))]
     weights = [0] * len(bins)
     for f in sorted(files, key=lambda f: (-f.size, f.path)):

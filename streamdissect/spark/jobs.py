@@ -105,7 +105,7 @@ def _stitch(sc: Any, the_plan: Any, paths: list[str], options: dict, slots: int)
 
     chains = list(the_plan.chains.values())
     # a task a connection while there are few (both cores busy), then up to 64 a task
-    buckets = max(1, min(len(chains), max(2 * slots, -(-len(chains) // CHAINS_PER_BUCKET))))
+    buckets = max(1, min(len(chains), max(4 * slots, -(-len(chains) // CHAINS_PER_BUCKET))))
     options = {**options, "buckets": buckets}
     cuts = {chain.key: cut_frames(chain) for chain in chains}  # (small: frames at the cuts)
     light = replace(the_plan, anomalies=[],
