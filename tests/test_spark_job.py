@@ -17,6 +17,7 @@ import rotate
 import worsen
 
 from streamdissect.analysis.report import CONNECTION_COLUMNS, LAG_COLUMNS
+from streamdissect.analysis.run import analyze
 from streamdissect.frame_batches import frames_arrow
 from streamdissect.spark.jobs import TABLES
 
@@ -84,7 +85,7 @@ def rotated_job(tmp_path_factory):
     for path in (FILES[0], FILES[3]):
         (folder / path.name).write_bytes(path.read_bytes())
     out = tmp_path_factory.mktemp("rotated-job")
-    spark_job([folder], out, "--tables", ",".join((*TABLES, "frames")))
+    spark_job([folder], out, "--tables", ",".join((*TABLES, "frames", "requests")))
     return out, analyze_report(FILES)
 
 
@@ -107,6 +108,17 @@ def test_rotated_pieces_give_the_frames_of_the_whole_files(rotated_job):
     key = lambda r: json.dumps({c: str(v) for c, v in r.items()}, sort_keys=True)
     assert len(got) == whole.num_rows > 300
     assert sorted(map(key, got)) == sorted(map(key, whole.to_pylist()))
+
+
+def test_rotated_pieces_give_the_requests_of_the_whole_files(rotated_job):
+    """Requests on request: every request and response of the whole files, paired across
+    the cuts, as analyze() has them."""
+    out, _ = rotated_job
+    got = pq.read_table(out / "requests").to_pylist()
+    expected = [row for f in FILES for row in
+                analyze(str(f), report_only=True).arrow("requests").to_pylist()]  # fmt: skip
+    assert len(got) == len(expected) > 50
+    assert sorted(map(str, got)) == sorted(map(str, expected))
 
 
 def assert_same_tables(job, key) -> None:

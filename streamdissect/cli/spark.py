@@ -27,7 +27,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="local[*] (the default), local[N], or spark://HOST:PORT")
     p.add_argument("--tables", default=",".join(TABLES),
                    help=f"comma-separated, of: {', '.join(TABLES + OPTIONAL)} (default: all "
-                   "but frames)")
+                   "but frames and requests: every request with its response)")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="a Stream port (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true")

@@ -32,10 +32,11 @@ from .tasks import analyse_chains, analyse_pieces, bucket_of, part_path, stitch_
 
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies")  # fmt: skip
-OPTIONAL = ("frames",)  # written on request (--tables frames,...)
-# Tables of one connection: the tasks' part files are the table (moved in place).
+OPTIONAL = ("frames", "requests")  # written on request (--tables frames,...)
+# Tables of one connection: the tasks' part files are the table (moved in place; requests
+# copied, the latency table is made from them).
 IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
-                      "anomalies", "frames"))  # fmt: skip
+                      "anomalies", "frames", "requests"))  # fmt: skip
 CHAINS_PER_BUCKET = 64
 
 
@@ -159,7 +160,11 @@ def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
         if names:
             os.makedirs(folder, exist_ok=True)
             for name in names:
-                os.replace(os.path.join(parts, name), os.path.join(folder, name))
+                source, target = os.path.join(parts, name), os.path.join(folder, name)
+                if table == "requests":
+                    shutil.copyfile(source, target)
+                else:
+                    os.replace(source, target)
         else:
             _write_empty(folder, table)
     else:
