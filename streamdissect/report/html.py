@@ -38,7 +38,7 @@ table { border-collapse: collapse; font-size: 12px; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e3e6ea; padding: 3px 8px; text-align: right;
          white-space: nowrap; }
 th { background: #f0f2f5; }
-td.text, th.text { text-align: left; white-space: normal; }
+td.text, th.text { text-align: left; white-space: normal; min-width: 6em; max-width: 30em; }
 .more { color: #666; font-size: 12px; }
 ul.findings { list-style: none; padding: 0; margin: 0; }
 ul.findings li { padding: 7px 10px; margin: 4px 0; border-left: 5px solid #999;
