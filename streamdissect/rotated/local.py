@@ -62,6 +62,8 @@ def piece_frames(path: str, ports: Sequence[int], heuristic: bool) -> Any:
 
 
 def to_arrow(table: str, frame: Any) -> Any:
+    """A pandas table of `analyze()` as Arrow, by pyarrow's own conversion (what the tests
+    hold Analysis.arrow and the stitched tables to)."""
     import pyarrow as pa
 
     return pa.Table.from_pandas(frame[schema.column_names(table)],

@@ -174,6 +174,8 @@ def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | N
     totals = {}
     for direction in DIRECTIONS:
         totals[direction] = _stitch_direction(chain, parts, direction, result)
+    # (frames: the parts' and the cuts'; apply.chain_tables counts them again from the frames
+    # it analyses, some of a piece's being replaced by the cut's)
     (frames_c2s, bytes_c2s), (frames_s2c, bytes_s2c) = totals["c2s"], totals["s2c"]
     ends = {p.tcp_end for _, p in parts}  # (as TcpConnection.how_ended, over every part)
     tcp_end = "rst" if "rst" in ends else "fin" if "fin" in ends else "open"
