@@ -174,12 +174,12 @@ def _ts(frames: Any) -> np.ndarray:
     return pc.fill_null(frames["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def chain_tables(parts_frames: Any, chain: Chain, cut: Any,
-                 at_once_ms: float | None = None) -> dict:  # fmt: skip
+def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | None = None,
+                 only: tuple[str, ...] = ()) -> dict:  # fmt: skip
     """Every analysis table of one chain (analysis.columns.tables), from its parts' frames
     (chain_frames of every piece) and the frames across its cuts (cut_frames). Throughput
     and errors, which add up over frames, are the chain's less what its parts' frames
-    counted in their pieces."""
+    counted in their pieces. `only`: more tables than CHAIN_TABLES (the per-id ones)."""
     import pyarrow.compute as pc
 
     from ..analysis import columns
@@ -189,7 +189,7 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any,
     c2s = pc.sum(pc.equal(frames["direction"], "c2s")).as_py() or 0
     summary = replace(chain.summary, frames_c2s=c2s, frames_s2c=frames.num_rows - c2s)
     tables = columns.tables(frames, [summary], at_once_ms, end_ns=chain.capture_end_ns,
-                            only=CHAIN_TABLES)  # fmt: skip
+                            only=CHAIN_TABLES + only)  # fmt: skip
     counted = parts_frames.select(schema_names())
     for table in ("throughput", "errors"):
         tables[table] = _less(tables[table], getattr(columns, table)(counted), table)

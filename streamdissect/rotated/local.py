@@ -54,11 +54,15 @@ def analyze_set(paths: Sequence[str], ports: Sequence[int] = (5552,), heuristic:
     return {table: sum_up(table, pa.concat_tables(parts[table])) for table in TABLES}
 
 
-def piece_frames(path: str, ports: Sequence[int], heuristic: bool) -> Any:
-    """A piece's frames, decoded as analyze decodes them (no Deliver body kept)."""
+def piece_frames(path: str, ports: Sequence[int], heuristic: bool,
+                 report_only: bool = True) -> Any:  # fmt: skip
+    """A piece's frames, decoded as analyze(report_only=...) decodes them (its report: no
+    Deliver body kept, so no CRC checked)."""
     from ..frame_batches import frames_arrow
+    from ..framing import DELIVER_KEEP_LIMIT
 
-    return frames_arrow(path, ports=ports, heuristic=heuristic, deliver_keep_limit=0)
+    return frames_arrow(path, ports=ports, heuristic=heuristic,
+                        deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)  # fmt: skip
 
 
 def to_arrow(table: str, frame: Any) -> Any:

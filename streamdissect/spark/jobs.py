@@ -32,11 +32,14 @@ from .tasks import analyse_chains, analyse_pieces, bucket_of, part_path, stitch_
 
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies")  # fmt: skip
-OPTIONAL = ("frames", "requests")  # written on request (--tables frames,...)
+OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance")  # on request
+# Tables of a row per id or per change (what the report's figures draw): the files are then
+# analysed keeping them (analyze() without report_only), which costs more.
+PER_ID = ("publishes", "backlog", "credit_balance")
 # Tables of one connection: the tasks' part files are the table (moved in place; requests
 # copied, the latency table is made from them).
 IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
-                      "anomalies", "frames", "requests"))  # fmt: skip
+                      "anomalies", "frames", "requests", *PER_ID))  # fmt: skip
 CHAINS_PER_BUCKET = 64
 
 
@@ -60,7 +63,8 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
     for table in tables:  # (a table is the job's alone: nothing of an earlier run stays)
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     options = {"work": work, "ports": ports, "heuristic": heuristic,
-               "frames": "frames" in tables, "clock": sc.accumulator(0.0)}  # fmt: skip
+               "frames": "frames" in tables, "clock": sc.accumulator(0.0),
+               "per_id": tuple(t for t in PER_ID if t in tables)}  # fmt: skip
     clock = time.perf_counter()
     found = sc.parallelize(groups, len(groups)).flatMap(
         lambda item: analyse_pieces(item, options)).collect()  # fmt: skip

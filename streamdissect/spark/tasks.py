@@ -18,7 +18,8 @@ from typing import Any
 
 from .. import schema
 
-# What the tasks write: the job's tables, with requests in place of latency.
+# What the tasks write: the job's tables, with requests in place of latency (and the per-id
+# tables when asked for: options["per_id"]).
 TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
                "throughput", "errors", "anomalies")  # fmt: skip
 FRAMES_DIR = "_chain_frames"
@@ -66,13 +67,14 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
     for k, path in item:
         try:
             analysis, facts = analyze_piece(path, ports=options["ports"],
-                                            heuristic=options["heuristic"], report_only=True,
+                                            heuristic=options["heuristic"],
+                                            report_only=not options["per_id"],
                                             helper_process=False)  # fmt: skip
         except CaptureError as exc:  # (a row of the anomalies table says why; the job goes on)
             _write(unreadable(path, str(exc)), options["work"], "anomalies", f"{k:05d}")
             found.append((k, PieceFacts(path, None, None)))
             continue
-        for table in TASK_TABLES:
+        for table in TASK_TABLES + options["per_id"]:
             _write(analysis.arrow(table), options["work"], table, f"{k:05d}")
         if options["frames"]:
             _write(_frames(path, options), options["work"], "frames", f"{k:05d}")
@@ -93,7 +95,8 @@ def unreadable(path: str, reason: str) -> Any:
 def _frames(path: str, options: dict) -> Any:
     from ..rotated.local import piece_frames
 
-    return piece_frames(path, options["ports"], options["heuristic"])
+    return piece_frames(path, options["ports"], options["heuristic"],
+                        not options["per_id"])
 
 
 def bucket_of(key: Any, buckets: int) -> Any:
@@ -111,7 +114,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
     from ..rotated.apply import CHAIN, REPLACED, chain_frames, piece_rows
 
     work = options["work"]
-    tables = TASK_TABLES + (("frames",) if options["frames"] else ())
+    tables = TASK_TABLES + options["per_id"] + (("frames",) if options["frames"] else ())
     for table in tables:
         where = os.path.join(work, table, f"part-{k:05d}.parquet")
         if not os.path.exists(where):
@@ -128,7 +131,8 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         return 0
     from ..rotated.local import piece_frames
 
-    frames = chain_frames(piece_frames(path, options["ports"], options["heuristic"]), k, plan)
+    frames = piece_frames(path, options["ports"], options["heuristic"], not options["per_id"])
+    frames = chain_frames(frames, k, plan)
     buckets = options["buckets"]
     which = pa.array(bucket_of(frames[CHAIN].to_numpy(), buckets))
     for b in sorted(set(which.to_pylist())):
@@ -159,8 +163,8 @@ def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) 
     for chain, cut_ipc in chains:
         cut = pa.ipc.open_stream(cut_ipc).read_all()
         mine = _no_frames() if every is None else every.filter(pc.equal(every[CHAIN], chain.key))
-        tables = chain_tables(mine, chain, cut)
-        for table in TASK_TABLES:
+        tables = chain_tables(mine, chain, cut, only=options["per_id"])
+        for table in TASK_TABLES + options["per_id"]:
             if table in CONNECTION_TABLES or table in ("throughput", "errors"):
                 parts.setdefault(table, []).append(tables[table])
     rows = 0
