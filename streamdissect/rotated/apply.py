@@ -28,13 +28,15 @@ CONNECTION_TABLES = frozenset(("connections", "requests", "confirms", "publishes
                                "credit", "stalls", "credit_balance", "deliveries", "frames"))  # fmt: skip
 
 
-def _per_key(table: Any, columns: tuple[str, ...], value: Any, dtype: Any) -> np.ndarray:
-    """value(*key) for each row (None for a null), computed once per distinct key."""
+def _per_key(table: Any, columns: tuple[str, ...], value: Any,
+             dtypes: tuple[Any, ...]) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """value(*key), a tuple, for each row (None for a null in the key), computed once per
+    distinct key: one array per item of the tuple, of the dtype given for it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not table.num_rows:
-        return np.zeros(0, dtype=dtype)
+        return tuple(np.zeros(0, dtype=dtype) for dtype in dtypes)
     keys = [pc.fill_null(table[c].cast(pa.string()), NULL) for c in columns]
     joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, SEPARATOR)
     if isinstance(joined, pa.ChunkedArray):
@@ -42,33 +44,31 @@ def _per_key(table: Any, columns: tuple[str, ...], value: Any, dtype: Any) -> np
     encoded = joined.dictionary_encode()
     values = [value(*(None if part == NULL else part for part in key.split(SEPARATOR)))
               for key in encoded.dictionary.to_pylist()]  # fmt: skip
-    return np.array(values, dtype=dtype)[encoded.indices.to_numpy(zero_copy_only=False)]
+    rows = encoded.indices.to_numpy(zero_copy_only=False)
+    return tuple(np.array([v[i] for v in values], dtype=dtype)[rows]
+                 for i, dtype in enumerate(dtypes))  # fmt: skip
 
 
 NULL, SEPARATOR = "\0", "\1"  # (neither is in a connection id or a direction)
 
 
 def _names(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's connection as the set names it, and whether it is a chain's."""
-    names = _per_key(table, ("connection",),
-                     lambda c: None if c is None else plan.names.get((piece, c), c), object)  # fmt: skip
-    chained = _per_key(table, ("connection",), lambda c: (piece, c) in plan.part_chain, bool)
-    return names, chained
+    """Each row's connection as the set names it, and its chain's key (-1: none)."""
+    def of(c: str | None) -> tuple[str | None, int]:
+        if c is None:
+            return None, -1
+        return plan.names.get((piece, c), c), plan.part_chain.get((piece, c), -1)
+
+    return _per_key(table, ("connection",), of, (object, np.int64))
 
 
-def _shifts(table: Any, piece: int, plan: Plan) -> np.ndarray:
-    return _per_key(table, ("connection", "direction"),
-                    lambda c, d: plan.shifts.get((piece, c, d), 0), np.int64)  # fmt: skip
+def _offsets(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, ...]:
+    """Each row's stream offset shift, and the [from, to) of local offsets whose frames the
+    frames across a cut replace (empty: none)."""
+    def of(c: str | None, d: str | None) -> tuple[int, int, int]:
+        return (plan.shifts.get((piece, c, d), 0), *plan.replaced.get((piece, c, d), (0, 0)))
 
-
-def _spans(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's [from, to) of replaced local offsets (empty: none)."""
-    def span(c: str, d: str) -> tuple[int, int]:
-        return plan.replaced.get((piece, c, d), (0, 0))
-
-    lo = _per_key(table, ("connection", "direction"), lambda c, d: span(c, d)[0], np.int64)
-    hi = _per_key(table, ("connection", "direction"), lambda c, d: span(c, d)[1], np.int64)
-    return lo, hi
+    return _per_key(table, ("connection", "direction"), of, (np.int64, np.int64, np.int64))
 
 
 def _set_column(table: Any, name: str, values: Any) -> Any:
@@ -86,16 +86,17 @@ def piece_rows(table: Any, name: str, piece: int, plan: Plan) -> Any:
 
     if "connection" not in table.column_names or not table.num_rows:
         return table
-    names, chained = _names(table, piece, plan)
-    keep = ~chained if name in CONNECTION_TABLES else np.ones(table.num_rows, dtype=bool)
+    names, chain = _names(table, piece, plan)
+    keep = chain < 0 if name in CONNECTION_TABLES else np.ones(table.num_rows, dtype=bool)
     if name == "anomalies":
         if plan.dropped:
-            dropped = _per_key(table, ("connection", "direction", "kind", "stream_offset"),
-                               lambda c, d, k, o: o is not None and
-                               (piece, c, d, k, int(o)) in plan.dropped, bool)  # fmt: skip
+            (dropped,) = _per_key(table, ("connection", "direction", "kind", "stream_offset"),
+                                  lambda c, d, k, o: (o is not None and
+                                                      (piece, c, d, k, int(o)) in plan.dropped,),
+                                  (bool,))  # fmt: skip
             keep &= ~dropped
         offsets = table["stream_offset"]
-        moved = pc.add(offsets, pa.array(_shifts(table, piece, plan)))
+        moved = pc.add(offsets, pa.array(_offsets(table, piece, plan)[0]))
         has_connection = pc.is_valid(table["connection"])
         table = table.set_column(table.schema.get_field_index("stream_offset"), "stream_offset",
                                  pc.if_else(has_connection, moved, offsets))  # fmt: skip
@@ -109,16 +110,14 @@ def chain_frames(frames: Any, piece: int, plan: Plan) -> Any:
     them (`_replaced`)."""
     import pyarrow as pa
 
-    names, chained = _names(frames, piece, plan)
-    rows = np.flatnonzero(chained)
+    names, chain = _names(frames, piece, plan)
+    rows = np.flatnonzero(chain >= 0)
     picked = frames.take(pa.array(rows))
-    keys = _per_key(picked, ("connection",),
-                    lambda c: plan.part_chain.get((piece, c), -1), np.int64)  # (local names)
     local = picked["stream_offset"].to_numpy(zero_copy_only=False)
-    lo, hi = _spans(picked, piece, plan)
-    picked = _set_column(picked, "stream_offset", local + _shifts(picked, piece, plan))
+    shift, lo, hi = _offsets(picked, piece, plan)
+    picked = _set_column(picked, "stream_offset", local + shift)
     picked = _set_column(picked, "connection", names[rows])
-    return (picked.append_column(CHAIN, pa.array(keys, pa.int64()))
+    return (picked.append_column(CHAIN, pa.array(chain[rows], pa.int64()))
             .append_column(PIECE, pa.array(np.full(len(rows), piece), pa.int32()))
             .append_column(ROW, pa.array(rows, pa.int64()))
             .append_column(REPLACED, pa.array((lo <= local) & (local < hi))))  # fmt: skip
