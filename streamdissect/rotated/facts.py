@@ -128,7 +128,6 @@ class SideFacts:
     end_seq: int  # of the next byte owed (a FIN after it takes one more number)
     fin: bool  # its FIN is in the piece
     end_offset: int  # stream offset reached
-    frames: int
     head: list | None  # see BoundaryFramer
     head_sync: int | None
     head_state: tuple[bool, int, int] | None
@@ -188,7 +187,6 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
                 end_seq=reassembler.next_seq,
                 fin=conn.fin[side],
                 end_offset=reassembler.offset,
-                frames=stream.frames[side],
                 head=getattr(framer, "head", None),
                 head_sync=getattr(framer, "head_sync", None),
                 head_state=getattr(framer, "head_state", None),

@@ -171,31 +171,25 @@ def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | N
            result: Plan) -> Chain:  # fmt: skip
     first, last = parts[0][1], parts[-1][1]
     chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
-    totals = {}
-    for direction in DIRECTIONS:
-        totals[direction] = _stitch_direction(chain, parts, direction, result)
-    # (frames: the parts' and the cuts'; apply.chain_tables counts them again from the frames
-    # it analyses, some of a piece's being replaced by the cut's)
-    (frames_c2s, bytes_c2s), (frames_s2c, bytes_s2c) = totals["c2s"], totals["s2c"]
+    stream_bytes = {d: _stitch_direction(chain, parts, d, result) for d in DIRECTIONS}
     ends = {p.tcp_end for _, p in parts}  # (as TcpConnection.how_ended, over every part)
     tcp_end = "rst" if "rst" in ends else "fin" if "fin" in ends else "open"
+    # (its frames are counted by apply.chain_tables, from the frames it analyses)
     chain.summary = ConnectionSummary(name, first.client, first.server, first.start_ns,
-                                      last.end_ns, frames_c2s, frames_s2c, bytes_c2s, bytes_s2c,
-                                      tcp_end)  # fmt: skip
+                                      last.end_ns, 0, 0, stream_bytes["c2s"],
+                                      stream_bytes["s2c"], tcp_end)  # fmt: skip
     chain.frames.sort(key=lambda item: (item[0], item[1].ts_ns))
     return chain
 
 
 def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], direction: str,
-                      result: Plan) -> tuple[int, int]:  # fmt: skip
-    """Carry one direction across the cuts; (its frames, its bytes) over the whole chain."""
+                      result: Plan) -> int:  # fmt: skip
+    """Carry one direction across the cuts; its bytes over the whole chain."""
     state: tuple[dict, int] | None = None  # (framer state, its offset shift)
     end_seq = end_offset = None  # where the direction stopped so far (global offset)
     fin = False  # and whether a FIN came after it
-    frames = 0
     for n, (i, part) in enumerate(parts):
         side = part.sides[direction]
-        frames += side.frames
         if not side.started:
             result.shifts[(i, part.local_id, direction)] = 0
             continue
@@ -205,9 +199,7 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
         else:
             shift = end_offset + _after(side.first_seq, end_seq, fin)
             result.dropped.add((i, part.local_id, direction, "midstream_start", 0))
-            state, made = _across(chain, i, part, direction, side, state, shift, end_offset,
-                                  result)  # fmt: skip
-            frames += made
+            state = _across(chain, i, part, direction, side, state, shift, end_offset, result)
         result.shifts[(i, part.local_id, direction)] = shift
         end_seq, end_offset = side.end_seq, side.end_offset + shift
         fin = side.fin
@@ -216,16 +208,16 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
             if cut["cur_start"] >= 0:
                 result.dropped.add((i, part.local_id, direction, "truncated",
                                     cut["cur_start"] + state[1] - shift))  # fmt: skip
-    return frames, end_offset or 0
+    return end_offset or 0
 
 
 def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: SideFacts,
             state: tuple[dict, int] | None, shift: int, end_offset: int,
-            result: Plan) -> tuple[tuple[dict, int], int]:  # fmt: skip
+            result: Plan) -> tuple[dict, int]:  # fmt: skip
     """The frames across one cut: the earlier framer fed the later head. Returns the state
-    that carries on, and how many frames it completed."""
+    that carries on (framer state, its offset shift)."""
     if state is None or side.head is None:
-        return (side.end_state, shift), 0
+        return side.end_state, shift
     made: list[FrameEvent] = []
 
     def emit(offset: int, ts_ns: int, record: Any) -> None:
@@ -241,7 +233,7 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
             part.start_ns, chain.name, direction, "rotation_cut", shift, 0,
             f"frames across the cut between files are lost: no frame start in the first "
             f"{HEAD_LIMIT} bytes of the next file"))  # fmt: skip
-        return (side.end_state, shift), 0
+        return side.end_state, shift
     framer = restore_framer(state[0], state[1], emit, report)
     _feed(framer, side, shift, end_offset, report)
     if side.head_state is None:  # the piece found no frame start before its end: all head
@@ -249,7 +241,7 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
         result.dropped.add((piece, part.local_id, direction, "resync", 0))
         result.anomalies.extend(found)
         chain.frames.extend((piece, f) for f in made)
-        return (framer_state(framer), 0), len(made)
+        return framer_state(framer), 0
     synced, offset, cur_start = side.head_state
     if (framer.synced, framer.offset, framer.cur_start) != (
             synced, offset + shift, cur_start + shift if cur_start >= 0 else -1):  # fmt: skip
@@ -257,14 +249,14 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
             part.start_ns, chain.name, direction, "rotation_cut", shift, 0,
             "the frames across the cut between files do not meet the next file's first "
             "frame: that file's frames of this direction may be misread"))  # fmt: skip
-        return (side.end_state, shift), 0
+        return side.end_state, shift
     # the piece's own frames decoded with the head are replaced by these
     result.replaced[(piece, part.local_id, direction)] = (
         side.head_sync, cur_start if cur_start >= 0 else offset)  # fmt: skip
     result.dropped.add((piece, part.local_id, direction, "resync", 0))
     result.anomalies.extend(found)
     chain.frames.extend((piece, f) for f in made)
-    return (side.end_state, shift), len(made)
+    return side.end_state, shift
 
 
 def _feed(framer: Any, side: SideFacts, shift: int, end_offset: int, report: Any) -> None:
