@@ -43,10 +43,14 @@ def timed(task: Callable) -> Callable:
     return run
 
 
+def part_file(work: str, table: str, name: str) -> str:
+    return os.path.join(work, table, f"part-{name}.parquet")
+
+
 def part_path(work: str, table: str, name: str) -> str:
-    folder = os.path.join(work, table)
-    os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, f"part-{name}.parquet")
+    """part_file, its folder made."""
+    os.makedirs(os.path.join(work, table), exist_ok=True)
+    return part_file(work, table, name)
 
 
 def _write(arrow: Any, work: str, table: str, name: str) -> int:
@@ -93,6 +97,7 @@ def unreadable(path: str, reason: str) -> Any:
 
 
 def _frames(path: str, options: dict) -> Any:
+    """The file's frames, decoded as its analysis decoded them."""
     from ..rotated.local import piece_frames
 
     return piece_frames(path, options["ports"], options["heuristic"],
@@ -115,12 +120,14 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
 
     work = options["work"]
     tables = TASK_TABLES + options["per_id"] + (("frames",) if options["frames"] else ())
+    own_frames = None  # (the piece's frames, when the frames table was asked for)
     for table in tables:
-        where = os.path.join(work, table, f"part-{k:05d}.parquet")
+        where = part_file(work, table, f"{k:05d}")
         if not os.path.exists(where):
             continue
         rows = pq.read_table(where, schema=schema.arrow_schema(table))
         if table == "frames":
+            own_frames = rows
             moved = chain_frames(rows, k, plan)  # (the frames table keeps the chains' too)
             kept = moved.filter(pc.invert(moved[REPLACED])).select(schema.column_names(table))
             rows = pa.concat_tables([piece_rows(rows, table, k, plan), kept])
@@ -129,10 +136,9 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         pq.write_table(rows, where)
     if all(plan.chain_of(k, part) is None for part in _locals(plan, k)):
         return 0
-    from ..rotated.local import piece_frames
-
-    frames = piece_frames(path, options["ports"], options["heuristic"], not options["per_id"])
-    frames = chain_frames(frames, k, plan)
+    if own_frames is None:  # (else the frames table's part: no second dissection)
+        own_frames = _frames(path, options)
+    frames = chain_frames(own_frames, k, plan)
     buckets = options["buckets"]
     which = pa.array(bucket_of(frames[CHAIN].to_numpy(), buckets))
     for b in sorted(set(which.to_pylist())):
