@@ -25,15 +25,21 @@ def dataframe(table: str, rows) -> pd.DataFrame:
 
     names = schema.column_names(table)
     kinds = [c.kind for c in schema.TABLES[table]]
-    if hasattr(rows, "columns"):  # (kept as columns already: CompactRows)
-        columns = rows.columns()
-    elif len(rows) and isinstance(rows[0], dict):
-        columns = [([r.get(n) for r in rows], None) for n in names]
-    else:  # (zip(*rows) is ~7x slower on a large table)
-        columns = [(list(map(itemgetter(i), rows)), None) for i in range(len(names))]
+    columns = _columns_of(names, rows)
     data = {n: _array(values, none, kind)
             for n, (values, none), kind in zip(names, columns, kinds)}  # fmt: skip
     return pd.DataFrame(data, columns=names)
+
+
+def _columns_of(names: list[str], rows) -> list[tuple]:
+    """Rows (dicts, tuples in schema order, or CompactRows) as columns: (values, None mask
+    or a numpy mask of the missing ones) each."""
+    if hasattr(rows, "columns"):  # (kept as columns already: CompactRows)
+        return rows.columns()
+    if len(rows) and isinstance(rows[0], dict):
+        return [([r.get(n) for r in rows], None) for n in names]
+    # (zip(*rows) is ~7x slower on a large table)
+    return [(list(map(itemgetter(i), rows)), None) for i in range(len(names))]
 
 
 def arrow_dataframe(table: str, batches) -> pd.DataFrame:
@@ -187,14 +193,8 @@ def arrow_table(table: str, rows) -> Any:
 
     from ..frame_batches import typed_array
 
-    names = schema.column_names(table)
     kinds = [c.kind for c in schema.TABLES[table]]
-    if hasattr(rows, "columns"):
-        columns = rows.columns()
-    elif len(rows) and isinstance(rows[0], dict):
-        columns = [([r.get(n) for r in rows], None) for n in names]
-    else:
-        columns = [(list(map(itemgetter(i), rows)), None) for i in range(len(names))]
+    columns = _columns_of(schema.column_names(table), rows)
     arrays = []
     for (values, none), kind in zip(columns, kinds):
         if isinstance(values, np.ndarray) and kind in _INTEGERS:
