@@ -979,18 +979,19 @@ def check_rotated(path: str, data: bytes) -> int:
     if data[:4] not in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4",
                         b"\xa1\xb2\x3c\x4d"):  # fmt: skip
         return 0  # (pcapng, gzip: not cut here)
-    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    starts, pos = [], 24
-    while pos + 16 <= len(data):
-        starts.append(pos)
-        pos += 16 + struct.unpack_from(order + "I", data, pos + 8)[0]
+    sys.path.insert(0, str(ROOT / "tests"))
+    import rotate  # (the tests' cutter: whole records, the file header in each piece)
+
+    records = rotate.records(data)
+    if len(records) < 2:
+        return 0  # (nothing to cut)
     rng = random.Random(len(data))
-    cuts = sorted(rng.sample(starts[1:], min(len(starts) - 1, rng.randint(1, 3))))
+    cuts = sorted(rng.sample(range(1, len(records)), min(len(records) - 1, rng.randint(1, 3))))
     pieces = []
-    for k, (lo, hi) in enumerate(zip([24, *cuts], [*cuts, len(data)])):
+    for k, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(records)])):
         piece = f"{path}.piece{k}"
         with open(piece, "wb") as f:
-            f.write(data[:24] + data[lo:hi])
+            f.write(data[: rotate.HEADER] + b"".join(records[lo:hi]))
         pieces.append(piece)
     try:
         tables = analyze_set(pieces, helper_process=False)
