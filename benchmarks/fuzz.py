@@ -65,17 +65,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streamdissect import schema
-from streamdissect.analysis import columns
-from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
 from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
+from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
-from streamdissect.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.frame_batches import frames_arrow
-from streamdissect.framing import Framer
-from streamdissect.protocol import (
+from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.framing.framer import Framer
+from streamdissect.protocols.stream import (
     MESSAGES,
     DecompressionError,
     Malformed,
@@ -89,9 +86,12 @@ from streamdissect.protocol import (
     encode_record,
     record_from_dict,
 )
-from streamdissect.protocol.amqp import to_json as amqp_to_json
-from streamdissect.protocol.summary import frame_summary as summary
+from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
+from streamdissect.protocols.stream.analysis import columns
+from streamdissect.protocols.stream.summary import frame_summary as summary
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
+from streamdissect.tables import schema
+from streamdissect.tables.batches import frames_arrow
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"

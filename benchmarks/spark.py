@@ -29,7 +29,7 @@ PORTS = (5552, 5553)
 
 
 def frames_in(files: list[Path]) -> int:
-    from streamdissect.frame_batches import frames_arrow
+    from streamdissect.tables.batches import frames_arrow
 
     return sum(frames_arrow(str(f), ports=PORTS).num_rows for f in files)
 

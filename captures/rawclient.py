@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 
-from streamdissect.protocol import decode_frame, encode_record, make_record
+from streamdissect.protocols.stream import decode_frame, encode_record, make_record
 
 HOST = "127.0.0.1"
 

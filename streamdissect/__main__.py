@@ -1,5 +1,5 @@
 """`python -m streamdissect ...` is the `streamdissect` command."""
 
-from .cli import command
+from streamdissect.cli import command
 
 command()

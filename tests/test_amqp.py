@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 import uuid
 
-from streamdissect.protocol import decode_amqp_message, looks_like_amqp
-from streamdissect.protocol.amqp import MAX_DEPTH, Opaque
+from streamdissect.protocols.stream import decode_amqp_message, looks_like_amqp
+from streamdissect.protocols.stream.amqp import MAX_DEPTH, Opaque
 
 
 def described(code: int, value: bytes) -> bytes:

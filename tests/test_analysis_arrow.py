@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 import worsen
 
-from streamdissect import schema
 from streamdissect.analysis.run import analyze
+from streamdissect.tables import schema
 
 TABLES = ("connections", "requests", "latency", "publishes", "confirms", "backlog", "credit",
           "stalls", "credit_balance", "deliveries", "throughput", "errors", "anomalies")  # fmt: skip

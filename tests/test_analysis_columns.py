@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import worsen
 
-from streamdissect import schema
-from streamdissect.analysis import analyze, columns
-from streamdissect.frame_batches import frame_batches, frames_arrow
+from streamdissect.analysis import analyze
+from streamdissect.protocols.stream.analysis import columns
+from streamdissect.tables import schema
+from streamdissect.tables.batches import frame_batches, frames_arrow
 
 CAPTURES = worsen.corpus_captures()
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.pcap"))
@@ -35,7 +36,7 @@ def reference(path: Path, table: str) -> list[dict]:
 
 
 def times_fit(path: Path) -> bool:
-    from streamdissect.dissect import Dissector, FrameEvent
+    from streamdissect.engine.dissect import Dissector, FrameEvent
 
     events = Dissector(ports=(5552, 5553)).run(str(path))
     return all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent))
@@ -80,8 +81,8 @@ def test_the_same_code_runs_per_connection_group():
 def connections_both_ways(path: Path) -> tuple[list[dict], list[dict], bool]:
     """(over columns, the collector's) for one capture, and whether every time fits int64."""
     from streamdissect.analysis import analyze_events
-    from streamdissect.dissect import Dissector, FrameEvent
-    from streamdissect.frame_batches import FrameColumns
+    from streamdissect.engine.dissect import Dissector, FrameEvent
+    from streamdissect.tables.batches import FrameColumns
 
     dissector = Dissector(ports=(5552, 5553))
     events = list(dissector.run(str(path)))
@@ -136,7 +137,7 @@ def test_an_irregular_ledger_goes_through_the_collector_and_keeps_its_order(tmp_
     the collector's own code over those rows, merged in order with the regular ledgers."""
     from scapy.all import IP, TCP, Ether, Raw, wrpcap
 
-    from streamdissect.protocol import encode_record, make_record
+    from streamdissect.protocols.stream import encode_record, make_record
 
     def publish(pid, ids):
         return encode_record(make_record("Publish", publisher_id=pid,
@@ -175,7 +176,7 @@ def test_an_irregular_ledger_goes_through_the_collector_and_keeps_its_order(tmp_
 
 def credit_both_ways(path: Path) -> tuple[list, list, list, list]:
     """(credit, stalls) over columns and from the collector, for one capture."""
-    from streamdissect.dissect import Dissector
+    from streamdissect.engine.dissect import Dissector
 
     dissector = Dissector(ports=(5552, 5553))
     list(dissector.run(str(path)))
@@ -211,7 +212,7 @@ def test_the_slow_consumer_stalls_over_columns():
 
 
 def test_all_tables_at_once_equal_analyze():
-    from streamdissect.dissect import Dissector
+    from streamdissect.engine.dissect import Dissector
 
     path = worsen.CAPTURES / "rstream-sac-4.0.pcap"
     dissector = Dissector(ports=(5552, 5553))

@@ -11,10 +11,11 @@ from types import SimpleNamespace as NS
 import pytest
 import worsen
 
-from streamdissect.analysis import analyze, report
+from streamdissect.analysis import analyze
 from streamdissect.analysis.compact import CompactRows
-from streamdissect.analysis.confirms import ConfirmCollector
-from streamdissect.analysis.report import json_text, json_write, to_json
+from streamdissect.cli import _text_report as report
+from streamdissect.cli._text_report import json_text, json_write, to_json
+from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
 
 HANDLERS = {"p": "on_publish", "c": "on_confirm", "e": "on_error", "d": "on_declare"}
 

@@ -13,12 +13,12 @@ import pytest
 import worsen
 from test_bulk_engine import _frame
 
-from streamdissect import schema
-from streamdissect.analysis import runs
 from streamdissect.analysis.run import analyze_events
-from streamdissect.dissect import Dissector
-from streamdissect.engine.hot import FrameRun
-from streamdissect.framing import DELIVER_KEEP_LIMIT
+from streamdissect.engine.dissect import Dissector
+from streamdissect.framing.framer import DELIVER_KEEP_LIMIT
+from streamdissect.protocols.stream.analysis import runs
+from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.tables import schema
 
 TABLES = [name for name in schema.TABLES if name != "frames"]
 

@@ -207,7 +207,7 @@ def test_dataframe_holds_what_fits_and_leaves_the_rest_missing():
     import pandas as pd
 
     from streamdissect.analysis.compact import CompactRows
-    from streamdissect.analysis.frame_tables import dataframe
+    from streamdissect.tables.convert import dataframe
 
     # the deliveries table: ts, connection, sid, first offset, records, entries, chunk type,
     # chunk ts, committed, lag, latency, size, crc_ok

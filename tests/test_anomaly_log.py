@@ -5,7 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 from streamdissect.analysis import analyze_events
-from streamdissect.anomalies import DEFAULT_PER_KIND, Anomaly, AnomalyLog
+from streamdissect.engine.anomalies import DEFAULT_PER_KIND, Anomaly, AnomalyLog
 
 
 def flood(n: int, kind: str = "retransmission"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streamdissect.protocol import decode_frame, encode_record, make_record
+from streamdissect.protocols.stream import decode_frame, encode_record, make_record
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "brokers.sh"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import worsen
 
-from streamdissect.dissect import Dissector, FrameEvent
 from streamdissect.engine import bulk
+from streamdissect.engine.dissect import Dissector, FrameEvent
 
 
 def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:
@@ -326,7 +326,7 @@ def test_publish_id_runs_same_type_as_stream(path):
 
 
 def test_id_run():
-    from streamdissect.protocol.publish import id_run
+    from streamdissect.protocols.stream.publish import id_run
 
     assert id_run([5, 6, 7]) == range(5, 8) and type(id_run([5, 6, 7])) is range
     for ids in ([5, 7, 6], [5, 5, 6], [7, 6, 5], [], None, [2**64 - 1]):

@@ -14,7 +14,7 @@ import time
 import pytest
 import worsen
 
-from streamdissect.display_filter import FilterError, compile_filter
+from streamdissect.cli._display_filter import FilterError, compile_filter
 
 CAPTURES = worsen.corpus_captures()
 CLI = [sys.executable, "-m", "streamdissect.cli"]
@@ -185,9 +185,9 @@ def test_exports_read_back_with_the_schema_dtypes(tmp_path, fmt):
     analyze()'s tables."""
     import pandas as pd
 
-    from streamdissect import schema
     from streamdissect.analysis import analyze
-    from streamdissect.analysis.export import read_table
+    from streamdissect.tables import schema
+    from streamdissect.tables.export import read_table
 
     path = str(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")
     out = run(["analyze", "--format", fmt, "-o", str(tmp_path), path])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streamdissect.protocol import (
+from streamdissect.protocols.stream import (
     MESSAGES,
     Record,
     Unknown,

@@ -22,7 +22,7 @@ from test_codec_wire import (
     u64,
 )
 
-from streamdissect.protocol import (
+from streamdissect.protocols.stream import (
     MESSAGES,
     Malformed,
     OffsetType,
@@ -356,7 +356,7 @@ def test_nothing_raises_for_non_bytes_inputs() -> None:
 
 
 def test_record_init_compiled_on_first_use_keeps_signature() -> None:
-    from streamdissect.protocol.records import record_class
+    from streamdissect.protocols.stream.records import record_class
 
     cls = record_class("QueryOffset", response=True)
 

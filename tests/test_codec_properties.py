@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_codec_frames import CASES
 from test_codec_wire import chunk, deliver, simple_entry, sub_batch
 
-from streamdissect.protocol import (
+from streamdissect.protocols.stream import (
     MESSAGES,
     Malformed,
     Record,
@@ -24,7 +24,7 @@ from streamdissect.protocol import (
     encode_record,
     record_from_dict,
 )
-from streamdissect.protocol.primitives import (
+from streamdissect.protocols.stream.primitives import (
     BYTES,
     STRING,
     ArrayType,
@@ -34,8 +34,8 @@ from streamdissect.protocol.primitives import (
     StructType,
     TrailingType,
 )
-from streamdissect.protocol.publish import PublishedMessage, SubBatch
-from streamdissect.protocol.spec import CHUNK_HEADER, PUBLISH_MESSAGES, REST, Message
+from streamdissect.protocols.stream.publish import PublishedMessage, SubBatch
+from streamdissect.protocols.stream.spec import CHUNK_HEADER, PUBLISH_MESSAGES, REST, Message
 
 INT_RANGES = {"B": 8, "H": 16, "I": 32, "Q": 64}
 short_text = st.text(max_size=12)
@@ -102,7 +102,7 @@ def chunk_fields(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def records(draw: st.DrawFn, message: Message, version: int) -> Record:
-    from streamdissect.protocol.records import RECORD_CLASSES
+    from streamdissect.protocols.stream.records import RECORD_CLASSES
 
     fields: dict[str, Any] = {}
     for field in message.fields_for(version):

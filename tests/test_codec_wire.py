@@ -112,8 +112,8 @@ def test_the_protocol_notes_name_every_command_and_code():
     key of the table and every response code the codes module names."""
     from pathlib import Path
 
-    from streamdissect.protocol.codes import ResponseCode
-    from streamdissect.protocol.spec import BY_KEY
+    from streamdissect.protocols.stream.codes import ResponseCode
+    from streamdissect.protocols.stream.spec import BY_KEY
 
     notes = (Path(__file__).parent.parent / "docs" / "protocol.md").read_text()
     for key, message in BY_KEY.items():

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 import worsen
 
-from streamdissect import schema
 from streamdissect.analysis import frames_table
 from streamdissect.analysis.tables import frame_row
-from streamdissect.dissect import Dissector, FrameEvent
-from streamdissect.frame_batches import frame_batches, frames_arrow
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.tables import schema
+from streamdissect.tables.batches import frame_batches, frames_arrow
 
 CAPTURES = worsen.corpus_captures()
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.pcap"))
@@ -114,7 +114,7 @@ def test_the_helper_process_is_used_only_where_forking_is_safe():
 
     script = (
         "import threading\n"
-        "from streamdissect.dissect import Dissector\n"
+        "from streamdissect.engine.dissect import Dissector\n"
         "alone = Dissector(helper_process=None).helper_process\n"
         "stop = threading.Event(); t = threading.Thread(target=stop.wait); t.start()\n"
         "shared = Dissector(helper_process=None).helper_process\n"
@@ -132,7 +132,7 @@ def _deliver(version: int, chunk_id: int, data: bytes, crc: int | None = None,
 
     from test_bulk_engine import _frame
 
-    from streamdissect.protocol import osiris
+    from streamdissect.protocols.stream import osiris
 
     header = {"magic_version": magic, "chunk_type": 0, "num_entries": entries, "num_records": 1,
               "timestamp": 1_700_000_000_000, "epoch": 1, "chunk_id": chunk_id,
@@ -148,7 +148,7 @@ def test_hot_frames_come_as_runs_and_odd_ones_as_records_in_their_place(tmp_path
     the rows are the reference's, in the reference's order."""
     from test_bulk_engine import _frame, frames_capture
 
-    from streamdissect.engine.hot import FrameRun
+    from streamdissect.protocols.stream.hot import FrameRun
 
     def publish(pid, ids, word=5, version=1):
         body = b"".join(struct.pack(">QI", i, word) + b"hello"[:word] for i in ids)

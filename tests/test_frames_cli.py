@@ -11,7 +11,7 @@ import pytest
 import worsen
 
 from streamdissect.cli import main
-from streamdissect.dissect import FrameEvent, dissect
+from streamdissect.engine.dissect import FrameEvent, dissect
 
 AUTH = worsen.CAPTURES / "rstream-auth-failure-3.10.pcap"
 
@@ -164,7 +164,7 @@ def _hot_and_generic(path) -> tuple[str, str, int]:
     import json
 
     from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
-    from streamdissect.dissect import Dissector, FrameEvent
+    from streamdissect.engine.dissect import Dissector, FrameEvent
 
     events = list(Dissector(ports=(5552, 5553), publish_messages=False).run(str(path)))
     written = io.StringIO()
@@ -202,7 +202,7 @@ def _lines(path, **options) -> str:
     import io
 
     from streamdissect.cli.frames import jsonl_writer
-    from streamdissect.dissect import Dissector
+    from streamdissect.engine.dissect import Dissector
 
     written = io.StringIO()
     write = jsonl_writer(written, False, False)
@@ -235,8 +235,8 @@ def _odd_hot_capture(tmp_path):
 def test_jsonl_from_runs_is_the_record_paths_bytes(path, tmp_path):
     """`frames --format jsonl` from the bulk engine's FrameRuns (run_lines), anomalies in
     their places, is byte for byte the jsonl of the records."""
-    from streamdissect.dissect import Dissector
-    from streamdissect.engine.hot import FrameRun
+    from streamdissect.engine.dissect import Dissector
+    from streamdissect.protocols.stream.hot import FrameRun
 
     if path == "odd":
         path = _odd_hot_capture(tmp_path)

@@ -8,7 +8,7 @@ import pytest
 import worsen
 
 from streamdissect.capture import open_capture, tcp_segment
-from streamdissect.framing import Framer, looks_like_stream
+from streamdissect.framing.framer import Framer, looks_like_stream
 from streamdissect.tcp import FlowTable
 
 

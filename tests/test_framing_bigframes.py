@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import MESSAGE_SIZE, MESSAGES
 
-from streamdissect.dissect import Dissector, FrameEvent
+from streamdissect.engine.dissect import Dissector, FrameEvent
 
 
 def run(path: Path, **options) -> list:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import worsen
 
-from streamdissect.dissect import Dissector, FrameEvent
+from streamdissect.engine.dissect import Dissector, FrameEvent
 
 TRUTH_FILES = sorted(worsen.CAPTURES.glob("*.truth.json"))
 

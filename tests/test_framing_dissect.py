@@ -8,7 +8,7 @@ import pytest
 import worsen
 
 from streamdissect.capture import CaptureError
-from streamdissect.dissect import Anomaly, Dissector, FrameEvent, dissect
+from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent, dissect
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import worsen
 
-from streamdissect.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
 
 Frame = tuple[str, str, int, str]  # connection, direction, stream offset, record as JSON
 

@@ -18,9 +18,9 @@ from streamdissect.analysis import analyze_events
 from streamdissect.capture import CaptureError
 from streamdissect.cli import main
 from streamdissect.cli.frames import jsonl_writer
-from streamdissect.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.framing import DELIVER_HEAD, Framer
-from streamdissect.protocol import (
+from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.framing.framer import DELIVER_HEAD, Framer
+from streamdissect.protocols.stream import (
     Malformed,
     MalformedEntry,
     decode_amqp_message,

@@ -13,11 +13,11 @@ import worsen
 from test_analysis_runs import assert_same_tables, ledgers_at_once
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
-from streamdissect.analysis import runs
-from streamdissect.analysis.report import json_write, to_json
 from streamdissect.analysis.run import analyze_events
-from streamdissect.dissect import Dissector
+from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.engine import bulk
+from streamdissect.engine.dissect import Dissector
+from streamdissect.protocols.stream.analysis import runs
 
 OPTIONS = {"publish_messages": False, "deliver_keep_limit": 0}
 
@@ -63,7 +63,7 @@ def test_corpus_report_same(path):
 
 
 def run_kinds(path: Path) -> set[int]:
-    from streamdissect.engine.hot import FrameRun
+    from streamdissect.protocols.stream.hot import FrameRun
 
     return {int(k) for ev in Dissector(engine="bulk", columns=True, **OPTIONS).run(str(path))
             if ev.__class__ is FrameRun for k in ev.key}  # fmt: skip

@@ -12,7 +12,7 @@ import snappy
 import zstandard
 from test_codec_wire import chunk, deliver, simple_entry, sub_batch, tracking, u64
 
-from streamdissect.protocol import (
+from streamdissect.protocols.stream import (
     CompressionType,
     MalformedEntry,
     OsirisRecord,
@@ -77,7 +77,7 @@ def test_counting_records_does_not_decompress_or_copy(monkeypatch: pytest.Monkey
     def forbidden(*args: object, **kwargs: object) -> bytes:
         raise AssertionError("decompressed while counting")
 
-    monkeypatch.setattr("streamdissect.protocol.osiris.decompress", forbidden)
+    monkeypatch.setattr("streamdissect.protocols.stream.osiris.decompress", forbidden)
     big = gzip.compress(plain_records([b"x" * 1000] * 1000))
     raw = deliver(
         chunk([sub_batch(CompressionType.GZIP, [b"x" * 1000] * 1000, compressed=big)], 1000)

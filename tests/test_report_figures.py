@@ -16,10 +16,11 @@ from matplotlib.dates import num2date
 from matplotlib.figure import Figure
 from reportlib import CAPTURES, PORTS, sleeps, truth_of
 
-from streamdissect import report, schema
+from streamdissect import report
 from streamdissect.analysis import analyze
-from streamdissect.analysis.export import write_tables
 from streamdissect.report.data import ReportData
+from streamdissect.tables import schema
+from streamdissect.tables.export import write_tables
 
 matplotlib.use("Agg")
 

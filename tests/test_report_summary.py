@@ -3,10 +3,10 @@ for it, pointing at the section that shows it; none when nothing stands out."""
 
 from __future__ import annotations
 
-from streamdissect import schema
-from streamdissect.analysis.frame_tables import dataframe
 from streamdissect.report import findings
 from streamdissect.report.data import ReportData
+from streamdissect.tables import schema
+from streamdissect.tables.convert import dataframe
 
 C = "127.0.0.1:40000-127.0.0.1:5552"
 T = 1_795_300_000 * 10**9

@@ -12,7 +12,7 @@ import pytest
 from scapy.all import ls
 from scapy.packet import Padding
 
-from streamdissect.protocol import (
+from streamdissect.protocols.stream import (
     MESSAGES,
     decode_frame,
     encode_record,
@@ -20,8 +20,8 @@ from streamdissect.protocol import (
     osiris,
     primitives,
 )
-from streamdissect.protocol.publish import SubBatch
-from streamdissect.protocol.spec import CHUNK_HEADER, PUBLISH_MESSAGES, REST
+from streamdissect.protocols.stream.publish import SubBatch
+from streamdissect.protocols.stream.spec import CHUNK_HEADER, PUBLISH_MESSAGES, REST
 from streamdissect.scapy import (
     BODY_CLASSES,
     Deliver,

@@ -16,7 +16,7 @@ import worsen
 from scapy.all import IP, TCP, Ether, Raw, sniff, wrpcap
 from scapy.sessions import TCPSession
 
-from streamdissect.protocol import encode_record, make_record
+from streamdissect.protocols.stream import encode_record, make_record
 from streamdissect.scapy import (
     BOUND_PORTS,
     Deliver,
@@ -359,7 +359,7 @@ def test_frames_larger_than_a_segment_come_whole(big_capture, tmp_path):
     of a real capture: each comes whole, in the packet that ends it, as the core frames it."""
     from conftest import MESSAGE_SIZE, MESSAGES
 
-    from streamdissect.dissect import Dissector, FrameEvent
+    from streamdissect.engine.dissect import Dissector, FrameEvent
 
     path = mss_copy(big_capture, tmp_path / "mss.pcap")
     events = Dissector(deliver_keep_limit=None).run(str(path))

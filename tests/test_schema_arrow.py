@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from streamdissect import schema
 from streamdissect.analysis import analyze, frames_table
+from streamdissect.tables import schema
 
 CAPTURE = "captures/rstream-slow-consumer-3.10.pcap"
 ARROW_OF_KIND = {"int64": pa.int64(), "uint64": pa.uint64(), "int32": pa.int32(),

@@ -20,8 +20,8 @@ import pytest
 
 from streamdissect import analysis
 from streamdissect.cli import build_parser, main
-from streamdissect.dissect import Dissector, FrameEvent
-from streamdissect.protocol import decode_frame, encode_record
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols.stream import decode_frame, encode_record
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 WRONG = (CAPTURES / "rstream-auth-failure-3.10.pcap", b"wrong-secret-pw")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import struct
 
-from streamdissect.protocol import decode_frame, encode_record, make_record
+from streamdissect.protocols.stream import decode_frame, encode_record, make_record
 
 PASSWORD = b"desync-secret-pw"
 

@@ -16,10 +16,10 @@ import pytest
 import rotate
 import worsen
 
-from streamdissect.analysis.report import CONNECTION_COLUMNS, LAG_COLUMNS
 from streamdissect.analysis.run import analyze
-from streamdissect.frame_batches import frames_arrow
+from streamdissect.cli._text_report import CONNECTION_COLUMNS, LAG_COLUMNS
 from streamdissect.spark.jobs import TABLES
+from streamdissect.tables.batches import frames_arrow
 
 CLI = [sys.executable, "-m", "streamdissect.cli"]
 # captures of the same broker port, no four-tuple reused across them

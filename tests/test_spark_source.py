@@ -14,9 +14,9 @@ import rotate
 import worsen
 
 from streamdissect.analysis.run import analyze
-from streamdissect.frame_batches import frames_arrow
 from streamdissect.rotated.local import to_arrow
 from streamdissect.spark.files import CaptureFile, pack
+from streamdissect.tables.batches import frames_arrow
 
 CAPTURES = worsen.corpus_captures()
 

@@ -20,8 +20,8 @@ import tshark_pdml
 from tshark_pdml import Pdu, pdus
 
 from streamdissect.analysis import analyze
-from streamdissect.analysis.latency import NOT_CALLS
-from streamdissect.protocol import spec
+from streamdissect.protocols.stream import spec
+from streamdissect.protocols.stream.analysis.latency import NOT_CALLS
 from streamdissect.wireshark import generate
 
 CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap"))

@@ -20,8 +20,8 @@ from test_fuzz_harness import REGRESSIONS, load
 from test_hostile import _deliver_with, nested_lists
 from tshark_pdml import connection_capture, pdus
 
-from streamdissect.framing import DEFAULT_MAX_FRAME
-from streamdissect.protocol import Malformed, Unknown, decode_frame
+from streamdissect.framing.framer import DEFAULT_MAX_FRAME
+from streamdissect.protocols.stream import Malformed, Unknown, decode_frame
 from streamdissect.wireshark import generate
 
 fuzz = load()

@@ -19,8 +19,8 @@ from test_bulk_engine import _frame
 from test_secrets import GUEST, WRONG, leaks
 from tshark_pdml import connection_capture, pdus
 
-from streamdissect.protocol import spec
-from streamdissect.protocol.primitives import (
+from streamdissect.protocols.stream import spec
+from streamdissect.protocols.stream.primitives import (
     INT64,
     STRING,
     U8,
@@ -32,7 +32,7 @@ from streamdissect.protocol.primitives import (
     TrailingType,
     WireType,
 )
-from streamdissect.protocol.spec import Field, Message
+from streamdissect.protocols.stream.spec import Field, Message
 from streamdissect.wireshark import GenerationError, generate
 from streamdissect.wireshark.generate import HEADER
 

@@ -1,8 +1,14 @@
 """The rbfly scenario, run against either broker (3.10 plain, 4.0.5 with filtering)."""
 import asyncio
 
-from rbfly.streams import (MessageFilter, Offset, Publisher, PublisherBatchFast, streams_client,
-                           stream_message_ctx)
+from rbfly.streams import (
+    MessageFilter,
+    Offset,
+    Publisher,
+    PublisherBatchFast,
+    stream_message_ctx,
+    streams_client,
+)
 
 from ._common import HOST, PASSWORD, USER, body, stream_name
 

@@ -1,7 +1,7 @@
 """rstream Consumer with a small initial credit, StoreOffset and QueryOffset."""
 import asyncio
 
-from rstream import ConsumerOffsetSpecification, Consumer, OffsetType
+from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
 from rstream.exceptions import OffsetNotFound
 
 from ._common import BROKER_3, HOST, PASSWORD, USER, prefill, stream_name, wait_for

@@ -4,7 +4,7 @@ from collections import Counter
 
 from rstream import AMQPMessage, Consumer, FilterConfiguration, Producer, amqp_decoder
 
-from ._common import BROKER_4, Confirms, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_4, HOST, PASSWORD, USER, Confirms, body, stream_name, wait_for
 
 NAME = "rstream-filter-4.0"
 BROKER_PORT = BROKER_4

@@ -1,8 +1,9 @@
 """rstream Producer: create a stream, publish 10 batches of 10 messages with confirms."""
 import asyncio
+
 from rstream import AMQPMessage, Producer
 
-from ._common import BROKER_3, Confirms, HOST, PASSWORD, USER, body, stream_name
+from ._common import BROKER_3, HOST, PASSWORD, USER, Confirms, body, stream_name
 
 NAME = "rstream-publish-confirm-3.10"
 BROKER_PORT = BROKER_3

@@ -1,8 +1,9 @@
 """rstream sub-entry batching: gzip and uncompressed sub-batches, then consumed back."""
 import asyncio
+
 from rstream import AMQPMessage, CompressionType, Consumer, Producer
 
-from ._common import BROKER_3, Confirms, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_3, HOST, PASSWORD, USER, Confirms, body, stream_name, wait_for
 
 NAME = "rstream-sub-entry-3.10"
 BROKER_PORT = BROKER_3

@@ -1,10 +1,15 @@
 """rstream super stream: CreateSuperStream, Route, Partitions, DeleteSuperStream on 4.0.5."""
 import asyncio
 
-from rstream import (AMQPMessage, RouteType, SuperStreamConsumer, SuperStreamCreationOption,
-                     SuperStreamProducer)
+from rstream import (
+    AMQPMessage,
+    RouteType,
+    SuperStreamConsumer,
+    SuperStreamCreationOption,
+    SuperStreamProducer,
+)
 
-from ._common import BROKER_4, Confirms, HOST, PASSWORD, USER, body, stream_name, wait_for
+from ._common import BROKER_4, HOST, PASSWORD, USER, Confirms, body, stream_name, wait_for
 
 NAME = "rstream-superstream-4.0"
 BROKER_PORT = BROKER_4

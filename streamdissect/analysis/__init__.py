@@ -1,7 +1,7 @@
 """Analyses over a capture's frames: latency, confirms, credit, lag, lifecycle, errors."""
 
-from .run import Analysis, analyze, analyze_events
-from .tables import (
+from streamdissect.analysis.run import Analysis, analyze, analyze_events
+from streamdissect.analysis.tables import (
     anomalies_table,
     backlog_table,
     confirms_table,

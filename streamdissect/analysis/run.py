@@ -11,18 +11,21 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..anomalies import Anomaly, AnomalyLog
-from ..engine.hot import FrameRun
-from ..protocol.records import RECORD_CLASSES
-from .confirms import ConfirmCollector
-from .consumption import DeliveryCollector, ThroughputCollector
-from .credit import AT_ONCE_MS, CreditCollector
-from .errors import ErrorCollector
-from .fields import get
-from .frame_tables import dataframe
-from .latency import NOT_CALLS, LatencyCollector
-from .lifecycle import LifecycleCollector
-from .runs import RunAnalysis
+from streamdissect.analysis.fields import get
+from streamdissect.engine.anomalies import Anomaly, AnomalyLog
+from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
+from streamdissect.protocols.stream.analysis.consumption import (
+    DeliveryCollector,
+    ThroughputCollector,
+)
+from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS, CreditCollector
+from streamdissect.protocols.stream.analysis.errors import ErrorCollector
+from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
+from streamdissect.protocols.stream.analysis.lifecycle import LifecycleCollector
+from streamdissect.protocols.stream.analysis.runs import RunAnalysis
+from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.protocols.stream.records import RECORD_CLASSES
+from streamdissect.tables.convert import dataframe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,7 +103,7 @@ class Analysis:
 
     def arrow(self, table: str) -> Any:
         """The table as a pyarrow.Table (the DataFrame's values, made without pandas)."""
-        from .frame_tables import arrow_table
+        from streamdissect.tables.convert import arrow_table
 
         return arrow_table(table, self.rows(table))
 
@@ -287,8 +290,8 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristi
     thread): see dissect.Dissector. `watch(events)`: an iterator over the events that passes
     them on (a running summary sees them go by). `on_dissector(dissector)`: called before the
     run (rotated.facts sets its framers and reads their edges afterwards)."""
-    from ..dissect import Dissector
-    from ..framing import DELIVER_KEEP_LIMIT
+    from streamdissect.engine.dissect import Dissector
+    from streamdissect.framing.framer import DELIVER_KEEP_LIMIT
 
     if isinstance(paths, str):
         paths = [paths]

@@ -6,12 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .. import schema
-from ..frame_batches import CHUNK_COLUMNS, LEFT_OUT
-from ..protocol.records import COMMON_COLUMNS, Record
-from .fields import get
-from .frame_tables import arrow_dataframe
-from .run import analyze
+from streamdissect.analysis.fields import get
+from streamdissect.analysis.run import analyze
+from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record
+from streamdissect.tables import schema
+from streamdissect.tables.batches import CHUNK_COLUMNS, LEFT_OUT
+from streamdissect.tables.convert import arrow_dataframe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,8 +49,8 @@ def frame_row(ev, show_secrets: bool = False) -> dict:
 
 def frames_table(paths: str | Sequence[str], ports: Sequence[int] = (5552,),
                  heuristic: bool = True, show_secrets: bool = False) -> pd.DataFrame:
-    """One row per frame (streamdissect.schema.FRAMES), made from Arrow batches."""
-    from ..frame_batches import frame_batches
+    """One row per frame (streamdissect.tables.schema.FRAMES), made from Arrow batches."""
+    from streamdissect.tables.batches import frame_batches
 
     batches = frame_batches(paths, ports=ports, heuristic=heuristic, show_secrets=show_secrets)
     return arrow_dataframe("frames", batches)
@@ -61,7 +61,7 @@ def _table(name: str):
         return getattr(analyze(paths, **kwargs), name)
 
     table.__name__ = f"{name}_table"
-    table.__doc__ = f"The {name} table of a capture (see streamdissect.schema)."
+    table.__doc__ = f"The {name} table of a capture (see streamdissect.tables.schema)."
     return table
 
 

@@ -1,9 +1,9 @@
 """Capture files -> packets -> TCP segments (streaming, bounded memory)."""
 
-from .errors import AnomalyReport, CaptureError, PacketProblem
-from .files import open_capture
-from .pcap import Packet
-from .segment import ACK, FIN, PSH, RST, SYN, Segment, tcp_segment
+from streamdissect.capture.errors import AnomalyReport, CaptureError, PacketProblem
+from streamdissect.capture.files import open_capture
+from streamdissect.capture.pcap import Packet
+from streamdissect.capture.segment import ACK, FIN, PSH, RST, SYN, Segment, tcp_segment
 
 __all__ = [
     "ACK",

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 from typing import BinaryIO
 
-from .errors import CaptureError
+from streamdissect.capture.errors import CaptureError
 
 READ_CHUNK = 1 << 20  # big enough that read() calls vanish from profiles
 GZIP_MAGIC = b"\x1f\x8b"

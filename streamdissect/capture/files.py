@@ -5,10 +5,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 
-from .chunked import ChunkedFile
-from .errors import AnomalyReport, CaptureError, ignore_anomaly
-from .pcap import PCAP_MAGICS, Packet, read_pcap
-from .pcapng import SECTION_HEADER, read_pcapng
+from streamdissect.capture.chunked import ChunkedFile
+from streamdissect.capture.errors import AnomalyReport, CaptureError, ignore_anomaly
+from streamdissect.capture.pcap import PCAP_MAGICS, Packet, read_pcap
+from streamdissect.capture.pcapng import SECTION_HEADER, read_pcapng
 
 
 def open_capture(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .errors import PacketProblem
+from streamdissect.capture.errors import PacketProblem
 
 TCP = 6
 IPV6_HOP_BY_HOP, IPV6_ROUTING, IPV6_FRAGMENT, IPV6_DEST_OPTS, IPV6_AH, IPV6_NONE = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .errors import PacketProblem
+from streamdissect.capture.errors import PacketProblem
 
 ETHERNET, NULL, RAW, LOOP, LINUX_SLL, IPV4, IPV6, LINUX_SLL2 = 1, 0, 101, 108, 113, 228, 229, 276
 ETHERTYPE_IPV4, ETHERTYPE_IPV6 = 0x0800, 0x86DD

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterable
 from typing import BinaryIO
 
-from .errors import CaptureError
+from streamdissect.capture.errors import CaptureError
 
 TOOLS = ("tcpdump", "dumpcap")
 

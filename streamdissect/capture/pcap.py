@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from .chunked import ChunkedFile
-from .errors import AnomalyReport, CaptureError
-from .limits import MAX_PACKET
+from streamdissect.capture.chunked import ChunkedFile
+from streamdissect.capture.errors import AnomalyReport, CaptureError
+from streamdissect.capture.limits import MAX_PACKET
 
 # magic as read little-endian -> (byte order prefix, nanoseconds per fraction unit)
 PCAP_MAGICS = {

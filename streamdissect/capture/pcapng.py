@@ -6,10 +6,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from .chunked import ChunkedFile
-from .errors import AnomalyReport, CaptureError
-from .limits import MAX_BLOCK, MAX_PACKET
-from .pcap import Packet
+from streamdissect.capture.chunked import ChunkedFile
+from streamdissect.capture.errors import AnomalyReport, CaptureError
+from streamdissect.capture.limits import MAX_BLOCK, MAX_PACKET
+from streamdissect.capture.pcap import Packet
 
 SECTION_HEADER = 0x0A0D0D0A
 INTERFACE_DESCRIPTION = 1

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import struct
 
-from .errors import PacketProblem
-from .ip import ipv4, ipv6
-from .link import ETHERNET, ip_offset
+from streamdissect.capture.errors import PacketProblem
+from streamdissect.capture.ip import ipv4, ipv6
+from streamdissect.capture.link import ETHERNET, ip_offset
 
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 Segment = tuple[bytes, int, bytes, int, int, int, int, memoryview, int]

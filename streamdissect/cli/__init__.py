@@ -15,7 +15,7 @@ import os
 import pkgutil
 import sys
 
-from . import env  # noqa: F401  (first: it sets what numpy reads on import)
+from streamdissect.cli import env
 
 # The subcommands first in --help, in this order; any other module after them, by name.
 FIRST = ("frames", "analyze")

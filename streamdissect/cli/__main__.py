@@ -1,5 +1,5 @@
 """`python -m streamdissect.cli ...` is the `streamdissect` command."""
 
-from . import command
+from streamdissect.cli import command
 
 command()

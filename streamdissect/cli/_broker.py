@@ -78,14 +78,14 @@ def add_broker_options(p: argparse.ArgumentParser, uri_required: bool = False) -
 
 def connector(args):
     """The Connector the options describe; ProbeError (step "uri") when they do not."""
-    from ..probe.session import Connector, Limits
-    from ..probe.uri import target_from
-    from ..probe.wire import TlsOptions
+    from streamdissect.probe.session import Connector, Limits
+    from streamdissect.probe.uri import target_from
+    from streamdissect.probe.wire import TlsOptions
 
     target = target_from(args.uri)
     tls = TlsOptions(cafile=args.cafile, certfile=args.cert, keyfile=args.key,
                      verify=not args.no_verify)  # fmt: skip
-    from ..probe.errors import ProbeError
+    from streamdissect.probe.errors import ProbeError
 
     if args.frame_max < 0 or args.heartbeat < 0:
         raise ProbeError("options", "--frame-max and --heartbeat cannot be negative", "usage")

@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..capture import CaptureError
-from ..capture.live import LiveCapture
+from streamdissect.capture import CaptureError
+from streamdissect.capture.live import LiveCapture
 
 
 def add_live_options(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +39,8 @@ def running_summary(every: float, err=sys.stderr):
 
     import numpy as np
 
-    from ..dissect import FrameEvent
-    from ..engine.hot import COMMAND_OF, FrameRun
+    from streamdissect.engine.dissect import FrameEvent
+    from streamdissect.protocols.stream.hot import COMMAND_OF, FrameRun
 
     commands: Counter = Counter()
     connections: set = set()
@@ -79,8 +79,8 @@ def running_summary(every: float, err=sys.stderr):
 
 def first_frames(count: int, live: object):
     """An event watcher that ends the events after `count` frames (and a live capture)."""
-    from ..dissect import FrameEvent
-    from ..engine.hot import FrameRun
+    from streamdissect.engine.dissect import FrameEvent
+    from streamdissect.protocols.stream.hot import FrameRun
 
     def watch(events):
         left = count

@@ -5,18 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..analysis import analyze
-from ..analysis.report import json_write, to_json, to_text
-from ..capture import CaptureError
-from ..progress import progress_bar
-from ._live import (
+from streamdissect.analysis import analyze
+from streamdissect.capture import CaptureError
+from streamdissect.cli._live import (
     add_live_options,
     capture_error,
     first_frames,
     running_summary,
     with_sources,
 )
-from ._options import add_analysis_options
+from streamdissect.cli._options import add_analysis_options
+from streamdissect.cli._progress import progress_bar
+from streamdissect.cli._text_report import json_write, to_json, to_text
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -89,7 +89,7 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
         if bar:
             bar.close()
     if files:
-        from ..analysis.export import write_tables
+        from streamdissect.tables.export import write_tables
 
         try:
             for path in write_tables(result, args.output, args.format):

@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._broker import INTERRUPTED, USAGE, add_broker_options, fail, interrupt_on_sigterm, status
+from streamdissect.cli._broker import (
+    INTERRUPTED,
+    USAGE,
+    add_broker_options,
+    fail,
+    interrupt_on_sigterm,
+    status,
+)
 
 DIFFERENT = 1  # the exit status when protocol differences were found
 
@@ -40,13 +47,13 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..analysis.report import json_write
-    from ..capture import CaptureError
-    from ..probe.captured import read_capture
-    from ..probe.compare import Compare, CompareOptions
-    from ..probe.errors import ProbeError
-    from ..probe.text import compare_text
-    from ._broker import connector
+    from streamdissect.capture import CaptureError
+    from streamdissect.cli._broker import connector
+    from streamdissect.cli._text_report import json_write
+    from streamdissect.probe.captured import read_capture
+    from streamdissect.probe.compare import Compare, CompareOptions
+    from streamdissect.probe.errors import ProbeError
+    from streamdissect.probe.text import compare_text
 
     try:
         conn = connector(args)

@@ -9,16 +9,16 @@ import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, TextIO
 
-from ..capture import CaptureError
-from ..capture.chunked import STDIN
-from ..display_filter import FilterError, compile_filter
-from ..dissect import Anomaly, Dissector, FrameEvent
-from ..engine.hot import FrameRun
-from ..progress import progress_bar
-from ..protocol.records import COMMON_COLUMNS, Record, jsonable, record_class
-from ..protocol.summary import frame_summary as summary
-from ..run_lines import run_lines
-from ._live import add_live_options, capture_error, with_sources
+from streamdissect.capture import CaptureError
+from streamdissect.capture.chunked import STDIN
+from streamdissect.cli._display_filter import FilterError, compile_filter
+from streamdissect.cli._jsonl_runs import run_lines
+from streamdissect.cli._live import add_live_options, capture_error, with_sources
+from streamdissect.cli._progress import progress_bar
+from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable, record_class
+from streamdissect.protocols.stream.summary import frame_summary as summary
 
 # Raw payload fields left out of jsonl unless --payloads: a Deliver's chunk would put
 # megabytes of hex on one line, and the per-message list of a Publish is its own table.
@@ -89,7 +89,7 @@ def register(subparsers: Any) -> None:
 
 def filter_fields() -> frozenset[str]:
     """Every top-level key a frames jsonl line can have (what -Y may name)."""
-    from ..protocol.records import RECORD_CLASSES
+    from streamdissect.protocols.stream.records import RECORD_CLASSES
 
     names = {"ts_ns", "connection", "direction", "stream_offset", *COMMON_COLUMNS,
              "kind", "length", "detail", "malformed", "reason", "offset", "raw"}  # fmt: skip

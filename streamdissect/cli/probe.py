@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._broker import INTERRUPTED, add_broker_options, fail, interrupt_on_sigterm, status
+from streamdissect.cli._broker import (
+    INTERRUPTED,
+    add_broker_options,
+    fail,
+    interrupt_on_sigterm,
+    status,
+)
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -52,12 +58,12 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..analysis.report import json_write
-    from ..probe.checks import Probe, ProbeOptions
-    from ..probe.errors import ProbeError
-    from ..probe.pcap import write_pcap
-    from ..probe.text import probe_text
-    from ._broker import connector
+    from streamdissect.cli._broker import connector
+    from streamdissect.cli._text_report import json_write
+    from streamdissect.probe.checks import Probe, ProbeOptions
+    from streamdissect.probe.errors import ProbeError
+    from streamdissect.probe.pcap import write_pcap
+    from streamdissect.probe.text import probe_text
 
     if args.samples < 1:
         print("streamdissect probe: error: --samples must be 1 or more", file=sys.stderr)

@@ -8,9 +8,9 @@ import os
 import sys
 import time
 
-from ..progress import PROGRESS_MIN_BYTES, progress_bar
-from ._live import add_live_options, capture_error, first_frames, with_sources
-from ._options import add_analysis_options
+from streamdissect.cli._live import add_live_options, capture_error, first_frames, with_sources
+from streamdissect.cli._options import add_analysis_options
+from streamdissect.cli._progress import PROGRESS_MIN_BYTES, progress_bar
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def run(args) -> int:
         print("streamdissect: error: give captures or --parquet DIR, not both", file=sys.stderr)
         return 2
     if args.parquet:
-        from ..report.data import from_parquet
+        from streamdissect.report.data import from_parquet
 
         try:
             data = from_parquet(args.parquet)
@@ -53,8 +53,8 @@ def run(args) -> int:
 
 
 def _from_capture(args, paths: list, live, ports: tuple[int, ...]) -> int:
-    from ..capture import CaptureError
-    from ..report.data import load
+    from streamdissect.capture import CaptureError
+    from streamdissect.report.data import load
 
     size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     say = _say(args, long=live is not None or size >= PROGRESS_MIN_BYTES
@@ -81,8 +81,8 @@ def _write(args, data, say) -> int:
     import matplotlib
 
     matplotlib.use("Agg")  # (no window, whatever the environment says)
-    from ..report.canvas import zone
-    from ..report.html import write
+    from streamdissect.report.canvas import zone
+    from streamdissect.report.html import write
 
     started = time.monotonic()
     try:

@@ -7,11 +7,11 @@ import argparse
 import sys
 import time
 
-from ..capture import CaptureError
+from streamdissect.capture import CaptureError
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    from ..spark.jobs import OPTIONAL, TABLES
+    from streamdissect.spark.jobs import OPTIONAL, TABLES
 
     p = subparsers.add_parser(
         "spark",
@@ -40,8 +40,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 def run(args, spark=None) -> int:
     """The job; on `spark` when given (spark-submit's session, spark/submit.py), else on a
     session of --master."""
-    from ..spark import session
-    from ..spark.jobs import OPTIONAL, TABLES, run_job
+    from streamdissect.spark import session
+    from streamdissect.spark.jobs import OPTIONAL, TABLES, run_job
 
     tables = tuple(t for t in args.tables.split(",") if t)
     unknown = sorted(set(tables) - set(TABLES + OPTIONAL))

@@ -34,8 +34,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..wireshark import generate
-    from ..wireshark.tshark import TsharkError, show
+    from streamdissect.wireshark import generate
+    from streamdissect.wireshark.tshark import TsharkError, show
 
     text = generate()
     if args.output:

@@ -49,19 +49,29 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..anomalies import Anomaly
-from ..capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
-from ..capture.limits import MAX_PACKET
-from ..capture.link import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, LOOP, NULL, RAW
-from ..capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
-from ..framing import DELIVER_HEAD, DELIVER_KEY, HEADER, MIN_NEGOTIATED_FRAME_MAX
-from ..protocol.codec import FAST_PATHS, FIELD_PATHS, decode_deliver_head, deliver_fields
-from ..protocol.records import Malformed, record_class
-from ..tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
-from . import hot
+from streamdissect.capture import ACK, FIN, RST, SYN, PacketProblem, tcp_segment
+from streamdissect.capture.limits import MAX_PACKET
+from streamdissect.capture.link import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, LOOP, NULL, RAW
+from streamdissect.capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
+from streamdissect.engine.anomalies import Anomaly
+from streamdissect.framing.framer import (
+    DELIVER_HEAD,
+    DELIVER_KEY,
+    HEADER,
+    MIN_NEGOTIATED_FRAME_MAX,
+)
+from streamdissect.protocols.stream import hot
+from streamdissect.protocols.stream.codec import (
+    FAST_PATHS,
+    FIELD_PATHS,
+    decode_deliver_head,
+    deliver_fields,
+)
+from streamdissect.protocols.stream.records import Malformed, record_class
+from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
 if TYPE_CHECKING:
-    from .state import DissectionState
+    from streamdissect.engine.state import DissectionState
 
 # Fixed sizes, never taken from the file: peak memory is the same for any large capture.
 # The per-block work is ~150 numpy calls whatever the block's size: 16 MiB blocks take

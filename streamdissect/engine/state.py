@@ -10,14 +10,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..anomalies import Anomaly, AnomalyLog
-from ..capture import ACK, SYN
-from ..capture.segment import Segment
-from ..framing import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer, looks_like_stream
-from ..protocol import MESSAGES
-from ..protocol.publish import id_run
-from ..protocol.records import record_class
-from ..tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
+from streamdissect.capture import ACK, SYN
+from streamdissect.capture.segment import Segment
+from streamdissect.engine.anomalies import Anomaly, AnomalyLog
+from streamdissect.framing.framer import (
+    DEFAULT_MAX_FRAME,
+    DELIVER_KEEP_LIMIT,
+    Framer,
+    looks_like_stream,
+)
+from streamdissect.protocols.stream import MESSAGES
+from streamdissect.protocols.stream.publish import id_run
+from streamdissect.protocols.stream.records import record_class
+from streamdissect.tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
 DEFAULT_PORTS = (5552,)
 TUNE_KEY = 0x0014
@@ -38,7 +43,7 @@ class FrameEvent:
 
 @dataclass(slots=True)
 class ConnectionSummary:
-    """One row of the connections table (column names as in streamdissect.schema)."""
+    """One row of the connections table (column names as in streamdissect.tables.schema)."""
 
     connection: str
     client: str

@@ -6,10 +6,10 @@ import heapq
 from collections.abc import Iterator
 from operator import itemgetter
 
-from ..anomalies import Anomaly
-from ..capture import PacketProblem, open_capture, tcp_segment
-from ..capture.pcap import Packet
-from .state import DissectionState, FrameEvent
+from streamdissect.capture import PacketProblem, open_capture, tcp_segment
+from streamdissect.capture.pcap import Packet
+from streamdissect.engine.anomalies import Anomaly
+from streamdissect.engine.state import DissectionState, FrameEvent
 
 
 def run(state: DissectionState, paths: list[str]) -> Iterator[FrameEvent | Anomaly]:

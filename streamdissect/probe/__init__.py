@@ -7,5 +7,5 @@ handshake, calls with correlation ids, heartbeats, Close), `checks` (what `probe
 `writes` (the `--allow-writes` round trip on a temporary stream), `captured` (what a capture
 asked and was answered), `compare` (the replay and its differences), `pcap` (a session
 written as a capture), `text` (the text reports) and `testing` (a misbehaving broker for
-tests). Frames are encoded and decoded by `streamdissect.protocol` only.
+tests). Frames are encoded and decoded by `streamdissect.protocols.stream` only.
 """

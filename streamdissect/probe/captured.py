@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..analysis.confirms import ConfirmCollector
-from ..analysis.percentiles import summarize_ms
-from ..dissect import FrameEvent, dissect
-from ..protocol import Record
-from ..schema import PUBLISHES
+from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.engine.dissect import FrameEvent, dissect
+from streamdissect.protocols.stream import Record
+from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
+from streamdissect.tables.schema import PUBLISHES
 
 # the requests compare replays: they read, never change, the broker's state
 READ_ONLY = ("PeerProperties", "SaslHandshake", "Metadata", "QueryOffset",

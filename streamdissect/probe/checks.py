@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..protocol import MESSAGES, message_spec
-from ..protocol.codes import ResponseCode, code_name
-from ..protocol.spec import BY_KEY
-from .errors import ProbeError
-from .session import Connector, Reply, Session
-from .writes import p50_max, round_trip
+from streamdissect.probe.errors import ProbeError
+from streamdissect.probe.session import Connector, Reply, Session
+from streamdissect.probe.writes import p50_max, round_trip
+from streamdissect.protocols.stream import MESSAGES, message_spec
+from streamdissect.protocols.stream.codes import ResponseCode, code_name
+from streamdissect.protocols.stream.spec import BY_KEY
 
 NOT_SUPPORTED = "not supported"
 # the reference QueryOffset and QueryPublisherSequence ask about: reading, never storing

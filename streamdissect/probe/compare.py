@@ -13,14 +13,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..analysis.percentiles import summarize_ms
-from ..protocol import message_spec
-from .captured import Captured, Exchange
-from .checks import NOT_SUPPORTED, Asker, version_rows
-from .diff import diff_response, row
-from .errors import ProbeError
-from .session import Connector, Reply, Session
-from .writes import round_trip
+from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.probe.captured import Captured, Exchange
+from streamdissect.probe.checks import NOT_SUPPORTED, Asker, version_rows
+from streamdissect.probe.diff import diff_response, row
+from streamdissect.probe.errors import ProbeError
+from streamdissect.probe.session import Connector, Reply, Session
+from streamdissect.probe.writes import round_trip
+from streamdissect.protocols.stream import message_spec
 
 HANDSHAKE = ("PeerProperties", "SaslHandshake")
 SERVER_KEYS = ("product", "version", "platform", "cluster_name")

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-from ..protocol import message_spec
-from ..protocol.codes import ResponseCode, code_name
-from ..protocol.records import jsonable
-from .checks import command_name
+from streamdissect.probe.checks import command_name
+from streamdissect.protocols.stream import message_spec
+from streamdissect.protocols.stream.codes import ResponseCode, code_name
+from streamdissect.protocols.stream.records import jsonable
 
 ABSENT = "(absent)"
 # codes that say what exists now, not how the broker speaks

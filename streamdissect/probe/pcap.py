@@ -9,7 +9,7 @@ import ipaddress
 import struct
 from collections.abc import Iterable
 
-from .wire import Wire
+from streamdissect.probe.wire import Wire
 
 PCAP_HEADER = struct.Struct("<IHHiIII")
 RECORD_HEADER = struct.Struct("<IIII")

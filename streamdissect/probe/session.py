@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..protocol import decode_frame, encode_record, make_record, message_spec
-from ..protocol.codes import RESPONSE_BIT, ResponseCode, code_name
-from ..protocol.records import Malformed, Unknown
-from .errors import ProbeError
-from .uri import Target
-from .wire import TlsOptions, Wire
+from streamdissect.probe.errors import ProbeError
+from streamdissect.probe.uri import Target
+from streamdissect.probe.wire import TlsOptions, Wire
+from streamdissect.protocols.stream import decode_frame, encode_record, make_record, message_spec
+from streamdissect.protocols.stream.codes import RESPONSE_BIT, ResponseCode, code_name
+from streamdissect.protocols.stream.records import Malformed, Unknown
 
 OK = ResponseCode.OK
 DEFAULT_FRAME_MAX = 1_048_576  # the broker's own default

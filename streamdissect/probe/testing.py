@@ -14,7 +14,7 @@ import asyncio
 import threading
 from typing import Self
 
-from ..protocol import decode_frame, encode_record, make_record
+from streamdissect.protocols.stream import decode_frame, encode_record, make_record
 
 # the request at which it misbehaves; "Tune" answers SaslAuthenticate and then misbehaves
 # instead of sending its Tune

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote, urlsplit
 
-from .errors import ProbeError
+from streamdissect.probe.errors import ProbeError
 
 ENV = "RABBITMQ_STREAM_URI"
 # scheme -> (TLS, default port): 5552 and 5551 are the broker's stream and stream TLS ports

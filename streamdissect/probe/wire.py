@@ -8,8 +8,8 @@ import ssl
 import time
 from dataclasses import dataclass, field
 
-from .errors import ProbeError
-from .uri import Target
+from streamdissect.probe.errors import ProbeError
+from streamdissect.probe.uri import Target
 
 RECV_SIZE = 65536
 

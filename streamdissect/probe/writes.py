@@ -8,11 +8,11 @@ import secrets
 import time
 from collections.abc import Callable
 
-from ..analysis.fields import pair
-from ..analysis.percentiles import summarize_ms
-from ..protocol.codes import OffsetType, ResponseCode
-from .errors import ProbeError
-from .session import Connector, Session, describe_code
+from streamdissect.analysis.fields import pair
+from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.probe.errors import ProbeError
+from streamdissect.probe.session import Connector, Session, describe_code
+from streamdissect.protocols.stream.codes import OffsetType, ResponseCode
 
 PREFIX = "streamdissect-probe-"
 PUBLISHER_ID = SUBSCRIPTION_ID = 0

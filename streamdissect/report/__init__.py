@@ -15,17 +15,17 @@ imports the core and the analysis, never another face.
 
 from __future__ import annotations
 
-from .canvas import zone
-from .consuming import consumer_figure, credit_figure
-from .data import ReportData, from_analysis, from_parquet, load
-from .html import render as render_html
-from .html import write as write_html
-from .latency import latency_figure
-from .publishing import backlog_figure, confirm_lag_figure
-from .sections import SECTIONS, Section
-from .summary import Finding, findings, summary_frame
-from .timeline import timeline_figure
-from .traffic import errors_figure, throughput_figure
+from streamdissect.report.canvas import zone
+from streamdissect.report.consuming import consumer_figure, credit_figure
+from streamdissect.report.data import ReportData, from_analysis, from_parquet, load
+from streamdissect.report.html import render as render_html
+from streamdissect.report.html import write as write_html
+from streamdissect.report.latency import latency_figure
+from streamdissect.report.publishing import backlog_figure, confirm_lag_figure
+from streamdissect.report.sections import SECTIONS, Section
+from streamdissect.report.summary import Finding, findings, summary_frame
+from streamdissect.report.timeline import timeline_figure
+from streamdissect.report.traffic import errors_figure, throughput_figure
 
 # anchor -> figure function, in the report's order
 FIGURES = {section.anchor: section.figure for section in SECTIONS}

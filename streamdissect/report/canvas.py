@@ -57,7 +57,7 @@ def time_axis(ax: Any, tz: tzinfo | None = None, label: bool = True) -> None:
 
 def capture_time_axis(ax: Any, data: Any, tz: tzinfo | None = None) -> None:
     """time_axis, spanning the capture (so every time figure lines up with the others)."""
-    from .bins import to_time
+    from streamdissect.report.bins import to_time
 
     time_axis(ax, tz)
     if data.first_ns is not None and data.last_ns is not None:

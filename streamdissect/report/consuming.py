@@ -10,8 +10,16 @@ from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .bins import BINS, MAX_POINTS, bin_width, binned, describe_width, merge_spans, to_time
-from .canvas import (
+from streamdissect.report.bins import (
+    BINS,
+    MAX_POINTS,
+    bin_width,
+    binned,
+    describe_width,
+    merge_spans,
+    to_time,
+)
+from streamdissect.report.canvas import (
     COLORS,
     MAX_SERIES,
     STALL_COLOR,
@@ -21,7 +29,7 @@ from .canvas import (
     note,
     short_connection,
 )
-from .text import duration, missing, plural
+from streamdissect.report.text import duration, missing, plural
 
 MAX_PANELS = 6  # subscriptions drawn, most stalled first
 MAX_SPANS = 300  # stalls drawn one by one; more are joined into bands

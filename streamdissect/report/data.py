@@ -13,12 +13,12 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .. import schema
+from streamdissect.tables import schema
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..analysis.run import Analysis
+    from streamdissect.analysis.run import Analysis
 
 # The tables a report reads (every analysis table; frames are never needed).
 TABLES = tuple(name for name in schema.TABLES if name != "frames")
@@ -55,7 +55,7 @@ class ReportData:
         if found is None:
             found = self._empty.get(name)
             if found is None:
-                from ..analysis.frame_tables import dataframe
+                from streamdissect.tables.convert import dataframe
 
                 found = self._empty[name] = dataframe(name, [])
         return found
@@ -98,7 +98,7 @@ def load(captures: str | Sequence[str], **analyze_options) -> ReportData:
     """analyze() the capture (several files: one capture in time order) with every table
     kept (`report_only=False`); `analyze_options` go to analyze (ports, heuristic,
     max_frame, at_once_ms, on_read, helper_process)."""
-    from ..analysis import analyze
+    from streamdissect.analysis import analyze
 
     paths = [captures] if isinstance(captures, str) else list(captures)
     result = analyze(paths, report_only=False, **analyze_options)
@@ -109,7 +109,7 @@ def from_parquet(directory: str) -> ReportData:
     """The tables in `directory`: DIR/TABLE/ Parquet datasets (the CLI's or Spark's part
     files) or DIR/TABLE.csv; a table that is not there is missing, not an error. Raises
     FileNotFoundError when no table is there at all."""
-    from ..analysis.export import read_table
+    from streamdissect.tables.export import read_table
 
     tables: dict[str, pd.DataFrame | None] = {}
     for name in TABLES:

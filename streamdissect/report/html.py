@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from .sections import ANOMALIES, SECTIONS
-from .summary import findings
-from .text import cell, duration, missing, plural, wall
+from streamdissect.report.sections import ANOMALIES, SECTIONS
+from streamdissect.report.summary import findings
+from streamdissect.report.text import cell, duration, missing, plural, wall
 
 DPI = 100
 MAX_TABLE_ROWS = 100  # rows of a table shown; the rest are counted

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from .bins import ecdf
-from .canvas import COLORS, MAX_SERIES, empty, new_figure, note
-from .text import cell
+from streamdissect.report.bins import ecdf
+from streamdissect.report.canvas import COLORS, MAX_SERIES, empty, new_figure, note
+from streamdissect.report.text import cell
 
 SMALLEST_MS = 1e-3  # a log axis has no zero: faster answers are drawn at 1 µs
 SRT_COLUMNS = (("command", "command"), ("calls", "calls"), ("answered", "answered"),

@@ -9,10 +9,17 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
-from . import canvas
-from .bins import BINS, MAX_POINTS, bin_width, binned, describe_width, to_time
-from .canvas import COLORS, MAX_SERIES, capture_time_axis, empty, new_figure, note
-from .text import missing
+from streamdissect.report import canvas
+from streamdissect.report.bins import BINS, MAX_POINTS, bin_width, binned, describe_width, to_time
+from streamdissect.report.canvas import (
+    COLORS,
+    MAX_SERIES,
+    capture_time_axis,
+    empty,
+    new_figure,
+    note,
+)
+from streamdissect.report.text import missing
 
 LINES = (("p50", "#1f77b4", "-"), ("p95", "#ff7f0e", "-"), ("p99", "#d62728", "-"),
          ("max", "#7f7f7f", ":"))  # fmt: skip

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .consuming import consumer_figure, credit_figure
-from .latency import latency_figure
-from .publishing import backlog_figure, confirm_lag_figure
-from .timeline import timeline_figure
-from .traffic import errors_figure, throughput_figure
+from streamdissect.report.consuming import consumer_figure, credit_figure
+from streamdissect.report.latency import latency_figure
+from streamdissect.report.publishing import backlog_figure, confirm_lag_figure
+from streamdissect.report.timeline import timeline_figure
+from streamdissect.report.traffic import errors_figure, throughput_figure
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .text import duration, plural, wall
+from streamdissect.report.text import duration, plural, wall
 
 LEVELS = ("problem", "look", "note", "fine")  # most pressing first
 

@@ -9,9 +9,15 @@ import numpy as np
 from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 
-from .bins import to_time
-from .canvas import capture_time_axis, empty, new_figure, note, short_connection
-from .text import missing, plural
+from streamdissect.report.bins import to_time
+from streamdissect.report.canvas import (
+    capture_time_axis,
+    empty,
+    new_figure,
+    note,
+    short_connection,
+)
+from streamdissect.report.text import missing, plural
 
 MAX_ROWS = 40
 MARKS_PER_ROW = 200  # anomalies (or errors) marked on one bar; more share a position

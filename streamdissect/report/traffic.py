@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from .bins import BINS, MAX_POINTS, bin_width, describe_width, to_time
-from .canvas import COLORS, capture_time_axis, empty, new_figure, note
-from .text import missing
+from streamdissect.report.bins import BINS, MAX_POINTS, bin_width, describe_width, to_time
+from streamdissect.report.canvas import COLORS, capture_time_axis, empty, new_figure, note
+from streamdissect.report.text import missing
 
 SECOND = 1_000_000_000
 MAX_BARS = 25

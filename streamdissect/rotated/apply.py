@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .stitch import Chain, Plan
+from streamdissect.rotated.stitch import Chain, Plan
 
 CHAIN, PIECE, ROW, REPLACED = "_chain", "_piece", "_row", "_replaced"
 # What a chain's analysis makes: the tables the pieces' rows of it are replaced in.
@@ -128,8 +128,8 @@ def cut_frames(chain: Chain) -> Any:
     each (`_piece`)."""
     import pyarrow as pa
 
-    from .. import schema
-    from ..frame_batches import FrameColumns
+    from streamdissect.tables import schema
+    from streamdissect.tables.batches import FrameColumns
 
     builder = FrameColumns()
     for _, event in chain.frames:
@@ -146,7 +146,7 @@ def in_order(pieces_frames: Any, cut: Any) -> Any:
     from the first packets of the piece)."""
     import pyarrow as pa
 
-    from .. import schema
+    from streamdissect.tables import schema
 
     names = schema.column_names("frames")
     piece = np.concatenate([pieces_frames[PIECE].to_numpy(), cut[PIECE].to_numpy()])
@@ -181,7 +181,7 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | 
     counted in their pieces. `only`: more tables than CHAIN_TABLES (the per-id ones)."""
     import pyarrow.compute as pc
 
-    from ..analysis import columns
+    from streamdissect.protocols.stream.analysis import columns
 
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
     frames = in_order(kept, cut)
@@ -196,7 +196,7 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | 
 
 
 def schema_names() -> list[str]:
-    from .. import schema
+    from streamdissect.tables import schema
 
     return schema.column_names("frames")
 

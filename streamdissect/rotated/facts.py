@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..framing import DEFAULT_MAX_FRAME, HEADER, Framer
+from streamdissect.framing.framer import DEFAULT_MAX_FRAME, HEADER, Framer
 
 # A mid-stream direction's bytes kept until its framer syncs: one frame at the largest.
 HEAD_LIMIT = DEFAULT_MAX_FRAME + HEADER
@@ -171,7 +171,7 @@ class PieceFacts:
 
 def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFacts:
     """The facts of a finished run whose framers were BoundaryFramers."""
-    from ..dissect import endpoint_text
+    from streamdissect.engine.dissect import endpoint_text
 
     parts = []
     for stream in sorted(dissector._streams, key=lambda s: s.order):
@@ -204,8 +204,8 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
 
 def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
     """Pass the events on; seen[0] is the time of the last frame so far."""
-    from ..engine.hot import FrameRun
-    from ..engine.state import FrameEvent
+    from streamdissect.engine.state import FrameEvent
+    from streamdissect.protocols.stream.hot import FrameRun
 
     for event in events:
         cls = event.__class__
@@ -218,7 +218,7 @@ def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
 
 def analyze_piece(path: str, **options: Any) -> tuple[Any, PieceFacts]:
     """`analysis.analyze` of one file, and its edge facts."""
-    from ..analysis.run import analyze
+    from streamdissect.analysis.run import analyze
 
     kept: dict[str, Any] = {}
 

@@ -8,10 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import schema
-from .apply import CHAIN, CONNECTION_TABLES, chain_frames, chain_tables, cut_frames, piece_rows
-from .facts import analyze_piece
-from .stitch import plan
+from streamdissect.rotated.apply import (
+    CHAIN,
+    CONNECTION_TABLES,
+    chain_frames,
+    chain_tables,
+    cut_frames,
+    piece_rows,
+)
+from streamdissect.rotated.facts import analyze_piece
+from streamdissect.rotated.stitch import plan
+from streamdissect.tables import schema
 
 # The tables of analysis.analyze that the stitching changes, and throughput and errors,
 # which add up over frames.
@@ -58,8 +65,8 @@ def piece_frames(path: str, ports: Sequence[int], heuristic: bool,
                  report_only: bool = True) -> Any:  # fmt: skip
     """A piece's frames, decoded as analyze(report_only=...) decodes them (its report: no
     Deliver body kept, so no CRC checked)."""
-    from ..frame_batches import frames_arrow
-    from ..framing import DELIVER_KEEP_LIMIT
+    from streamdissect.framing.framer import DELIVER_KEEP_LIMIT
+    from streamdissect.tables.batches import frames_arrow
 
     return frames_arrow(path, ports=ports, heuristic=heuristic,
                         deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)  # fmt: skip

@@ -26,9 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..anomalies import Anomaly
-from ..engine.state import ConnectionSummary, FrameEvent
-from .facts import HEAD_LIMIT, PartFacts, PieceFacts, SideFacts, framer_state, restore_framer
+from streamdissect.engine.anomalies import Anomaly
+from streamdissect.engine.state import ConnectionSummary, FrameEvent
+from streamdissect.rotated.facts import (
+    HEAD_LIMIT,
+    PartFacts,
+    PieceFacts,
+    SideFacts,
+    framer_state,
+    restore_framer,
+)
 
 SEQ_SPACE = 1 << 32
 MAX_SEQ_JUMP = 1 << 24  # a cut loses or repeats far less than this of one direction

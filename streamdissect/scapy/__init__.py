@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 
 from scapy.packet import Packet
 
-from .bind import BOUND_PORTS, DEFAULT_PORT, bind_port, unbind_port
-from .layers import (
+from streamdissect.scapy.bind import BOUND_PORTS, DEFAULT_PORT, bind_port, unbind_port
+from streamdissect.scapy.layers import (
     BODY_CLASSES,
     FrameBody,
     PublishedMessage,
@@ -26,7 +26,7 @@ from .layers import (
     StreamTruncated,
     StreamUnknown,
 )
-from .settings import conf
+from streamdissect.scapy.settings import conf
 
 bind_port(DEFAULT_PORT)
 globals().update({cls.__name__: cls for cls in BODY_CLASSES.values()})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from scapy.layers.inet import TCP
 from scapy.packet import bind_layers, split_layers
 
-from .layers import StreamFrame
+from streamdissect.scapy.layers import StreamFrame
 
 DEFAULT_PORT = 5552
 BOUND_PORTS: set[int] = set()

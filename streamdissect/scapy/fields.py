@@ -26,7 +26,7 @@ from scapy.fields import (
     StrField,
 )
 
-from ..protocol.primitives import (
+from streamdissect.protocols.stream.primitives import (
     BYTES,
     STRING,
     DecodeError,
@@ -34,7 +34,7 @@ from ..protocol.primitives import (
     LengthPrefixedType,
     WireType,
 )
-from ..protocol.records import redact_sasl
+from streamdissect.protocols.stream.records import redact_sasl
 
 INT_FIELDS: dict[str, type[Field]] = {
     "B": ByteField,
@@ -171,7 +171,7 @@ class SaslDataField(StreamBytesField):
     built bytes are always the real ones."""
 
     def i2repr(self, pkt: Any, x: Any) -> str:
-        from .settings import conf
+        from streamdissect.scapy.settings import conf
 
         if x is None or conf.show_secrets:
             return repr(x)

@@ -40,11 +40,16 @@ from scapy.fields import (
 from scapy.layers.inet import TCP
 from scapy.packet import NoPayload, Packet, bind_layers
 
-from ..framing import header_plausible
-from ..protocol import osiris
-from ..protocol.codec import FRAME_HEADER, decode_frame, encode_record
-from ..protocol.codes import ChunkType, CompressionType, OffsetType, ResponseCode
-from ..protocol.primitives import (
+from streamdissect.framing.framer import header_plausible
+from streamdissect.protocols.stream import osiris
+from streamdissect.protocols.stream.codec import FRAME_HEADER, decode_frame, encode_record
+from streamdissect.protocols.stream.codes import (
+    ChunkType,
+    CompressionType,
+    OffsetType,
+    ResponseCode,
+)
+from streamdissect.protocols.stream.primitives import (
     BYTES,
     STRING,
     DecodeError,
@@ -52,12 +57,18 @@ from ..protocol.primitives import (
     OffsetValueType,
     TrailingType,
 )
-from ..protocol.publish import read_entry, write_entry
-from ..protocol.records import Malformed, Record, Unknown
-from ..protocol.spec import CHUNK_HEADER, MESSAGES, PUBLISH_MESSAGES, REST, Message
-from ..protocol.spec import Field as SpecField
-from ..protocol.summary import frame_summary
-from .fields import (
+from streamdissect.protocols.stream.publish import read_entry, write_entry
+from streamdissect.protocols.stream.records import Malformed, Record, Unknown
+from streamdissect.protocols.stream.spec import (
+    CHUNK_HEADER,
+    MESSAGES,
+    PUBLISH_MESSAGES,
+    REST,
+    Message,
+)
+from streamdissect.protocols.stream.spec import Field as SpecField
+from streamdissect.protocols.stream.summary import frame_summary
+from streamdissect.scapy.fields import (
     INT_FIELDS,
     ChunkPayloadField,
     ComputedIntField,
@@ -69,7 +80,7 @@ from .fields import (
     int_field,
     wire_value_field,
 )
-from .settings import conf
+from streamdissect.scapy.settings import conf
 
 RESPONSE_BIT = 0x8000
 ARROWS = {"client": "→", "server": "←"}  # as `streamdissect frames` shows c2s / s2c
@@ -174,7 +185,7 @@ class StreamFrame(Packet):
 
     @classmethod
     def from_record(cls, record: Record | Malformed | Unknown) -> StreamFrame:
-        """The frame of a codec record (what `decode_frame` or `streamdissect.dissect`
+        """The frame of a codec record (what `decode_frame` or `streamdissect.engine.dissect`
         gives), as scapy packets."""
         return cls(_record_bytes(record))
 
@@ -183,7 +194,7 @@ class StreamFrame(Packet):
         cls, data: bytes, metadata: dict, session: dict | None = None
     ) -> Packet | None:
         """scapy's reassembly hook (TCPSession, StreamSocket): see reassembly.py."""
-        from .reassembly import reassemble
+        from streamdissect.scapy.reassembly import reassemble
 
         return reassemble(data, metadata, session)
 

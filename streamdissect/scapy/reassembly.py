@@ -26,13 +26,13 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet
 
-from ..capture.segment import ACK, SYN, Segment
-from ..dissect import Anomaly, Dissector, FrameEvent
-from ..framing import Framer, header_plausible
-from ..tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
-from .bind import BOUND_PORTS
-from .layers import StreamFrame, StreamSegment
-from .settings import conf
+from streamdissect.capture.segment import ACK, SYN, Segment
+from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.framing.framer import Framer, header_plausible
+from streamdissect.scapy.bind import BOUND_PORTS
+from streamdissect.scapy.layers import StreamFrame, StreamSegment
+from streamdissect.scapy.settings import conf
+from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
 SESSION_KEY = "streamdissect"
 SENDERS = {"c2s": "client", "s2c": "server"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..framing import DEFAULT_MAX_FRAME
+from streamdissect.framing.framer import DEFAULT_MAX_FRAME
 
 
 @dataclass

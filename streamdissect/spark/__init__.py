@@ -8,7 +8,7 @@
 
 A Python Data Source (`source.py`): the driver lists the files and packs them into
 partitions (`files.py`); each task dissects its files with the core (frame_batches, the
-analysis) and yields Arrow record batches with the types of `streamdissect.schema` as Spark
+analysis) and yields Arrow record batches with the types of `streamdissect.tables.schema` as Spark
 holds them (`types.py`: u64 as decimal(20,0)). This package imports the core and pyspark;
 the core never imports it.
 """
@@ -32,7 +32,7 @@ def spark_environment() -> None:
 
 def register(spark: Any) -> None:
     """Make `spark.read.format("streamdissect")` known to a session."""
-    from .source import StreamDissectSource
+    from streamdissect.spark.source import StreamDissectSource
 
     spark.dataSource.register(StreamDissectSource)
 

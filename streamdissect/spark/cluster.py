@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import spark_environment
+from streamdissect.spark import spark_environment
 
 
 def spark_home() -> Path:

@@ -26,9 +26,15 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from .. import schema
-from .files import list_files, pack
-from .tasks import analyse_chains, analyse_pieces, bucket_of, part_path, stitch_piece
+from streamdissect.spark.files import list_files, pack
+from streamdissect.spark.tasks import (
+    analyse_chains,
+    analyse_pieces,
+    bucket_of,
+    part_path,
+    stitch_piece,
+)
+from streamdissect.tables import schema
 
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies")  # fmt: skip
@@ -49,8 +55,8 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
     """Write the tables under `out`; their row counts. `partitions`: at least this many
     tasks (default: Spark's parallelism). `stats`, when given, is filled with what the run
     did: files, tasks, rotated sets, chains, and the seconds the tasks worked."""
-    from ..rotated.facts import PieceFacts
-    from ..rotated.stitch import plan
+    from streamdissect.rotated.facts import PieceFacts
+    from streamdissect.rotated.stitch import plan
 
     files = list_files(inputs, recursive=True)
     if not files:
@@ -106,7 +112,7 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
 
 def _stitch(sc: Any, the_plan: Any, paths: list[str], options: dict, slots: int) -> None:
     """Stages 2 and 3: the files of rotated sets, then their chains."""
-    from ..rotated.apply import cut_frames
+    from streamdissect.rotated.apply import cut_frames
 
     chains = list(the_plan.chains.values())
     # a task a connection while there are few (both cores busy), then up to 64 a task
@@ -144,7 +150,7 @@ def _write_driver_rows(the_plan: Any, cuts: dict, options: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..rotated.local import anomaly_rows
+    from streamdissect.rotated.local import anomaly_rows
 
     if the_plan.anomalies:
         pq.write_table(anomaly_rows(the_plan.anomalies),
@@ -175,7 +181,7 @@ def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
         source = "requests" if table == "latency" else table
         parts = os.path.join(work, source)
         if os.path.isdir(parts) and os.listdir(parts):
-            from .types import spark_ddl
+            from streamdissect.spark.types import spark_ddl
 
             frame = spark.read.schema(spark_ddl(source)).parquet(_literal(parts))
         else:
@@ -208,7 +214,7 @@ def _rows_written(folder: str) -> int:
 
 
 def _empty(spark: Any, table: str) -> Any:
-    from .types import spark_ddl
+    from streamdissect.spark.types import spark_ddl
 
     return spark.createDataFrame([], spark_ddl(table))
 

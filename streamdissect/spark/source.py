@@ -21,9 +21,9 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .. import schema
-from .files import list_files, pack
-from .types import for_spark, spark_ddl
+from streamdissect.spark.files import list_files, pack
+from streamdissect.spark.types import for_spark, spark_ddl
+from streamdissect.tables import schema
 
 TABLES = ("frames", "connections", "anomalies")
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
@@ -77,7 +77,7 @@ class CaptureReader(DataSourceReader):
             yield from self._file(path)
 
     def _file(self, path: str) -> Iterator[Any]:
-        from ..capture import CaptureError
+        from streamdissect.capture import CaptureError
 
         try:
             batches = list(_batches(path, self.table, self.ports, self.heuristic))
@@ -121,11 +121,11 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> 
     import pyarrow as pa
 
     if table == "frames":
-        from ..frame_batches import frame_batches
+        from streamdissect.tables.batches import frame_batches
 
         yield from frame_batches(path, ports=ports, heuristic=heuristic, helper_process=False)
         return
-    from ..analysis.run import analyze
+    from streamdissect.analysis.run import analyze
 
     analysis = analyze(path, ports=ports, heuristic=heuristic, report_only=True,
                        helper_process=False)  # fmt: skip
@@ -155,6 +155,6 @@ def _file_damage(path: str, batches: list, table: str, ports: tuple[int, ...],
 
 
 def _unreadable(path: str, reason: str) -> Any:
-    from .tasks import unreadable
+    from streamdissect.spark.tasks import unreadable
 
     return unreadable(path, reason).to_batches()[0]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import schema
+from streamdissect.tables import schema
 
 # What the tasks write: the job's tables, with requests in place of latency (and the per-id
 # tables when asked for: options["per_id"]).
@@ -64,8 +64,8 @@ def _write(arrow: Any, work: str, table: str, name: str) -> int:
 @timed
 def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int, Any]]:
     """(Task.) Each file of the group analysed; its rows written; (file index, facts)."""
-    from ..capture import CaptureError
-    from ..rotated.facts import PieceFacts, analyze_piece
+    from streamdissect.capture import CaptureError
+    from streamdissect.rotated.facts import PieceFacts, analyze_piece
 
     found = []
     for k, path in item:
@@ -98,7 +98,7 @@ def unreadable(path: str, reason: str) -> Any:
 
 def _frames(path: str, options: dict) -> Any:
     """The file's frames, decoded as its analysis decoded them."""
-    from ..rotated.local import piece_frames
+    from streamdissect.rotated.local import piece_frames
 
     return piece_frames(path, options["ports"], options["heuristic"],
                         not options["per_id"])
@@ -116,7 +116,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ..rotated.apply import CHAIN, REPLACED, chain_frames, piece_rows
+    from streamdissect.rotated.apply import CHAIN, REPLACED, chain_frames, piece_rows
 
     work = options["work"]
     tables = TASK_TABLES + options["per_id"] + (("frames",) if options["frames"] else ())
@@ -158,7 +158,7 @@ def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ..rotated.apply import CHAIN, CONNECTION_TABLES, chain_tables
+    from streamdissect.rotated.apply import CHAIN, CONNECTION_TABLES, chain_tables
 
     work = options["work"]
     folder = os.path.join(work, FRAMES_DIR, f"{bucket:05d}", "frames")
@@ -183,7 +183,7 @@ def _no_frames() -> Any:
     """Parts' frames of a chain that has none (only frames across its cuts)."""
     import pyarrow as pa
 
-    from ..rotated.apply import CHAIN, PIECE, REPLACED, ROW
+    from streamdissect.rotated.apply import CHAIN, PIECE, REPLACED, ROW
 
     table = schema.arrow_schema("frames").empty_table()
     return (table.append_column(CHAIN, pa.array([], pa.int64()))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import schema
+from streamdissect.tables import schema
 
 U64 = "decimal(20,0)"
 _DDL = {"int64": "bigint", "int32": "int", "uint64": U64, "float64": "double",

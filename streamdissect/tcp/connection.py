@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..capture.segment import ACK, FIN, RST, SYN, Segment
-from .reassembly import DEFAULT_OOO_CAP, DirectionReassembler, NullSink
+from streamdissect.capture.segment import ACK, FIN, RST, SYN, Segment
+from streamdissect.tcp.reassembly import DEFAULT_OOO_CAP, DirectionReassembler, NullSink
 
 Endpoint = tuple[bytes, int]  # raw address (4 or 16 bytes), port
 # (connection, side that sent, kind, ts_ns, stream offset, length, detail)

@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Callable
 from typing import Protocol
 
-from ..capture.segment import FIN, SYN
+from streamdissect.capture.segment import FIN, SYN
 
 SEQ_MASK = 0xFFFFFFFF
 HALF_SEQ_SPACE = 1 << 31

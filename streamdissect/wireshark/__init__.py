@@ -1,7 +1,7 @@
 """The Wireshark face: a Lua dissector generated from the protocol table (generate.py,
 runtime.lua), and tshark run with it (tshark.py)."""
 
-from .generate import generate
-from .naming import GenerationError
+from streamdissect.wireshark.generate import generate
+from streamdissect.wireshark.naming import GenerationError
 
 __all__ = ["GenerationError", "generate"]

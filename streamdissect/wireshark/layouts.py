@@ -12,9 +12,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from ..protocol import osiris
-from ..protocol.codes import RESPONSE_BIT, CommandKey
-from ..protocol.primitives import (
+from streamdissect.protocols.stream import osiris
+from streamdissect.protocols.stream.codes import RESPONSE_BIT, CommandKey
+from streamdissect.protocols.stream.primitives import (
     BYTES,
     STRING,
     ArrayType,
@@ -25,10 +25,17 @@ from ..protocol.primitives import (
     TrailingType,
     WireType,
 )
-from ..protocol.records import SASL_KEY
-from ..protocol.spec import BOOL, CHUNK_HEADER, PUBLISH_MESSAGES, REST, Message
-from ..protocol.summary import SUMMARY_FIELDS
-from .naming import FieldType, GenerationError, Leaf, int_type, label, singular
+from streamdissect.protocols.stream.records import SASL_KEY
+from streamdissect.protocols.stream.spec import BOOL, CHUNK_HEADER, PUBLISH_MESSAGES, REST, Message
+from streamdissect.protocols.stream.summary import SUMMARY_FIELDS
+from streamdissect.wireshark.naming import (
+    FieldType,
+    GenerationError,
+    Leaf,
+    int_type,
+    label,
+    singular,
+)
 
 # Derived fields (computed by the codec, never on the wire): (command, field) -> where the
 # runtime finds the value, (wire field, name in what that field's reader returns); None:

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from .anomalies import Anomaly
-from .engine import stream
-from .engine.bulk import BulkPcap, pcap_magic
-from .engine.state import (
+from streamdissect.engine import stream
+from streamdissect.engine.anomalies import Anomaly
+from streamdissect.engine.bulk import BulkPcap, pcap_magic
+from streamdissect.engine.state import (
     DEFAULT_PORTS,
     ConnectionSummary,
     DissectionState,

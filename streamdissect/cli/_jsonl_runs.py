@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 
-from .engine import hot
-from .engine.hot import FrameRun
+from streamdissect.protocols.stream import hot
+from streamdissect.protocols.stream.hot import FrameRun
 
 # A Deliver's chunk header as the record's dict has it (codec.CHUNK_FIELDS order), by the
 # FrameRun field holding each.

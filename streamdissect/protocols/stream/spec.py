@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codes import RESPONSE_BIT
-from .primitives import (
+from streamdissect.protocols.stream.codes import RESPONSE_BIT
+from streamdissect.protocols.stream.primitives import (
     BYTES,
     INT16,
     INT64,

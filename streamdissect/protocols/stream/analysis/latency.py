@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .percentiles import summarize_ms
+from streamdissect.analysis.percentiles import summarize_ms
 
 # Commands that are not request/response calls (no correlation id, or answered by a ledger).
 NOT_CALLS = frozenset(

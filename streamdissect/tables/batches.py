@@ -19,12 +19,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from . import schema
-from .dissect import Dissector, FrameEvent
-from .engine.hot import COMMAND_OF, DIRECTIONS, FrameRun
-from .protocol.codes import RESPONSE_BIT, code_name
-from .protocol.records import COMMON_COLUMNS, Malformed, Record, Unknown, jsonable
-from .protocol.spec import BY_KEY
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols.stream.codes import RESPONSE_BIT, code_name
+from streamdissect.protocols.stream.hot import COMMAND_OF, DIRECTIONS, FrameRun
+from streamdissect.protocols.stream.records import (
+    COMMON_COLUMNS,
+    Malformed,
+    Record,
+    Unknown,
+    jsonable,
+)
+from streamdissect.protocols.stream.spec import BY_KEY
+from streamdissect.tables import schema
 
 ROWS_PER_BATCH = 16_384
 # Key fields read from the record's attribute of the same name.

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engine.hot import (
+from streamdissect.protocols.stream.analysis.columns import _apply_run
+from streamdissect.protocols.stream.analysis.consumption import NS_PER_S
+from streamdissect.protocols.stream.hot import (
     CONFIRM_KEY,
     CREDIT_KEY,
     DELIVER_KEY,
@@ -23,12 +25,10 @@ from ..engine.hot import (
     HEARTBEAT_KEY,
     PUBLISH_KEY,
 )
-from .columns import _apply_run
-from .consumption import NS_PER_S
 
 if TYPE_CHECKING:
-    from ..engine.hot import FrameRun
-    from .run import Collectors
+    from streamdissect.analysis.run import Collectors
+    from streamdissect.protocols.stream.hot import FrameRun
 
 U63 = (1 << 63) - 1
 SHORT_RUN = 64  # a run shorter than this goes frame by frame (_one_by_one)

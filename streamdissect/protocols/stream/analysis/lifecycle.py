@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from .fields import get
+from streamdissect.analysis.fields import get
 
 NS_PER_S = 1_000_000_000
 

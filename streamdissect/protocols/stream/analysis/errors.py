@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..protocol.codes import code_name
-from .fields import pair
+from streamdissect.analysis.fields import pair
+from streamdissect.protocols.stream.codes import code_name
 
 OK = 0x01
 

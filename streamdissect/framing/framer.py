@@ -35,7 +35,7 @@ import re
 import struct
 from collections.abc import Callable
 
-from .protocol import MESSAGES, Malformed, Unknown, decode_frame
+from streamdissect.protocols.stream import MESSAGES, Malformed, Unknown, decode_frame
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 DELIVER_KEY = 0x0008

@@ -1,5 +1,5 @@
 """The analysis tables written as files, and read back: one CSV file, or one Parquet dataset,
-a table, with the columns and types of `streamdissect.schema`.
+a table, with the columns and types of `streamdissect.tables.schema`.
 
     write_tables(analysis, "out/", "parquet")   # out/latency/part-00000.parquet, ...
     read_table("out/latency", "latency")         # the DataFrame, the schema's dtypes
@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import schema
-from .frame_tables import arrow_dataframe
+from streamdissect.tables import schema
+from streamdissect.tables.convert import arrow_dataframe
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .run import Analysis
+    from streamdissect.analysis.run import Analysis
 
 FORMATS = ("csv", "parquet")
 PART = "part-00000.parquet"

@@ -1,7 +1,12 @@
 """The RabbitMQ Stream codec: frames in, typed records out, and back (I/O-free, like h11)."""
 
-from .codec import decode_frame, encode_record, make_record, record_from_dict
-from .codes import (
+from streamdissect.protocols.stream.codec import (
+    decode_frame,
+    encode_record,
+    make_record,
+    record_from_dict,
+)
+from streamdissect.protocols.stream.codes import (
     ChunkType,
     CommandKey,
     CompressionType,
@@ -11,11 +16,33 @@ from .codes import (
     code_name,
     offset_type_name,
 )
-from .compression import DEFAULT_MAX_DECOMPRESSED, DecompressionError, decompress
-from .osiris import Entry, MalformedEntry, OsirisRecord, TrackingEntry
-from .publish import PublishedMessage, PublishMessages, SubBatch
-from .records import RECORD_CLASSES, Malformed, Record, Unknown, record_class
-from .spec import COMMANDS, MESSAGES, Message, all_columns, columns, message_spec
+from streamdissect.protocols.stream.compression import (
+    DEFAULT_MAX_DECOMPRESSED,
+    DecompressionError,
+    decompress,
+)
+from streamdissect.protocols.stream.osiris import (
+    Entry,
+    MalformedEntry,
+    OsirisRecord,
+    TrackingEntry,
+)
+from streamdissect.protocols.stream.publish import PublishedMessage, PublishMessages, SubBatch
+from streamdissect.protocols.stream.records import (
+    RECORD_CLASSES,
+    Malformed,
+    Record,
+    Unknown,
+    record_class,
+)
+from streamdissect.protocols.stream.spec import (
+    COMMANDS,
+    MESSAGES,
+    Message,
+    all_columns,
+    columns,
+    message_spec,
+)
 
 __all__ = [
     "COMMANDS",
@@ -63,7 +90,7 @@ _AMQP_NAMES = {"AmqpMessage": "AmqpMessage", "looks_like_amqp": "looks_like_amqp
 
 def __getattr__(name: str):
     if name in _AMQP_NAMES:
-        from . import amqp
+        from streamdissect.protocols.stream import amqp
 
         return getattr(amqp, _AMQP_NAMES[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,12 +15,12 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from ..protocol.codes import code_name
-from ..protocol.publish import id_run
-from ..schema import BACKLOG, PUBLISHES
-from .compact import CompactRows
-from .fields import pair
-from .percentiles import summarize_ms
+from streamdissect.analysis.compact import CompactRows
+from streamdissect.analysis.fields import pair
+from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.protocols.stream.codes import code_name
+from streamdissect.protocols.stream.publish import id_run
+from streamdissect.tables.schema import BACKLOG, PUBLISHES
 
 
 @dataclass(slots=True)

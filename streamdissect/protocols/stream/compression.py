@@ -10,7 +10,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-from .codes import CompressionType
+from streamdissect.protocols.stream.codes import CompressionType
 
 DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
 SLACK = 64  # enough to notice an output longer than claimed, without trusting it

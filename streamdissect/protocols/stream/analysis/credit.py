@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
-from .fields import get
+from streamdissect.analysis.fields import get
 
 AT_ONCE_MS = 50.0
 
@@ -245,7 +245,7 @@ class CreditCollector:
         by subscription as in summary(), each in capture order."""
         import numpy as np
 
-        from .compact import CompactRows
+        from streamdissect.analysis.compact import CompactRows
 
         rows = CompactRows(4)
         for sub in self._all():

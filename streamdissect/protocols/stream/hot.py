@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..protocol.spec import BY_KEY
+from streamdissect.protocols.stream.spec import BY_KEY
 
 PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = 0x02, 0x03, 0x08, 0x09, 0x17
 HOT_KEYS = frozenset((PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY))

@@ -1,4 +1,4 @@
-"""Rows -> pandas DataFrames with the column names and dtypes of `streamdissect.schema`."""
+"""Rows -> pandas DataFrames with the column names and dtypes of `streamdissect.tables.schema`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from .. import schema
+from streamdissect.tables import schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,7 +191,7 @@ def arrow_table(table: str, rows) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..frame_batches import typed_array
+    from streamdissect.tables.batches import typed_array
 
     kinds = [c.kind for c in schema.TABLES[table]]
     columns = _columns_of(schema.column_names(table), rows)

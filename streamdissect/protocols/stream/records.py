@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from . import osiris
-from .codes import RESPONSE_BIT, code_name
-from .compression import DEFAULT_MAX_DECOMPRESSED
-from .publish import PublishMessages
-from .spec import BY_KEY, MESSAGES, Message
+from streamdissect.protocols.stream import osiris
+from streamdissect.protocols.stream.codes import RESPONSE_BIT, code_name
+from streamdissect.protocols.stream.compression import DEFAULT_MAX_DECOMPRESSED
+from streamdissect.protocols.stream.publish import PublishMessages
+from streamdissect.protocols.stream.spec import BY_KEY, MESSAGES, Message
 
 REDACTED = b"***"
 COMMON_FIELDS = ("key", "version", "size", "correlation_id", "code", "truncated")

@@ -13,8 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .codes import ChunkType
-from .compression import DEFAULT_MAX_DECOMPRESSED, DecompressionError, decompress
+from streamdissect.protocols.stream.codes import ChunkType
+from streamdissect.protocols.stream.compression import (
+    DEFAULT_MAX_DECOMPRESSED,
+    DecompressionError,
+    decompress,
+)
 
 HEADER_SIZE = 48
 # reserved is 3 bytes on the wire: read as u16 + u8 so the whole header is one unpack

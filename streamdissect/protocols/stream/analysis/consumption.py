@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .compact import CompactRows
-from .fields import get
+from streamdissect.analysis.compact import CompactRows
+from streamdissect.analysis.fields import get
 
 NS_PER_S = 1_000_000_000
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import schema
-from .percentiles import summarize_ms
+from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.tables import schema
 
 NS_PER_S = 1_000_000_000
 
@@ -158,7 +158,7 @@ def connections(frames: Any, tcp_connections: list | None = None) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .fields import get
+    from streamdissect.analysis.fields import get
 
     frames = _table(frames)
     n = frames.num_rows
@@ -324,8 +324,8 @@ def _rows_of(frames: Any, commands: Any) -> list[dict]:
 def _pairing(frames: Any) -> Any:
     """The latency collector (latency.py, the same code) fed with the rows that are calls:
     a handful of frames, whatever the traffic."""
-    from ..protocol.spec import COMMANDS
-    from .latency import NOT_CALLS, LatencyCollector
+    from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
+    from streamdissect.protocols.stream.spec import COMMANDS
 
     collector = LatencyCollector()
     for row in _rows_of(_table(frames), set(COMMANDS) - NOT_CALLS):
@@ -349,7 +349,7 @@ def errors(frames: Any) -> Any:
     """Every non-OK code by the command it answers, and PublishError's codes (schema.ERRORS)."""
     import pyarrow.compute as pc
 
-    from .errors import ErrorCollector
+    from streamdissect.protocols.stream.analysis.errors import ErrorCollector
 
     frames = _table(frames)
     collector = ErrorCollector()
@@ -363,7 +363,7 @@ def errors(frames: Any) -> Any:
 
 
 def _rows_result(table: str, rows: list[dict]) -> Any:
-    from ..frame_batches import typed_array
+    from streamdissect.tables.batches import typed_array
 
     kinds = schema.TABLES[table]
     return _result(
@@ -573,7 +573,7 @@ def _pairs_table(columns: dict, extra: list, conn_names: list) -> Any:
     ledgers' rows (tuples with their keys), sorted together by key."""
     import pyarrow as pa
 
-    from ..frame_batches import typed_array
+    from streamdissect.tables.batches import typed_array
 
     n = len(columns["g"])
     keys = np.stack([columns["k0"], columns["k1"], columns["k2"], columns["k3"]])
@@ -623,7 +623,7 @@ def _points_table(columns: dict, extra: list, conn_names: list) -> Any:
               "publisher_id": pids + [row[2] for _, row in extra],
               "outstanding": columns["outstanding"].tolist() + [row[3] for _, row in extra]}  # fmt: skip
     order = np.argsort(np.asarray(frames, dtype=np.int64), kind="stable")
-    from ..frame_batches import typed_array
+    from streamdissect.tables.batches import typed_array
 
     out = {c.name: typed_array([values[c.name][i] for i in order.tolist()], c.kind)
            for c in schema.BACKLOG}  # fmt: skip
@@ -633,7 +633,7 @@ def _points_table(columns: dict, extra: list, conn_names: list) -> Any:
 def _irregular_ledgers(t: Any, irregular: set, group: Any, rank: dict, pairs: list,
                        points: list, summaries: dict, ident: Any) -> None:  # fmt: skip
     """The collector's own code over the rows of the irregular ledgers, one by one."""
-    from .confirms import ConfirmCollector
+    from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
 
     collector = ConfirmCollector()
     mine = np.flatnonzero(np.isin(group, np.array(sorted(irregular), dtype=np.int64)))
@@ -688,8 +688,8 @@ def credit_ledger(frames: Any, tcp_connections: list | None = None,
     capture ends with the capture)."""
     import pyarrow.compute as pc
 
-    from .credit import AT_ONCE_MS, CreditCollector
-    from .fields import get
+    from streamdissect.analysis.fields import get
+    from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS, CreditCollector
 
     frames = _table(frames)
     collector = CreditCollector(at_once_ms=AT_ONCE_MS if at_once_ms is None else at_once_ms)
@@ -736,7 +736,7 @@ def credit_ledger(frames: Any, tcp_connections: list | None = None,
 
 def _compact_result(table: str, rows: Any) -> Any:
     """A table of CompactRows (tuples in schema order) as a pyarrow Table."""
-    from ..frame_batches import typed_array
+    from streamdissect.tables.batches import typed_array
 
     kinds = schema.TABLES[table]
     columns = rows.columns() if rows else [([], None)] * len(kinds)
@@ -748,7 +748,7 @@ def _compact_result(table: str, rows: Any) -> Any:
 def _apply_run(sub: Any, at_once_ns: int, run: dict) -> None:
     """Credit requests and Delivers of one subscription, in order, as CreditCollector's
     _granted and deliver apply them one by one."""
-    from .credit import Stall
+    from streamdissect.protocols.stream.analysis.credit import Stall
 
     is_credit = run["credit"]
     is_deliver = ~is_credit

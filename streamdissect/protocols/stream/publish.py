@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .primitives import DecodeError
+from streamdissect.protocols.stream.primitives import DecodeError
 
 ID_AND_SIZE = struct.Struct(">QI")  # publishing id, then a simple entry's 0:1,size:31
 ID = struct.Struct(">Q")

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import osiris, publish
-from .primitives import (
+from streamdissect.protocols.stream import osiris, publish
+from streamdissect.protocols.stream.primitives import (
     U16,
     U32,
     DecodeError,
@@ -24,8 +24,22 @@ from .primitives import (
     TrailingType,
     WireType,
 )
-from .records import RECORD_CLASSES, AnyRecord, Malformed, Record, Unknown
-from .spec import BY_KEY, BY_NAME, CHUNK_HEADER, PUBLISH_MESSAGES, REST, Field, Message
+from streamdissect.protocols.stream.records import (
+    RECORD_CLASSES,
+    AnyRecord,
+    Malformed,
+    Record,
+    Unknown,
+)
+from streamdissect.protocols.stream.spec import (
+    BY_KEY,
+    BY_NAME,
+    CHUNK_HEADER,
+    PUBLISH_MESSAGES,
+    REST,
+    Field,
+    Message,
+)
 
 FRAME_HEADER = struct.Struct(">IHH")  # size, key, version
 U64 = struct.Struct(">Q")

@@ -8,9 +8,9 @@ from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
 
-from .. import schema
-from .frame_tables import _cast, plain_records
-from .run import Analysis
+from streamdissect.analysis.run import Analysis
+from streamdissect.tables import schema
+from streamdissect.tables.convert import _cast, plain_records
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,0 +1,1 @@
+"""Framing: a direction's ordered TCP bytes cut into protocol frames, with resync after gaps."""

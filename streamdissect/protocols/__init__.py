@@ -1,0 +1,1 @@
+"""The protocols streamdissect dissects, each a package behind one seam."""

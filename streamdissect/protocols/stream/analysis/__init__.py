@@ -1,0 +1,1 @@
+"""RabbitMQ Stream's analyses: request latency, publish confirms, credit, consumer lag, lifecycle, errors."""

@@ -1,0 +1,1 @@
+"""Tables: the schema, frames as Arrow batches, conversion to pandas and Arrow, CSV/Parquet export."""
