@@ -65,7 +65,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streamdissect.analysis.run import analyze_events
+from streamdissect.analysis.driver import analyze_events
 from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
 from streamdissect.cli._text_report import json_write, to_json

@@ -58,7 +58,7 @@ def make_archive(folder: Path, copies: int, bigs: list[str], pieces: int,
 def cli_set_seconds(files: list[Path], sets: list[list[Path]]) -> float:
     """The CLI on the same files as it gives the job's figures: a rotated set's pieces in
     one `analyze` (several files read as one capture), every other file on its own."""
-    from streamdissect.analysis.run import analyze
+    from streamdissect.analysis.driver import analyze
 
     pieces = {p for s in sets for p in s}
     started = time.perf_counter()
@@ -72,7 +72,7 @@ def cli_set_seconds(files: list[Path], sets: list[list[Path]]) -> float:
 
 def cli_seconds(files: list[Path]) -> float:
     """The CLI's analysis of each file, in one process (no interpreter start-up)."""
-    from streamdissect.analysis.run import analyze
+    from streamdissect.analysis.driver import analyze
 
     started = time.perf_counter()
     for path in files:

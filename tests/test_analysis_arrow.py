@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 import worsen
 
-from streamdissect.analysis.run import analyze
+from streamdissect.analysis.driver import analyze
 from streamdissect.tables import schema
 
 TABLES = ("connections", "requests", "latency", "publishes", "confirms", "backlog", "credit",

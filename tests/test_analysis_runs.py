@@ -1,4 +1,4 @@
-"""Every table of analyze() made from the bulk engine's FrameRuns (analysis.runs: the
+"""Every table of analyze() made from the bulk engine's HotFrames (analysis.runs: the
 collectors fed a run of hot frames at a time) equals the one made from records by the
 streaming engine, row for row: here on publish/confirm ledgers that are (and are not) the
 usual ascending case; test_lean_report.py runs assert_same_tables on the corpus, its
@@ -13,11 +13,11 @@ import pytest
 import worsen
 from test_bulk_engine import _frame
 
-from streamdissect.analysis.run import analyze_events
+from streamdissect.analysis.driver import analyze_events
 from streamdissect.engine.dissect import Dissector
 from streamdissect.framing.framer import DELIVER_KEEP_LIMIT
 from streamdissect.protocols.stream.analysis import runs
-from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.tables import schema
 
 TABLES = [name for name in schema.TABLES if name != "frames"]
@@ -117,7 +117,7 @@ def ledgers_at_once(monkeypatch) -> list[bool]:
 def test_ledgers_tables_same(tmp_path, name, monkeypatch):
     at_once = ledgers_at_once(monkeypatch)
     path = ledger_capture(tmp_path / f"{name}.pcap", LEDGERS[name])
-    assert any(ev.__class__ is FrameRun for ev in Dissector(columns=True).run(str(path)))
+    assert any(ev.__class__ is HotFrames for ev in Dissector(columns=True).run(str(path)))
     assert_same_tables(path)
     if name == "ascending":
         assert at_once and all(at_once)  # (the usual case never goes one by one)
@@ -162,7 +162,7 @@ def test_big_publishes_across_segments_tables_same(tmp_path):
     frames += [_confirm(1, list(range(k * 100, k * 100 + 100))) for k in range(7)]
     path = mss_capture(tmp_path / "big.pcap", frames)
     runs_seen = [ev for ev in Dissector(columns=True, publish_messages=False).run(str(path))
-                 if ev.__class__ is FrameRun]
+                 if ev.__class__ is HotFrames]
     assert sum(map(len, runs_seen)) >= 12
     assert_same_tables(path)
     assert columnar(path) == reference(path)

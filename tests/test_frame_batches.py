@@ -143,12 +143,12 @@ def _deliver(version: int, chunk_id: int, data: bytes, crc: int | None = None,
 
 
 def test_hot_frames_come_as_runs_and_odd_ones_as_records_in_their_place(tmp_path):
-    """The bulk engine's columns mode: hot frames as FrameRuns, and each odd one (a check the
+    """The bulk engine's columns mode: hot frames as HotFrames, and each odd one (a check the
     codec would fail, another version, a bad CRC) declined to the record path, in its place:
     the rows are the reference's, in the reference's order."""
     from test_bulk_engine import _frame, frames_capture
 
-    from streamdissect.protocols.stream.hot import FrameRun
+    from streamdissect.protocols.stream.hot import HotFrames
 
     def publish(pid, ids, word=5, version=1):
         body = b"".join(struct.pack(">QI", i, word) + b"hello"[:word] for i in ids)
@@ -168,7 +168,7 @@ def test_hot_frames_come_as_runs_and_odd_ones_as_records_in_their_place(tmp_path
     ]  # fmt: skip
     path = frames_capture(tmp_path / "hot.pcap", frames)
     events = list(Dissector(columns=True, publish_messages=False).run(str(path)))
-    runs = [e for e in events if isinstance(e, FrameRun)]
+    runs = [e for e in events if isinstance(e, HotFrames)]
     records = [e.record for e in events if isinstance(e, FrameEvent)]
     assert sum(map(len, runs)) == 3 * 9 and len(records) == 3 * 8
     assert columnar(path) == reference(path)

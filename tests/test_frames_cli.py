@@ -233,14 +233,14 @@ def _odd_hot_capture(tmp_path):
     ids=lambda p: getattr(p, "stem", p),
 )
 def test_jsonl_from_runs_is_the_record_paths_bytes(path, tmp_path):
-    """`frames --format jsonl` from the bulk engine's FrameRuns (run_lines), anomalies in
+    """`frames --format jsonl` from the bulk engine's HotFrames (run_lines), anomalies in
     their places, is byte for byte the jsonl of the records."""
     from streamdissect.engine.dissect import Dissector
-    from streamdissect.protocols.stream.hot import FrameRun
+    from streamdissect.protocols.stream.hot import HotFrames
 
     if path == "odd":
         path = _odd_hot_capture(tmp_path)
-        assert any(ev.__class__ is FrameRun for ev in Dissector(columns=True).run(str(path)))
+        assert any(ev.__class__ is HotFrames for ev in Dissector(columns=True).run(str(path)))
     assert _lines(path, columns="lines") == _lines(path, engine="stream")
 
 

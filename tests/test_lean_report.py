@@ -1,6 +1,6 @@
 """The analyze report made from lean frames (the bulk engine's tuples of fields for Publish,
 Credit, PublishConfirm, Heartbeat and Deliver heads, no records), and the one made from hot
-frames as columns (FrameRuns, analysis.runs), are the report made from records by the
+frames as columns (HotFrames, analysis.runs), are the report made from records by the
 streaming engine, byte for byte: on the corpus, on made-worse copies, on odd hot frames
 (other versions, wrong lengths, impossible counts) and on the fuzz findings."""
 
@@ -13,7 +13,7 @@ import worsen
 from test_analysis_runs import assert_same_tables, ledgers_at_once
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
-from streamdissect.analysis.run import analyze_events
+from streamdissect.analysis.driver import analyze_events
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector
@@ -63,10 +63,10 @@ def test_corpus_report_same(path):
 
 
 def run_kinds(path: Path) -> set[int]:
-    from streamdissect.protocols.stream.hot import FrameRun
+    from streamdissect.protocols.stream.hot import HotFrames
 
     return {int(k) for ev in Dissector(engine="bulk", columns=True, **OPTIONS).run(str(path))
-            if ev.__class__ is FrameRun for k in ev.key}  # fmt: skip
+            if ev.__class__ is HotFrames for k in ev.key}  # fmt: skip
 
 
 def test_lean_frames_and_runs_are_made():

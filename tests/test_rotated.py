@@ -12,7 +12,7 @@ import pytest
 import rotate
 import worsen
 
-from streamdissect.analysis.run import analyze
+from streamdissect.analysis.driver import analyze
 from streamdissect.rotated.local import TABLES, analyze_set, to_arrow
 from streamdissect.rotated.stitch import plan
 

@@ -16,7 +16,7 @@ import pytest
 import rotate
 import worsen
 
-from streamdissect.analysis.run import analyze
+from streamdissect.analysis.driver import analyze
 from streamdissect.cli._text_report import CONNECTION_COLUMNS, LAG_COLUMNS
 from streamdissect.spark.jobs import TABLES
 from streamdissect.tables.batches import frames_arrow

@@ -13,7 +13,7 @@ import pytest
 import rotate
 import worsen
 
-from streamdissect.analysis.run import analyze
+from streamdissect.analysis.driver import analyze
 from streamdissect.rotated.local import to_arrow
 from streamdissect.spark.files import CaptureFile, pack
 from streamdissect.tables.batches import frames_arrow

@@ -1,6 +1,6 @@
 """Analyses over a capture's frames: latency, confirms, credit, lag, lifecycle, errors."""
 
-from streamdissect.analysis.run import Analysis, analyze, analyze_events
+from streamdissect.analysis.driver import Analysis, analyze, analyze_events
 from streamdissect.analysis.tables import (
     anomalies_table,
     backlog_table,

@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from streamdissect.analysis.driver import analyze
 from streamdissect.analysis.fields import get
-from streamdissect.analysis.run import analyze
 from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record
 from streamdissect.tables import schema
 from streamdissect.tables.batches import CHUNK_COLUMNS, LEFT_OUT

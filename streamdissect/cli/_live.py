@@ -40,7 +40,7 @@ def running_summary(every: float, err=sys.stderr):
     import numpy as np
 
     from streamdissect.engine.dissect import FrameEvent
-    from streamdissect.protocols.stream.hot import COMMAND_OF, FrameRun
+    from streamdissect.protocols.stream.hot import COMMAND_OF, HotFrames
 
     commands: Counter = Counter()
     connections: set = set()
@@ -63,7 +63,7 @@ def running_summary(every: float, err=sys.stderr):
                 if cls is FrameEvent:
                     commands[event.record.command or "Malformed"] += 1
                     connections.add(event.connection)
-                elif cls is FrameRun:
+                elif cls is HotFrames:
                     keys, counts = np.unique(event.key, return_counts=True)
                     for key, n in zip(keys.tolist(), counts.tolist()):
                         commands[COMMAND_OF[key]] += n
@@ -80,20 +80,20 @@ def running_summary(every: float, err=sys.stderr):
 def first_frames(count: int, live: object):
     """An event watcher that ends the events after `count` frames (and a live capture)."""
     from streamdissect.engine.dissect import FrameEvent
-    from streamdissect.protocols.stream.hot import FrameRun
+    from streamdissect.protocols.stream.hot import HotFrames
 
     def watch(events):
         left = count
         for event in events:
             cls = event.__class__
-            if cls is FrameRun and len(event) >= left:  # (the run cut to what is left)
+            if cls is HotFrames and len(event) >= left:  # (the run cut to what is left)
                 yield event.slice(0, left)
                 left = 0
             else:
                 yield event
                 if cls is FrameEvent:
                     left -= 1
-                elif cls is FrameRun:
+                elif cls is HotFrames:
                     left -= len(event)
             if left <= 0:
                 if live is not None:

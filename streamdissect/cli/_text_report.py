@@ -8,7 +8,7 @@ from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
 
-from streamdissect.analysis.run import Analysis
+from streamdissect.analysis.driver import Analysis
 from streamdissect.tables import schema
 from streamdissect.tables.convert import _cast, plain_records
 

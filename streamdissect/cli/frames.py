@@ -12,11 +12,11 @@ from typing import Any, ClassVar, TextIO
 from streamdissect.capture import CaptureError
 from streamdissect.capture.chunked import STDIN
 from streamdissect.cli._display_filter import FilterError, compile_filter
-from streamdissect.cli._jsonl_runs import run_lines
+from streamdissect.cli._jsonl_columns import run_lines
 from streamdissect.cli._live import add_live_options, capture_error, with_sources
 from streamdissect.cli._progress import progress_bar
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable, record_class
 from streamdissect.protocols.stream.summary import frame_summary as summary
 
@@ -230,8 +230,8 @@ def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
 def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool) -> Callable[[Any], None]:
     hot = None if payloads else HotLines()
 
-    def write(event: FrameEvent | Anomaly | FrameRun) -> None:
-        if event.__class__ is FrameRun:
+    def write(event: FrameEvent | Anomaly | HotFrames) -> None:
+        if event.__class__ is HotFrames:
             out.write(run_lines(event))
             return
         if hot is not None and event.__class__ is FrameEvent:

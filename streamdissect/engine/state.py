@@ -156,7 +156,7 @@ class DissectionState:
         instead of FrameEvents; analysis.analyze_events reads both.
         `columns=True` (frame_batches, the columnar analyses): the bulk engine gives the
         well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
-        Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.FrameRun
+        Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.HotFrames
         columns, in their place among the frame events, instead of FrameEvents (an anomaly
         among them comes after the run). `columns="lines"` (frames --format jsonl): anomalies
         in their place, cutting runs, and a Deliver's whole chunk header in the run.

@@ -18,7 +18,7 @@ from streamdissect.tables import schema
 if TYPE_CHECKING:
     import pandas as pd
 
-    from streamdissect.analysis.run import Analysis
+    from streamdissect.analysis.driver import Analysis
 
 # The tables a report reads (every analysis table; frames are never needed).
 TABLES = tuple(name for name in schema.TABLES if name != "frames")

@@ -205,20 +205,20 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
 def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
     """Pass the events on; seen[0] is the time of the last frame so far."""
     from streamdissect.engine.state import FrameEvent
-    from streamdissect.protocols.stream.hot import FrameRun
+    from streamdissect.protocols.stream.hot import HotFrames
 
     for event in events:
         cls = event.__class__
         if cls is FrameEvent:
             seen[0] = event.ts_ns
-        elif cls is FrameRun and len(event):
+        elif cls is HotFrames and len(event):
             seen[0] = int(event.ts_ns[-1])
         yield event
 
 
 def analyze_piece(path: str, **options: Any) -> tuple[Any, PieceFacts]:
     """`analysis.analyze` of one file, and its edge facts."""
-    from streamdissect.analysis.run import analyze
+    from streamdissect.analysis.driver import analyze
 
     kept: dict[str, Any] = {}
 

@@ -125,7 +125,7 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> 
 
         yield from frame_batches(path, ports=ports, heuristic=heuristic, helper_process=False)
         return
-    from streamdissect.analysis.run import analyze
+    from streamdissect.analysis.driver import analyze
 
     analysis = analyze(path, ports=ports, heuristic=heuristic, report_only=True,
                        helper_process=False)  # fmt: skip

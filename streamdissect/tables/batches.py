@@ -21,7 +21,7 @@ from typing import Any
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols.stream.codes import RESPONSE_BIT, code_name
-from streamdissect.protocols.stream.hot import COMMAND_OF, DIRECTIONS, FrameRun
+from streamdissect.protocols.stream.hot import COMMAND_OF, DIRECTIONS, HotFrames
 from streamdissect.protocols.stream.records import (
     COMMON_COLUMNS,
     Malformed,
@@ -67,7 +67,7 @@ def frame_batches(
         cls = event.__class__
         if cls is FrameEvent:
             builder.add(event)
-        elif cls is FrameRun:
+        elif cls is HotFrames:
             builder.add_run(event)
         else:
             continue
@@ -88,7 +88,7 @@ def frames_arrow(paths: str | Sequence[str], **options: Any) -> Any:
 class FrameColumns:
     """Frame events in, record batches out. Events are kept as they come; each column is then
     made for the whole batch at once (attrgetter over the records, grouped by record class),
-    so the work per frame is a list append. The bulk engine's FrameRuns (columns already)
+    so the work per frame is a list append. The bulk engine's HotFrames (columns already)
     become batches of their own, in their place."""
 
     def __init__(self, show_secrets: bool = False) -> None:
@@ -102,7 +102,7 @@ class FrameColumns:
         self.events.append(event)
         self.rows += 1
 
-    def add_run(self, run: FrameRun) -> None:
+    def add_run(self, run: HotFrames) -> None:
         if self.events:
             self.pieces.append(self.batch())
         self.pieces.append(run_batch(run))
@@ -151,12 +151,12 @@ class FrameColumns:
 
 
 _RECORD = attrgetter("record")
-# FrameRun columns by their FRAMES names (the envelope and hot.FIELD_COLUMNS)
+# HotFrames columns by their FRAMES names (the envelope and hot.FIELD_COLUMNS)
 _ENVELOPE = ("ts_ns", "stream_offset", "key", "version", "size")
 
 
-def run_batch(run: FrameRun) -> Any:
-    """A FrameRun as a pyarrow.RecordBatch of schema.FRAMES, column by column."""
+def run_batch(run: HotFrames) -> Any:
+    """A HotFrames as a pyarrow.RecordBatch of schema.FRAMES, column by column."""
     import numpy as np
     import pyarrow as pa
 

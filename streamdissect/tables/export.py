@@ -21,7 +21,7 @@ from streamdissect.tables.convert import arrow_dataframe
 if TYPE_CHECKING:
     import pandas as pd
 
-    from streamdissect.analysis.run import Analysis
+    from streamdissect.analysis.driver import Analysis
 
 FORMATS = ("csv", "parquet")
 PART = "part-00000.parquet"

@@ -252,7 +252,7 @@ DIRECTIONS = ("c2s", "s2c")
 
 
 @dataclass(slots=True)
-class FrameRun:
+class HotFrames:
     """Consecutive frames of a block with no other event between them, all hot and
     well-formed, as columns (one row per frame, in the streaming engine's order): ts_ns,
     stream_offset, key, version, size; `connection` numbers into `connections`, `direction`
@@ -285,8 +285,8 @@ class FrameRun:
         start = int(self.id_starts[i])
         return self.id_values[start : start + count].tolist()
 
-    def slice(self, a: int, b: int) -> FrameRun:
-        """Frames a to b of the run (views), as a FrameRun."""
+    def slice(self, a: int, b: int) -> HotFrames:
+        """Frames a to b of the run (views), as a HotFrames."""
         return _slice(self, a, b)
 
     def id_positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -339,7 +339,7 @@ def _frames(c: HotColumns, a: int, b: int) -> HotColumns:
 
 def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> list:
     """The block's events ((row, slot, event), sorted) and hot chunks merged in order: the
-    events, with a FrameRun for the hot frames between two of them. With `cut_by` (the frame
+    events, with a HotFrames for the hot frames between two of them. With `cut_by` (the frame
     event class), an event of another kind (an anomaly) does not cut a run: it comes right
     after the run it falls in."""
     names: dict[str, int] = {}
@@ -365,7 +365,7 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
     def joined(parts: list) -> np.ndarray:
         return np.concatenate(parts)[order]
 
-    every = FrameRun(
+    every = HotFrames(
         joined([c.ts_ns for c in chunks]), joined(conn_parts), list(names), joined(dir_parts),
         joined([c.stream_offset for c in chunks]), joined([c.key for c in cols]),
         joined([c.version for c in cols]), joined([c.size for c in cols]),
@@ -395,10 +395,10 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
     return out + waiting
 
 
-def _slice(run: FrameRun, a: int, b: int) -> FrameRun:
+def _slice(run: HotFrames, a: int, b: int) -> HotFrames:
     if a == 0 and b == len(run):
         return run
-    return FrameRun(
+    return HotFrames(
         run.ts_ns[a:b], run.connection[a:b], run.connections, run.direction[a:b],
         run.stream_offset[a:b], run.key[a:b], run.version[a:b], run.size[a:b],
         {name: (v[a:b], ok[a:b]) for name, (v, ok) in run.fields.items()},

@@ -1,4 +1,4 @@
-"""The collectors fed a FrameRun at a time (the bulk engine's columns mode): what the
+"""The collectors fed a HotFrames at a time (the bulk engine's columns mode): what the
 per-frame calls of run._lean_handlers do for each hot frame, done over columns.
 
 Per connection and direction, per second, per publisher and per subscription, the frames of
@@ -27,20 +27,20 @@ from streamdissect.protocols.stream.hot import (
 )
 
 if TYPE_CHECKING:
-    from streamdissect.analysis.run import Collectors
-    from streamdissect.protocols.stream.hot import FrameRun
+    from streamdissect.analysis.driver import Collectors
+    from streamdissect.protocols.stream.hot import HotFrames
 
 U63 = (1 << 63) - 1
 SHORT_RUN = 64  # a run shorter than this goes frame by frame (_one_by_one)
 
 
 class RunAnalysis:
-    """`analysis(run)`: one FrameRun into the collectors."""
+    """`analysis(run)`: one HotFrames into the collectors."""
 
     def __init__(self, collectors: Collectors) -> None:
         self.c = collectors
 
-    def __call__(self, run: FrameRun) -> None:
+    def __call__(self, run: HotFrames) -> None:
         if len(run) < SHORT_RUN:
             self._one_by_one(run)
             return
@@ -51,7 +51,7 @@ class RunAnalysis:
         self._credit(run, key)
         self._deliveries(run, key)
 
-    def _one_by_one(self, run: FrameRun) -> None:
+    def _one_by_one(self, run: HotFrames) -> None:
         """A short run frame by frame, as run._lean_handlers and the record path call the
         collectors (numpy's fixed cost a call is more than a few frames' Python)."""
         c = self.c
@@ -87,7 +87,7 @@ class RunAnalysis:
 
     # --- per connection and direction -------------------------------------------------
 
-    def _lifecycle(self, run: FrameRun, key: np.ndarray) -> None:
+    def _lifecycle(self, run: HotFrames, key: np.ndarray) -> None:
         lifecycle = self.c.lifecycle
         # first_ns and last_ns: the connection's first and last frames in the run's order
         for number, name in enumerate(run.connections):
@@ -112,7 +112,7 @@ class RunAnalysis:
 
     # --- per second ----------------------------------------------------------------
 
-    def _throughput(self, run: FrameRun, key: np.ndarray) -> None:
+    def _throughput(self, run: HotFrames, key: np.ndarray) -> None:
         buckets = self.c.throughput._buckets
         records = np.where(run.fields["record_count"][1], run.fields["record_count"][0], 0)
         size = run.size.astype(np.int64) + 4
@@ -142,7 +142,7 @@ class RunAnalysis:
 
     # --- per publisher --------------------------------------------------------------
 
-    def _confirms(self, run: FrameRun, key: np.ndarray) -> None:
+    def _confirms(self, run: HotFrames, key: np.ndarray) -> None:
         rows = np.flatnonzero((key == PUBLISH_KEY) | (key == CONFIRM_KEY))
         if not len(rows):
             return
@@ -168,7 +168,7 @@ class RunAnalysis:
         if self.pair_parts:
             _pairs_in_order(pairs, self.pair_parts)
 
-    def _ledger_one_by_one(self, run: FrameRun, rows: np.ndarray, connection: str,
+    def _ledger_one_by_one(self, run: HotFrames, rows: np.ndarray, connection: str,
                            pid: int) -> list:  # fmt: skip
         """The ledger's frames through ConfirmCollector, in order; the backlog after each."""
         confirms = self.c.confirms
@@ -192,7 +192,7 @@ class RunAnalysis:
                                     [list(column) for column in zip(*made)]))  # fmt: skip
         return after
 
-    def _ledger_at_once(self, run: FrameRun, rows: np.ndarray, connection: str,
+    def _ledger_at_once(self, run: HotFrames, rows: np.ndarray, connection: str,
                         pid: int) -> np.ndarray | None:  # fmt: skip
         """One ledger's frames of the run over columns, when that is exact: the ids of every
         frame one by one upwards and above every earlier one (those outstanding included),
@@ -251,7 +251,7 @@ class RunAnalysis:
 
     # --- per subscription -----------------------------------------------------------
 
-    def _credit(self, run: FrameRun, key: np.ndarray) -> None:
+    def _credit(self, run: HotFrames, key: np.ndarray) -> None:
         credit = self.c.credit
         rows = np.flatnonzero((key == CREDIT_KEY) | (key == DELIVER_KEY))
         if not len(rows):
@@ -272,7 +272,7 @@ class RunAnalysis:
 
     # --- per Deliver ------------------------------------------------------------------
 
-    def _deliveries(self, run: FrameRun, key: np.ndarray) -> None:
+    def _deliveries(self, run: HotFrames, key: np.ndarray) -> None:
         deliveries = self.c.deliveries
         if not deliveries.keep_rows:
             return
@@ -314,7 +314,7 @@ def _groups(group: np.ndarray, first_seen: bool = False) -> list[int]:
     return found.tolist()
 
 
-def _ids_of(run: FrameRun, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _ids_of(run: HotFrames, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the frame number within `rows` of each id, the ids) of the frames `rows`, in order."""
     frame_of, where = run.id_positions(rows)
     return frame_of, run.id_values[where]
@@ -380,7 +380,7 @@ def _pairs_in_order(pairs: Any, parts: list) -> None:
     pairs.extend_columns(columns, len(at))
 
 
-def _backlog_in_order(backlog: Any, run: FrameRun, points: list) -> None:
+def _backlog_in_order(backlog: Any, run: HotFrames, points: list) -> None:
     """The ledgers' backlog points of a run (after each of their frames) in frame order."""
     rows = np.concatenate([mine for mine, _, _, _ in points])
     order = np.argsort(rows, kind="stable")

@@ -1,4 +1,4 @@
-"""The `frames --format jsonl` lines of a FrameRun (the bulk engine's hot frames as
+"""The `frames --format jsonl` lines of a HotFrames (the bulk engine's hot frames as
 columns), made a command at a time from its columns: the same bytes json.dumps writes for
 each frame's dict (tests/test_frames_cli.py holds them equal), with no record and no dict.
 """
@@ -10,10 +10,10 @@ import json
 import numpy as np
 
 from streamdissect.protocols.stream import hot
-from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.protocols.stream.hot import HotFrames
 
 # A Deliver's chunk header as the record's dict has it (codec.CHUNK_FIELDS order), by the
-# FrameRun field holding each.
+# HotFrames field holding each.
 CHUNK_HEADER = (("magic_version", "magic_version"), ("chunk_type", "chunk_type"),
                 ("num_entries", "num_entries"), ("num_records", "record_count"),
                 ("timestamp", "chunk_timestamp_ms"), ("epoch", "epoch"),
@@ -22,7 +22,7 @@ CHUNK_HEADER = (("magic_version", "magic_version"), ("chunk_type", "chunk_type")
                 ("reserved", "reserved"))  # fmt: skip
 
 
-def run_lines(run: FrameRun) -> str:
+def run_lines(run: HotFrames) -> str:
     """The run's jsonl lines, in its order."""
     n = len(run)
     key = run.key
@@ -42,7 +42,7 @@ def run_lines(run: FrameRun) -> str:
     return "".join(lines.tolist())
 
 
-def _heads(run: FrameRun) -> list[str]:
+def _heads(run: HotFrames) -> list[str]:
     """Each frame's line up to its own fields (the common columns of every frame)."""
     names = [json.dumps(name) for name in run.connections]
     commands = {k: hot.COMMAND_OF[k] for k in np.unique(run.key).tolist()}
@@ -58,11 +58,11 @@ def _heads(run: FrameRun) -> list[str]:
     ]  # fmt: skip
 
 
-def _field(run: FrameRun, name: str, rows: np.ndarray) -> list[int]:
+def _field(run: HotFrames, name: str, rows: np.ndarray) -> list[int]:
     return run.fields[name][0][rows].tolist()
 
 
-def _id_lists(run: FrameRun, rows: np.ndarray) -> list[str]:
+def _id_lists(run: HotFrames, rows: np.ndarray) -> list[str]:
     """Each frame's publishing ids as a JSON list."""
     _, where = run.id_positions(rows)
     ids = run.id_values[where].tolist()
@@ -74,23 +74,23 @@ def _id_lists(run: FrameRun, rows: np.ndarray) -> list[str]:
     return out
 
 
-def _credit(run: FrameRun, rows: np.ndarray) -> list[str]:
+def _credit(run: HotFrames, rows: np.ndarray) -> list[str]:
     return [f', "subscription_id": {sid}, "credit": {credit}' for sid, credit in
             zip(_field(run, "subscription_id", rows), _field(run, "credit", rows))]  # fmt: skip
 
 
-def _confirm(run: FrameRun, rows: np.ndarray) -> list[str]:
+def _confirm(run: HotFrames, rows: np.ndarray) -> list[str]:
     return [f', "publisher_id": {pid}, "publishing_ids": {ids}' for pid, ids in
             zip(_field(run, "publisher_id", rows), _id_lists(run, rows))]  # fmt: skip
 
 
-def _publish(run: FrameRun, rows: np.ndarray) -> list[str]:
+def _publish(run: HotFrames, rows: np.ndarray) -> list[str]:
     return [f', "publisher_id": {pid}, "publishing_ids": {ids}, "record_count": {count}'
             for pid, ids, count in zip(_field(run, "publisher_id", rows), _id_lists(run, rows),
                                        _field(run, "record_count", rows))]  # fmt: skip
 
 
-def _deliver(run: FrameRun, rows: np.ndarray) -> list[str]:
+def _deliver(run: HotFrames, rows: np.ndarray) -> list[str]:
     committed, has = run.fields["committed_chunk_id"]
     committed = [c if h else "null" for c, h in zip(committed[rows].tolist(),
                                                      has[rows].tolist())]  # fmt: skip

@@ -23,7 +23,7 @@ from streamdissect.protocols.stream.analysis.errors import ErrorCollector
 from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
 from streamdissect.protocols.stream.analysis.lifecycle import LifecycleCollector
 from streamdissect.protocols.stream.analysis.runs import RunAnalysis
-from streamdissect.protocols.stream.hot import FrameRun
+from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.protocols.stream.records import RECORD_CLASSES
 from streamdissect.tables.convert import dataframe
 
@@ -188,7 +188,7 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     lean = _lean_handlers(collectors)
     on_run = RunAnalysis(collectors)
     for ev in events:
-        if ev.__class__ is FrameRun:  # hot frames as columns (Dissector `columns`)
+        if ev.__class__ is HotFrames:  # hot frames as columns (Dissector `columns`)
             on_run(ev)
             last_ns = int(ev.ts_ns[-1])
             if first_ns is None:
