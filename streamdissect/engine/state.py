@@ -226,6 +226,11 @@ class DissectionState:
     # --- tables ----------------------------------------------------------------------
 
     @property
+    def streams(self) -> list[StreamConnection]:
+        """The Stream connections so far, in the order they were numbered."""
+        return sorted(self._streams, key=lambda s: s.order)
+
+    @property
     def connections(self) -> list[ConnectionSummary]:
         rows = []
         for s in self._streams:

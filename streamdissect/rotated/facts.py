@@ -174,7 +174,7 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
     from streamdissect.engine.dissect import endpoint_text
 
     parts = []
-    for stream in sorted(dissector._streams, key=lambda s: s.order):
+    for stream in dissector.streams:
         conn = stream.tcp
         sides = {}
         for side in (0, 1):

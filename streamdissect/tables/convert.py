@@ -128,24 +128,31 @@ def _from_numpy(values, none, kind: str):
     import numpy as np
     import pandas as pd
 
-    missing = np.zeros(len(values), dtype=bool) if none is None else none.copy()
     if kind in _INTEGERS:
-        dtype, low, high = _INTEGERS[kind]
-        if values.dtype.kind == "f":
-            missing |= ~np.isfinite(values) | (values != np.floor(values))
-        # what does not fit the dtype is missing (compared in the values' own type)
-        if low > -(2**63) or values.dtype.kind == "f":
-            missing |= values < low
-        if high < 2**63 - 1 or values.dtype.kind == "f":
-            missing |= values > high
-        data = np.where(missing, 0, values).astype(dtype)
-        return pd.arrays.IntegerArray(data, missing)
+        return pd.arrays.IntegerArray(*_integers(values, none, kind))
+    missing = np.zeros(len(values), dtype=bool) if none is None else none.copy()
     if kind == "float64":
         data = values.astype(np.float64)
         data[missing] = np.nan
         return data
     return _array([None if m else v for v, m in zip(values.tolist(), missing.tolist())], None,
                   kind)
+
+
+def _integers(values, none, kind: str) -> tuple:
+    """(values, missing mask) of an integer column of `kind`: what does not fit its dtype
+    (compared in the values' own type), or is no integer, is missing."""
+    import numpy as np
+
+    missing = np.zeros(len(values), dtype=bool) if none is None else none.copy()
+    dtype, low, high = _INTEGERS[kind]
+    if values.dtype.kind == "f":
+        missing |= ~np.isfinite(values) | (values != np.floor(values))
+    if low > -(2**63) or values.dtype.kind == "f":
+        missing |= values < low
+    if high < 2**63 - 1 or values.dtype.kind == "f":
+        missing |= values > high
+    return np.where(missing, 0, values).astype(dtype), missing
 
 
 def _cast(kind: str):
@@ -198,8 +205,8 @@ def arrow_table(table: str, rows) -> Any:
     arrays = []
     for (values, none), kind in zip(columns, kinds):
         if isinstance(values, np.ndarray) and kind in _INTEGERS:
-            data = _from_numpy(values, none, kind)  # (pandas' masked array: the same rules)
-            array = pa.array(data._data, schema.arrow_type(kind), mask=data._mask)
+            data, missing = _integers(values, none, kind)  # (the pandas column's rules)
+            array = pa.array(data, schema.arrow_type(kind), mask=missing)
         elif isinstance(values, np.ndarray):
             array = typed_array([None if none is not None and none[i] else v
                                  for i, v in enumerate(values.tolist())], kind)  # fmt: skip
