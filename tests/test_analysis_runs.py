@@ -1,6 +1,6 @@
-"""Every table of analyze() made from the bulk engine's HotFrames (analysis.runs: the
-collectors fed a run of hot frames at a time) equals the one made from records by the
-streaming engine, row for row: here on publish/confirm ledgers that are (and are not) the
+"""Every table of analyze() made from the bulk engine's HotFrames (each collector's on_hot:
+a run of hot frames at a time) equals the one made from records by the streaming engine,
+row for row: here on publish/confirm ledgers that are (and are not) the
 usual ascending case; test_lean_report.py runs assert_same_tables on the corpus, its
 made-worse copies and the fuzz findings."""
 
@@ -16,7 +16,8 @@ from test_bulk_engine import _frame
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.engine.dissect import Dissector
 from streamdissect.framing.framer import DELIVER_KEEP_LIMIT
-from streamdissect.protocols.stream.analysis import runs
+from streamdissect.protocols.stream.analysis import hot_input
+from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
 from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.tables import schema
 
@@ -40,9 +41,9 @@ def assert_same_tables(path: Path) -> None:
     """Both ways of feeding a run (over columns, and frame by frame when it is short)."""
     for report_only in (False, True):
         reference = tables(path, "stream", columns=False, report_only=report_only)
-        for short_run in (0, runs.SHORT_RUN, 1 << 30):
+        for short_run in (0, hot_input.SHORT_RUN, 1 << 30):
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(runs, "SHORT_RUN", short_run)
+                patch.setattr(hot_input, "SHORT_RUN", short_run)
                 got = tables(path, "bulk", columns=True, report_only=report_only)
             for name in reference:
                 assert got[name] == reference[name], (name, report_only, short_run)
@@ -98,18 +99,18 @@ LEDGERS = {
 
 
 def ledgers_at_once(monkeypatch) -> list[bool]:
-    """Whether each call of RunAnalysis._ledger_at_once took its ledger over columns (every
-    run over columns, however short)."""
+    """Whether each call of ConfirmCollector._ledger_at_once took its ledger over columns
+    (every run over columns, however short)."""
     at_once: list[bool] = []
-    monkeypatch.setattr(runs, "SHORT_RUN", 0)
-    real = runs.RunAnalysis._ledger_at_once
+    monkeypatch.setattr(hot_input, "SHORT_RUN", 0)
+    real = ConfirmCollector._ledger_at_once
 
     def spy(*args):
         result = real(*args)
         at_once.append(result is not None)
         return result
 
-    monkeypatch.setattr(runs.RunAnalysis, "_ledger_at_once", spy)
+    monkeypatch.setattr(ConfirmCollector, "_ledger_at_once", spy)
     return at_once
 
 

@@ -1,64 +1,26 @@
 """One pass over a capture's frames feeding every analysis; results as pandas tables.
 
 The collectors see each frame once, dispatched by command name, so adding an analysis costs
-only the frames it cares about.
+only the frames it cares about; hot frames as columns (HotFrames) go to each collector's
+`on_hot`. Which collector sees which frame is the protocol's (Collectors).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from streamdissect.analysis.fields import get
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
-from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
-from streamdissect.protocols.stream.analysis.consumption import (
-    DeliveryCollector,
-    ThroughputCollector,
-)
-from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS, CreditCollector
-from streamdissect.protocols.stream.analysis.errors import ErrorCollector
-from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
-from streamdissect.protocols.stream.analysis.lifecycle import LifecycleCollector
-from streamdissect.protocols.stream.analysis.runs import RunAnalysis
+from streamdissect.protocols.stream.analysis.collectors import Collectors
+from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
 from streamdissect.protocols.stream.hot import HotFrames
-from streamdissect.protocols.stream.records import RECORD_CLASSES
 from streamdissect.tables.convert import dataframe
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-@dataclass
-class Collectors:
-    latency: LatencyCollector = field(default_factory=LatencyCollector)
-    confirms: ConfirmCollector = field(default_factory=ConfirmCollector)
-    credit: CreditCollector = field(default_factory=CreditCollector)
-    deliveries: DeliveryCollector = field(default_factory=DeliveryCollector)
-    throughput: ThroughputCollector = field(default_factory=ThroughputCollector)
-    lifecycle: LifecycleCollector = field(default_factory=LifecycleCollector)
-    errors: ErrorCollector = field(default_factory=ErrorCollector)
-
-    def dispatch_table(self) -> dict[str, tuple]:
-        c = self
-        return {
-            "Publish": (c.confirms.on_publish, c.throughput.on_publish),
-            "PublishConfirm": (c.confirms.on_confirm, c.throughput.on_confirm),
-            "PublishError": (c.confirms.on_error, c.errors.on_publish_error),
-            "DeclarePublisher": (c.confirms.on_declare,),
-            "Deliver": (c.credit.on_deliver, c.deliveries.on_deliver, c.throughput.on_deliver),
-            "Credit": (c.credit.on_credit,),
-            "Subscribe": (c.credit.on_subscribe,),
-            "Unsubscribe": (c.credit.on_unsubscribe,),
-            "Heartbeat": (c.lifecycle.on_heartbeat,),
-            "PeerProperties": (c.lifecycle.on_peer_properties,),
-            "SaslAuthenticate": (c.lifecycle.on_sasl_authenticate,),
-            "Tune": (c.lifecycle.on_tune,),
-            "Open": (c.lifecycle.on_open,),
-            "Close": (c.lifecycle.on_close,),
-        }
 
 
 class Analysis:
@@ -74,22 +36,8 @@ class Analysis:
 
     def rows(self, table: str) -> list:
         """The rows behind a table (dicts or tuples in schema order), without pandas."""
-        c = self._c
-        sources = {
-            "connections": lambda: c.lifecycle.rows(self._tcp_connections),
-            "requests": lambda: c.latency.rows,
-            "latency": c.latency.summary,
-            "publishes": lambda: c.confirms.pairs,
-            "confirms": c.confirms.summary,
-            "backlog": lambda: c.confirms.backlog,
-            "credit": self.credit_rows,
-            "stalls": c.credit.stall_rows,
-            "credit_balance": c.credit.balance_rows,
-            "deliveries": lambda: c.deliveries.rows,
-            "throughput": c.throughput.rows,
-            "errors": c.errors.rows,
-            "anomalies": lambda: [_anomaly_row(a) for a in self._anomalies],
-        }
+        sources = self._c.sources(self._tcp_connections)
+        sources["anomalies"] = lambda: [_anomaly_row(a) for a in self._anomalies]
         if table not in sources:
             raise KeyError(table)
         return sources[table]()
@@ -150,9 +98,6 @@ class _DictRecord:
         return self._d.get(name)
 
 
-_ONE_COMMAND = frozenset(RECORD_CLASSES.values())  # (not Malformed, Unknown, dicts)
-
-
 @dataclass(slots=True)
 class _Event:
     ts_ns: int
@@ -162,34 +107,26 @@ class _Event:
 
 
 def analyze_events(events: Iterable, tcp_connections_after=list,
-                   at_once_ms: float = AT_ONCE_MS, report_only: bool = False) -> Analysis:
-    """Feed frame events (objects with ts_ns, connection, direction, record) and anomalies.
+                   at_once_ms: float = AT_ONCE_MS, report_only: bool = False,
+                   tables: Collection[str] | None = None, end_ns: int | None = None) -> Analysis:
+    """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames) and
+    anomalies.
 
     `report_only`: keep only what the analyze report shows (no per-id publishes table, no
     backlog series, no credit balance series, no Deliver CRC check), which is what keeps a
-    large capture quick."""
-    collectors = Collectors(credit=CreditCollector(at_once_ms=at_once_ms,
-                                                   keep_balance=not report_only))
-    if report_only:
-        collectors.confirms = ConfirmCollector(keep_pairs=False, keep_backlog=False)
-        collectors.deliveries = DeliveryCollector(crc=False, compact=True)
-    dispatch = collectors.dispatch_table()
-    on_any = collectors.lifecycle.on_any
-    on_call = collectors.latency.on_frame
-    on_code = collectors.errors.on_response
+    large capture quick. `tables`: make only these (the others are empty). `end_ns`: the
+    capture's end, where stalls still open end (by default the last frame's time)."""
+    collectors = Collectors.made(at_once_ms, report_only, tables)
     anomalies = AnomalyLog()
     first_ns = last_ns = None
-    # (command, has a code field) -> what to call, in order: on_any, latency (unless
-    # NOT_CALLS), the errors collector (it skips OK codes itself), the command's collectors
-    handlers_of: dict = {}
-    # The same by record class, for the classes of one command: their `command` is a
-    # property, and this skips it once per frame.
+    # what to call for a record of a class whose records all get the same calls
     handlers_of_class: dict = {}
     lean = _lean_handlers(collectors)
-    on_run = RunAnalysis(collectors)
+    on_hot = collectors.hot_handlers()
     for ev in events:
         if ev.__class__ is HotFrames:  # hot frames as columns (Dissector `columns`)
-            on_run(ev)
+            for handler in on_hot:
+                handler(ev)
             last_ns = int(ev.ts_ns[-1])
             if first_ns is None:
                 first_ns = int(ev.ts_ns[0])
@@ -210,16 +147,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             if isinstance(rec, dict):  # collectors read fields as attributes
                 ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
                 rec = ev.record
-            command = rec.command
-            # a record class whose frames have no code field never reaches the errors table
-            spec = getattr(cls, "spec", None) if cls in _ONE_COMMAND else None
-            coded = spec is None or bool(spec.code)
-            handlers = handlers_of.get((command, coded))
-            if handlers is None:
-                calls = (on_any,) if command is None or command in NOT_CALLS else (on_any, on_call)
-                handlers = handlers_of[(command, coded)] = (
-                    *calls, *((on_code,) if coded else ()), *dispatch.get(command, ()))
-            if cls in _ONE_COMMAND:
+            handlers, same_for_class = collectors.handlers(rec)
+            if same_for_class:
                 handlers_of_class[cls] = handlers
         last_ns = ev.ts_ns
         if first_ns is None:
@@ -227,11 +156,7 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
         for handler in handlers:
             handler(ev)
     tcp_connections = tcp_connections_after()
-    for conn in tcp_connections:
-        if get(conn, "tcp_end") in ("fin", "rst") and get(conn, "end_ns") is not None:
-            collectors.credit.end_connection(get(conn, "connection"), get(conn, "end_ns"))
-    collectors.credit.finish(last_ns or 0)
-    collectors.confirms.finish()
+    collectors.finish(tcp_connections, end_ns if end_ns is not None else last_ns or 0)
     return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns)
 
 

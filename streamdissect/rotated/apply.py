@@ -5,8 +5,9 @@
   of the cuts left out.
 - `chain_frames`: a piece's frames of its chain parts, renamed and moved, with their place
   (`_piece`, `_row`) for putting a chain's frames back in capture order.
-- `chain_tables`: a chain's frames from every piece and across every cut, in order, and the
-  same columnar analysis a whole capture gets (analysis.columns).
+- `chain_tables`: a chain's frames from every piece and across every cut, in order, turned
+  back into events (tables.events) and analysed by the collectors a whole capture's events
+  go to (analysis.driver.analyze_events).
 """
 
 from __future__ import annotations
@@ -175,30 +176,32 @@ def _ts(frames: Any) -> np.ndarray:
 
 def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | None = None,
                  only: tuple[str, ...] = ()) -> dict:  # fmt: skip
-    """Every analysis table of one chain (analysis.columns.tables), from its parts' frames
-    (chain_frames of every piece) and the frames across its cuts (cut_frames). Throughput
-    and errors, which add up over frames, are the chain's less what its parts' frames
-    counted in their pieces. `only`: more tables than CHAIN_TABLES (the per-id ones)."""
+    """Every table of CHAIN_TABLES of one chain (and those in `only`: the per-id ones, as a
+    piece analysed with report_only off makes them), from its parts' frames (chain_frames
+    of every piece) and the frames across its cuts (cut_frames), as pyarrow Tables.
+    Throughput and errors, which add up over frames, are the chain's less what its parts'
+    frames counted in their pieces."""
     import pyarrow.compute as pc
 
-    from streamdissect.protocols.stream.analysis import columns
+    from streamdissect.analysis.driver import analyze_events
+    from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
+    from streamdissect.tables.events import frame_events
 
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
     frames = in_order(kept, cut)
     c2s = pc.sum(pc.equal(frames["direction"], "c2s")).as_py() or 0
     summary = replace(chain.summary, frames_c2s=c2s, frames_s2c=frames.num_rows - c2s)
-    tables = columns.tables(frames, [summary], at_once_ms, end_ns=chain.capture_end_ns,
-                            only=CHAIN_TABLES + only)  # fmt: skip
-    counted = parts_frames.select(schema_names())
-    for table in ("throughput", "errors"):
-        tables[table] = _less(tables[table], getattr(columns, table)(counted), table)
+    wanted = CHAIN_TABLES + only
+    analysis = analyze_events(frame_events(frames), tcp_connections_after=lambda: [summary],
+                              at_once_ms=AT_ONCE_MS if at_once_ms is None else at_once_ms,
+                              report_only=not only, tables=wanted,
+                              end_ns=chain.capture_end_ns)  # fmt: skip
+    tables = {table: analysis.arrow(table) for table in wanted}
+    summed = ("throughput", "errors")
+    counted = analyze_events(frame_events(parts_frames), tables=summed)
+    for table in summed:
+        tables[table] = _less(tables[table], counted.arrow(table), table)
     return tables
-
-
-def schema_names() -> list[str]:
-    from streamdissect.tables import schema
-
-    return schema.column_names("frames")
 
 
 def _less(total: Any, counted: Any, table: str) -> Any:

@@ -5,6 +5,10 @@ of an id is the time from the Publish frame carrying it to the frame naming it. 
 outstanding at the end are 'unconfirmed'; confirms for ids we never saw published (capture
 began late) are counted as unmatched, never as negative lag. A DeclarePublisher reusing a
 publisher id closes the previous ledger's outstanding ids as unconfirmed.
+
+Hot frames as columns (`on_hot`): a ledger's Publish and PublishConfirm frames of a run are
+applied at once when they are the usual case (ids published in ascending order, confirmed
+from the front); any other ledger's go through publish() and confirm(), one by one, in order.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ from array import array
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
+
+import numpy as np
 
 from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import pair
 from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.codes import code_name
+from streamdissect.protocols.stream.hot import CONFIRM_KEY, PUBLISH_KEY, HotFrames
 from streamdissect.protocols.stream.publish import id_run
 from streamdissect.tables.schema import BACKLOG, PUBLISHES
 
@@ -188,6 +197,121 @@ class ConfirmCollector:
         self.pairs.extend(rows)
         self._backlog_point(ts, connection, pid, led)
 
+    def on_hot(self, run: HotFrames) -> None:
+        """The Publish and PublishConfirm frames of hot frames as columns, per ledger."""
+        if hot_input.is_short(run):
+            for i, key, ts, connection, _, _, pid, records in hot_input.frames_of(
+                    run, (PUBLISH_KEY, CONFIRM_KEY), ("publisher_id", "record_count")):  # fmt: skip
+                if key == PUBLISH_KEY:
+                    self.publish(connection, ts, pid, run.ids(i), records)
+                else:
+                    self.confirm(connection, ts, pid, run.ids(i))
+            return
+        rows = np.flatnonzero((run.key == PUBLISH_KEY) | (run.key == CONFIRM_KEY))
+        if not len(rows):
+            return
+        # Backlog points and pairs rows of every ledger, put in frame order at the end.
+        backlog, pairs = self.backlog, self.pairs
+        points: list = []
+        pair_parts: list = []
+        if self.keep_backlog:
+            self.backlog = []
+        pid = run.fields["publisher_id"][0][rows]
+        group = run.connection[rows] * 256 + pid
+        for g in hot_input.groups(group, first_seen=True):
+            mine = rows[group == g]
+            connection = run.connections[g // 256]
+            after = self._ledger_at_once(run, mine, connection, g % 256, pair_parts)
+            if after is None:
+                after = self._ledger_one_by_one(run, mine, connection, g % 256, pair_parts)
+            points.append((mine, connection, g % 256, after))
+        self.backlog, self.pairs = backlog, pairs
+        if self.keep_backlog:
+            _backlog_in_order(backlog, run, points)
+        if pair_parts:
+            _pairs_in_order(pairs, pair_parts)
+
+    def _ledger_one_by_one(self, run: HotFrames, rows: np.ndarray, connection: str, pid: int,
+                           pair_parts: list) -> list:  # fmt: skip
+        """The ledger's frames through publish() and confirm(), in order; the backlog after
+        each."""
+        records = run.fields["record_count"][0]
+        after = []
+        made, at = [], []  # pairs rows, and the frame each came with
+        if self.keep_pairs:
+            self.pairs = made
+        for i in rows.tolist():
+            ids = run.ids(i)
+            before = len(made)
+            if run.key[i] == PUBLISH_KEY:
+                self.publish(connection, int(run.ts_ns[i]), pid, ids, int(records[i]))
+            else:
+                self.confirm(connection, int(run.ts_ns[i]), pid, ids)
+            at += [i] * (len(made) - before)
+            if self.keep_backlog:
+                after.append(self.backlog.pop()[3])
+        if made:
+            pair_parts.append((np.asarray(at, dtype=np.int64),
+                               [list(column) for column in zip(*made)]))  # fmt: skip
+        return after
+
+    def _ledger_at_once(self, run: HotFrames, rows: np.ndarray, connection: str, pid: int,
+                        pair_parts: list) -> np.ndarray | None:  # fmt: skip
+        """One ledger's frames of the run over columns, when that is exact: the ids of every
+        frame one by one upwards and above every earlier one (those outstanding included),
+        the confirms naming exactly the oldest outstanding ids, each after its Publish.
+        Returns the number outstanding after each frame (None: not exact, nothing changed)."""
+        led = self._ledger(connection, pid)
+        frame_of, where = run.id_positions(rows)
+        ids = run.id_values[where]
+        if len(ids) and ids.max() > hot_input.U63:
+            return None
+        ids = ids.astype(np.int64)
+        is_publish = run.key[rows] == PUBLISH_KEY
+        publish_of = is_publish[frame_of]
+        published, confirmed = ids[publish_of], ids[~publish_of]
+        pub_frame, conf_frame = frame_of[publish_of], frame_of[~publish_of]
+        if np.any((frame_of[1:] == frame_of[:-1]) & (np.diff(ids) != 1)):  # (within a frame)
+            return None
+        if len(published) > 1 and np.any(np.diff(published) <= 0):
+            return None
+        # the outstanding queue: its ids and publish times, then this run's published ids
+        old_ids, old_ts = _outstanding(led)
+        if old_ids is None:
+            return None
+        if len(old_ids) and len(published) and published[0] <= old_ids[-1]:
+            return None
+        n_confirmed = len(confirmed)
+        if n_confirmed > len(old_ids) + len(published):
+            return None
+        take_new = max(0, n_confirmed - len(old_ids))
+        take_old = n_confirmed - take_new
+        if not np.array_equal(np.concatenate((old_ids[:take_old], published[:take_new])),
+                              confirmed):  # fmt: skip
+            return None
+        if take_new and np.any(pub_frame[:take_new] >= conf_frame[take_old:]):
+            return None  # (a confirm before the Publish of its id)
+        # Exact: apply.
+        ts = run.ts_ns[rows]
+        confirm_ts = ts[conf_frame]
+        sent = np.concatenate((old_ts[:take_old], ts[pub_frame[:take_new]]))
+        lags = (confirm_ts - sent) / 1e6
+        led.lags_ms.extend(array("d", lags.tobytes()))
+        led.confirmed += n_confirmed
+        led.published += len(published)
+        counts = np.maximum(run.id_counts[rows], 0)
+        record_count = run.fields["record_count"][0][rows]
+        led.records += int(np.where(record_count > 0, record_count, counts)[is_publish].sum())
+        if self.keep_pairs and n_confirmed:
+            n = n_confirmed
+            pair_parts.append((rows[conf_frame], [
+                [connection] * n, np.full(n, pid), confirmed, sent, confirm_ts, lags,
+                ["confirmed"] * n, [None] * n]))  # fmt: skip
+        left_ids = np.concatenate((old_ids[take_old:], published[take_new:]))
+        left_ts = np.concatenate((old_ts[take_old:], ts[pub_frame[take_new:]]))
+        _keep_outstanding(led, left_ids, left_ts, as_runs=not self.keep_pairs)
+        return len(old_ids) + np.cumsum(np.where(is_publish, counts, -counts))
+
     def on_error(self, ev) -> None:
         rec = ev.record
         pid = getattr(rec, "publisher_id", None)
@@ -238,3 +362,75 @@ class ConfirmCollector:
             row.update(stats)
             rows.append(row)
         return rows
+
+
+def _outstanding(led: _Ledger) -> tuple:
+    """The ledger's outstanding ids and their publish times, oldest first: from its runs, or
+    from its dict when the ids there go up in the order they were published; (None, None)
+    for any other dict."""
+    if led.runs:
+        ids = np.concatenate([np.arange(first, last + 1, dtype=np.int64)
+                              for first, last, _ in led.runs])  # fmt: skip
+        ts = np.concatenate([np.full(last - first + 1, t, dtype=np.int64)
+                             for first, last, t in led.runs])  # fmt: skip
+        return ids, ts
+    if not led.outstanding:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ids = np.fromiter(led.outstanding.keys(), dtype=np.uint64, count=len(led.outstanding))
+    if ids.max() > hot_input.U63:
+        return None, None
+    ids = ids.astype(np.int64)
+    if len(ids) > 1 and np.any(np.diff(ids) <= 0):
+        return None, None
+    return ids, np.fromiter(led.outstanding.values(), dtype=np.int64, count=len(ids))
+
+
+def _keep_outstanding(led: _Ledger, ids: np.ndarray, ts: np.ndarray, as_runs: bool) -> None:
+    """The ids left outstanding, as the ledger keeps them: ascending runs (report mode) or
+    its dict of id -> publish time (when pairs are kept, it never makes runs)."""
+    led.runs.clear()
+    led.outstanding.clear()
+    led.in_runs = 0
+    if not len(ids):
+        return
+    if not as_runs:
+        led.outstanding.update(zip(ids.tolist(), ts.tolist()))
+        return
+    breaks = np.flatnonzero((np.diff(ids) != 1) | (np.diff(ts) != 0)) + 1
+    starts = np.r_[0, breaks]
+    stops = np.r_[breaks, len(ids)] - 1
+    led.runs.extend([first, last, t] for first, last, t in zip(
+        ids[starts].tolist(), ids[stops].tolist(), ts[starts].tolist()))  # fmt: skip
+    led.in_runs = len(ids)
+
+
+def _pairs_in_order(pairs: Any, parts: list) -> None:
+    """The ledgers' pairs rows of a run (part: the frame of each row, its columns) in frame
+    order, onto the collector's pairs."""
+    if len(parts) == 1:  # (one publisher confirmed in the run: in order already)
+        columns = parts[0][1]
+        pairs.extend_columns([(c, None) for c in columns], len(parts[0][0]))
+        return
+    at = np.concatenate([frames for frames, _ in parts])
+    order = np.argsort(at, kind="stable")
+    columns = []
+    for i in range(len(parts[0][1])):
+        pieces = [columns_[i] for _, columns_ in parts]
+        if all(isinstance(p, np.ndarray) for p in pieces):
+            columns.append((np.concatenate(pieces)[order], None))
+        else:
+            every = [v for p in pieces for v in (p.tolist() if isinstance(p, np.ndarray) else p)]
+            columns.append(([every[k] for k in order.tolist()], None))
+    pairs.extend_columns(columns, len(at))
+
+
+def _backlog_in_order(backlog: Any, run: HotFrames, points: list) -> None:
+    """The ledgers' backlog points of a run (after each of their frames) in frame order."""
+    rows = np.concatenate([mine for mine, _, _, _ in points])
+    order = np.argsort(rows, kind="stable")
+    names = [name for mine, name, _, _ in points for _ in range(len(mine))]
+    pids = np.concatenate([np.full(len(mine), pid) for mine, _, pid, _ in points])
+    counts = np.concatenate([np.asarray(after, dtype=np.int64) for _, _, _, after in points])
+    backlog.extend_columns([(run.ts_ns[rows][order], None),
+                            ([names[k] for k in order.tolist()], None), (pids[order], None),
+                            (counts[order], None)], len(rows))  # fmt: skip

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import get
+from streamdissect.protocols.stream.analysis import hot_input
+from streamdissect.protocols.stream.hot import CONFIRM_KEY, DELIVER_KEY, PUBLISH_KEY, HotFrames
 
 NS_PER_S = 1_000_000_000
+# A Deliver's fields in hot frames, as hot_input.frames_of gives them
+DELIVER_FIELDS = ("subscription_id", "record_count", "chunk_id", "committed_chunk_id",
+                  "chunk_timestamp_ms", "num_entries", "chunk_type")  # fmt: skip
 
 
 class DeliveryCollector:
@@ -53,6 +60,49 @@ class DeliveryCollector:
         self.rows.append((ts, connection, sid, first, num_records, num_entries, chunk_type,
                           chunk_ts, committed, lag, latency, size, crc_ok))  # fmt: skip
 
+    def on_hot(self, run: HotFrames) -> None:
+        """The Deliver frames of hot frames as columns: their rows at once."""
+        if not self.keep_rows:
+            return
+        if hot_input.is_short(run):
+            self._hot_one_by_one(run)
+            return
+        rows = np.flatnonzero(run.key == DELIVER_KEY)
+        if not len(rows):
+            return
+        f = run.fields
+        ts = run.ts_ns[rows]
+        first, committed = f["chunk_id"][0][rows], f["committed_chunk_id"][0][rows]
+        has_committed = f["committed_chunk_id"][1][rows]
+        chunk_ts = f["chunk_timestamp_ms"][0][rows]
+        if max(int(committed.max()), int(first.max())) > hot_input.U63:  # (u64: Python's ints)
+            lag = [c - f for c, f in zip(committed.tolist(), first.tolist())]
+        else:
+            lag = np.where(has_committed, committed.astype(np.int64) - first.astype(np.int64), 0)
+        columns = [
+            (ts, None), ([run.connections[n] for n in run.connection[rows].tolist()], None),
+            (f["subscription_id"][0][rows], None), (first, None),
+            (f["record_count"][0][rows], None), (f["num_entries"][0][rows], None),
+            (f["chunk_type"][0][rows], None), (chunk_ts, None),
+            (committed, ~has_committed), (lag, ~has_committed),
+            (ts / 1e6 - chunk_ts, None), (run.size[rows], None),
+            (run.crc[rows] == 1, (run.crc[rows] < 0) | (not self.crc)),
+        ]  # fmt: skip
+        if isinstance(self.rows, list):  # (not compact: the tuples themselves)
+            self.rows.extend(zip(*[hot_input.cells(values, none) for values, none in columns]))
+        else:
+            self.rows.extend_columns(columns, len(rows))
+
+    def _hot_one_by_one(self, run: HotFrames) -> None:
+        has_committed = run.fields["committed_chunk_id"][1]
+        for frame in hot_input.frames_of(run, (DELIVER_KEY,), DELIVER_FIELDS):
+            i, _, ts, connection, _, size, sid, records, first, committed, chunk_ts, entries, \
+                chunk_type = frame
+            crc = int(run.crc[i])
+            crc_ok = None if crc < 0 or not self.crc else crc == 1
+            self.deliver(connection, ts, sid, committed if has_committed[i] else None, first,
+                         chunk_ts, records, entries, chunk_type, size, crc_ok)  # fmt: skip
+
 
 class ThroughputCollector:
     """Messages and bytes per one-second bucket of capture time."""
@@ -84,6 +134,46 @@ class ThroughputCollector:
         b = self._buckets[ts // NS_PER_S]
         b[3] += record_count or 0
         b[4] += (size or 0) + 4
+
+    def on_hot(self, run: HotFrames) -> None:
+        """Hot frames as columns: summed per second with numpy."""
+        key = run.key
+        if hot_input.is_short(run):
+            for i, key, ts, _, _, size, records in hot_input.frames_of(
+                    run, (PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY), ("record_count",)):  # fmt: skip
+                if key == PUBLISH_KEY:
+                    self.published(ts, records, size)
+                elif key == CONFIRM_KEY:
+                    self.confirmed(ts, int(run.id_counts[i]))
+                else:
+                    self.delivered(ts, records, size)
+            return
+        records = np.where(run.fields["record_count"][1], run.fields["record_count"][0], 0)
+        size = run.size.astype(np.int64) + 4
+        publish, deliver = key == PUBLISH_KEY, key == DELIVER_KEY
+        confirmed = np.where(key == CONFIRM_KEY, np.maximum(run.id_counts, 0), 0)
+        wanted = publish | deliver | (key == CONFIRM_KEY)
+        if not wanted.any():
+            return
+        seconds = run.ts_ns[wanted] // NS_PER_S
+        low = int(seconds.min())
+        if int(seconds.max()) - low < 1 << 16:  # (a run spans a few seconds: no sort)
+            where = seconds - low
+            present = np.bincount(where)
+            found = np.flatnonzero(present) + low
+            where = (np.cumsum(present > 0) - 1)[where]
+        else:
+            found, where = np.unique(seconds, return_inverse=True)
+        sums = []
+        for values in (np.where(publish, records, 0), np.where(publish, size, 0), confirmed,
+                       np.where(deliver, records, 0), np.where(deliver, size, 0)):
+            sums.append(np.bincount(where, weights=values[wanted].astype(np.float64),
+                                    minlength=len(found)).astype(np.int64).tolist())
+        buckets = self._buckets
+        for k, second in enumerate(found.tolist()):
+            bucket = buckets[second]
+            for i in range(5):
+                bucket[i] += sums[i][k]
 
     def rows(self) -> list[tuple]:
         return [(sec * NS_PER_S, *vals) for sec, vals in sorted(self._buckets.items())]

@@ -8,6 +8,10 @@ stalling Deliver v2's committed chunk id is ahead of that chunk. A subscription 
 Subscribe was not captured has no known balance, so no stall is claimed for it.
 Each known balance, after every frame that changes it, is a row of the credit_balance table
 (kept unless `keep_balance` is off).
+
+Hot frames as columns (`on_hot`): a subscription's Credit and Deliver frames of a run are
+applied at once, the balance as a running sum, a stall opened by a Deliver that leaves no
+credit and closed by a Credit that restores some.
 """
 
 from __future__ import annotations
@@ -15,9 +19,15 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from streamdissect.analysis.fields import get
+from streamdissect.protocols.stream.analysis import hot_input
+from streamdissect.protocols.stream.hot import CREDIT_KEY, DELIVER_KEY, HotFrames
 
 AT_ONCE_MS = 50.0
+# Credit's and Deliver's fields in hot frames, as hot_input.frames_of gives them
+HOT_FIELDS = ("subscription_id", "credit", "record_count", "chunk_id", "committed_chunk_id")
 
 
 class Stall:
@@ -187,6 +197,39 @@ class CreditCollector:
             sub.open_stall = Stall(connection, sub.subscription_id, ts, ahead)
             sub.stalls.append(sub.open_stall)
 
+    def on_hot(self, run: HotFrames) -> None:
+        """The Credit and Deliver frames of hot frames as columns, per subscription."""
+        if hot_input.is_short(run):
+            self._hot_one_by_one(run)
+            return
+        key = run.key
+        rows = np.flatnonzero((key == CREDIT_KEY) | (key == DELIVER_KEY))
+        if not len(rows):
+            return
+        sid = run.fields["subscription_id"][0][rows]
+        group = run.connection[rows] * 256 + sid
+        committed, ok_committed = run.fields["committed_chunk_id"]
+        chunk_id, ok_chunk = run.fields["chunk_id"]
+        ahead = ok_committed & ok_chunk & (committed > chunk_id)
+        records = run.fields["record_count"][0]
+        amount = run.fields["credit"][0]
+        for g in hot_input.groups(group, first_seen=True):
+            mine = rows[group == g]
+            sub = self.subscription(run.connections[g // 256], g % 256)
+            _apply_columns(sub, self.at_once_ns, {
+                "ts": run.ts_ns[mine], "amount": amount[mine], "records": records[mine],
+                "ahead": ahead[mine], "credit": key[mine] == CREDIT_KEY})  # fmt: skip
+
+    def _hot_one_by_one(self, run: HotFrames) -> None:
+        has_committed = run.fields["committed_chunk_id"][1]
+        for frame in hot_input.frames_of(run, (CREDIT_KEY, DELIVER_KEY), HOT_FIELDS):
+            i, key, ts, connection, _, _, sid, amount, records, first, committed = frame
+            if key == CREDIT_KEY:
+                self.credit(connection, ts, sid, amount)
+            else:
+                self.deliver(connection, ts, sid, records, committed if has_committed[i] else None,
+                             first)  # fmt: skip
+
     def on_unsubscribe(self, ev) -> None:
         rec = ev.record
         if getattr(rec, "response", None):
@@ -243,8 +286,6 @@ class CreditCollector:
     def balance_rows(self):
         """The credit_balance table's rows (CompactRows: tuples in schema order), subscription
         by subscription as in summary(), each in capture order."""
-        import numpy as np
-
         from streamdissect.analysis.compact import CompactRows
 
         rows = CompactRows(4)
@@ -260,3 +301,47 @@ class CreditCollector:
 
     def stall_rows(self) -> list[dict]:
         return [stall.as_dict() for sub in self._all() for stall in sub.stalls]
+
+
+def _apply_columns(sub: _Subscription, at_once_ns: int, run: dict) -> None:
+    """Credit requests and Delivers of one subscription, in order (columns: ts, amount,
+    records, ahead, credit), as CreditCollector's _granted and deliver apply them one by one."""
+    is_credit = run["credit"]
+    is_deliver = ~is_credit
+    ts = run["ts"]
+    sub.granted += int(run["amount"][is_credit].sum())
+    sub.credit_frames += int(np.count_nonzero(is_credit))
+    sub.chunks += int(np.count_nonzero(is_deliver))
+    sub.records += int(run["records"][is_deliver].sum())
+    delivers = np.flatnonzero(is_deliver)
+    if sub.awaiting_deliver is not None and len(delivers):  # (a stall ended before this run)
+        if ts[delivers[0]] - sub.awaiting_deliver.end_ns <= at_once_ns:
+            sub.awaiting_deliver.broker_had_more = True
+        sub.awaiting_deliver = None
+    if sub.balance is None:  # no Subscribe seen (or refused): no balance, no stall
+        return
+    balance = sub.balance + np.cumsum(np.where(is_credit, run["amount"], -1))
+    sub.note_many(ts, balance)
+    opens = is_deliver & (balance <= 0)
+    closes = is_credit & (balance > 0)
+    decisive = np.flatnonzero(opens | closes)
+    kind = opens[decisive]  # True: a Deliver that leaves no credit; False: a Credit restoring
+    before = np.r_[sub.open_stall is not None, kind[:-1]]
+    for at, is_open, was_open in zip(decisive.tolist(), kind.tolist(), before.tolist()):
+        if is_open and not was_open:
+            stall = Stall(sub.connection, sub.subscription_id, int(ts[at]), bool(run["ahead"][at]))
+            sub.stalls.append(stall)
+            sub.open_stall = stall
+        elif not is_open and was_open:
+            stall = sub.open_stall
+            stall.end_ns = int(ts[at])
+            stall.ended_by = "credit"
+            stall.duration_ms = (stall.end_ns - stall.start_ns) / 1e6
+            sub.open_stall = None
+            later = delivers[delivers > at]
+            nxt = int(later[0]) if later.size else None
+            if nxt is None:
+                sub.awaiting_deliver = stall  # (the next Deliver comes in a later run)
+            elif ts[nxt] - stall.end_ns <= at_once_ns:
+                stall.broker_had_more = True
+    sub.balance = int(balance[-1])

@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from streamdissect.analysis.fields import get
+from streamdissect.protocols.stream.analysis import hot_input
+from streamdissect.protocols.stream.hot import DIRECTIONS, HEARTBEAT_KEY, HotFrames
 
 NS_PER_S = 1_000_000_000
 
@@ -62,6 +66,36 @@ class LifecycleCollector:
             if previous is not None and ts - previous > 2 * c.heartbeat * NS_PER_S:
                 c.missed_gaps += 1
         last_seen[direction] = ts
+
+    def on_hot(self, run: HotFrames) -> None:
+        """Hot frames as columns: seen() for each, heartbeat() for each Heartbeat, per
+        connection and direction at once."""
+        if hot_input.is_short(run):
+            for _, key, ts, connection, direction, _ in hot_input.frames_of(run, None):
+                self.seen(connection, direction, ts)
+                if key == HEARTBEAT_KEY:
+                    self.heartbeat(connection, direction)
+            return
+        # first_ns and last_ns: the connection's first and last frames in the run's order
+        for number, name in enumerate(run.connections):
+            rows = np.flatnonzero(run.connection == number)
+            if len(rows):
+                c = self._conn(name)
+                if c.first_ns is None:
+                    c.first_ns = int(run.ts_ns[rows[0]])
+                c.last_ns = int(run.ts_ns[rows[-1]])
+        group = run.connection * 2 + run.direction
+        for g in hot_input.groups(group):
+            rows = np.flatnonzero(group == g)
+            connection, direction = run.connections[g // 2], DIRECTIONS[g % 2]
+            ts = run.ts_ns[rows]
+            c = self._conn(connection)
+            previous = c.last_seen.get(direction)
+            if c.heartbeat:
+                gaps = np.diff(ts) if previous is None else np.diff(ts, prepend=previous)
+                c.missed_gaps += int(np.count_nonzero(gaps > 2 * c.heartbeat * NS_PER_S))
+            c.last_seen[direction] = int(ts[-1])
+            c.heartbeats[direction] += int(np.count_nonzero(run.key[rows] == HEARTBEAT_KEY))
 
     def on_heartbeat(self, ev) -> None:
         self.heartbeat(ev.connection, ev.direction)
