@@ -137,17 +137,17 @@ class ThroughputCollector:
 
     def on_hot(self, run: HotFrames) -> None:
         """Hot frames as columns: summed per second with numpy."""
-        key = run.key
         if hot_input.is_short(run):
-            for i, key, ts, _, _, size, records in hot_input.frames_of(
+            for i, kind, ts, _, _, size, records in hot_input.frames_of(
                     run, (PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY), ("record_count",)):  # fmt: skip
-                if key == PUBLISH_KEY:
+                if kind == PUBLISH_KEY:
                     self.published(ts, records, size)
-                elif key == CONFIRM_KEY:
+                elif kind == CONFIRM_KEY:
                     self.confirmed(ts, int(run.id_counts[i]))
                 else:
                     self.delivered(ts, records, size)
             return
+        key = run.key
         records = np.where(run.fields["record_count"][1], run.fields["record_count"][0], 0)
         size = run.size.astype(np.int64) + 4
         publish, deliver = key == PUBLISH_KEY, key == DELIVER_KEY
