@@ -26,6 +26,7 @@ from .layers import (
     StreamTruncated,
     StreamUnknown,
 )
+from . import reassembly  # noqa: F401  (importing it wraps TCPSession.recv: see there)
 from .settings import conf
 
 bind_port(DEFAULT_PORT)
