@@ -260,7 +260,9 @@ def test_a_real_clients_big_batches_come_whole_with_no_false_gap(batch_capture, 
     assert [[m.publishing_id for m in p.messages] for p in publishes] == client["batches"]
     assert [p.message_count for p in publishes] == list(BATCHES)
     assert all(m.entry == b"m%05d" % i for p in publishes for i, m in enumerate(p.messages))
-    assert all(f.gap_before == 0 and f.anomalies == [] for f in frames)
+    noted = [(f.sender, f.stream_offset, f.gap_before, f.anomalies[:3]) for f in frames
+             if f.gap_before or f.anomalies]  # fmt: skip
+    assert noted == []
     assert "Maximum amount of items" not in caplog.text
     confirmed = sorted(i for f in frames if PublishConfirm in f
                        for i in f[PublishConfirm].publishing_ids)  # fmt: skip
