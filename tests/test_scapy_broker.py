@@ -210,25 +210,6 @@ def own_connections(raw: Path, token: bytes, out: Path, port: int = 5552) -> Pat
     return out
 
 
-def record(client: str, args: list[str], path: Path, port: int = 5552) -> str:
-    """Run a client script while tcpdump records lo; the client's standard output."""
-    import subprocess
-    import sys as _sys
-
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-B", "65536", "-U", "-w", str(path),
-                             f"tcp port {port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        time.sleep(1.0)
-        out = subprocess.run([_sys.executable, "-c", client, *args], capture_output=True,
-                             text=True, timeout=180, check=True).stdout  # fmt: skip
-        time.sleep(0.5)
-    finally:
-        dump.terminate()
-        dump.wait(10)
-    return out
-
-
 @pytest.fixture(scope="module")
 def batch_capture(tmp_path_factory) -> tuple[Path, dict]:
     """rstream publishing batches of 101, 1,000 and 10,000 messages to the 3.10 broker, then
@@ -237,7 +218,9 @@ def batch_capture(tmp_path_factory) -> tuple[Path, dict]:
 
     folder = tmp_path_factory.mktemp("batches")
     token = f"sd-batch-run-{uuid.uuid4().hex[:8]}"
-    out = record(BATCH_CLIENT, [token, *map(str, BATCHES)], folder / "raw.pcap")
+    from conftest import record_on_lo
+
+    out = record_on_lo(folder / "raw.pcap", BATCH_CLIENT, token, *map(str, BATCHES), timeout=180)
     client = json.loads(out.splitlines()[-1])
     return own_connections(folder / "raw.pcap", token.encode(), folder / "run.pcap"), client
 
@@ -250,7 +233,7 @@ def test_a_real_clients_big_batches_come_whole_with_no_false_gap(batch_capture, 
     from scapy.all import sniff
     from scapy.config import conf as scapy_conf
 
-    from streamdissect.scapy import Deliver, Publish, PublishConfirm
+    from streamdissect.scapy import Deliver, Publish, PublishConfirm, StreamMalformed
 
     path, client = batch_capture
     assert scapy_conf.max_list_count == 100
@@ -260,9 +243,12 @@ def test_a_real_clients_big_batches_come_whole_with_no_false_gap(batch_capture, 
     assert [[m.publishing_id for m in p.messages] for p in publishes] == client["batches"]
     assert [p.message_count for p in publishes] == list(BATCHES)
     assert all(m.entry == b"m%05d" % i for p in publishes for i, m in enumerate(p.messages))
+    # (loopback retransmits now and then under load: a retransmission is said, and is no gap)
+    lost = ("gap", "resync", "truncated", "malformed", "not_captured", "out_of_order")
     noted = [(f.sender, f.stream_offset, f.gap_before, f.anomalies[:3]) for f in frames
-             if f.gap_before or f.anomalies]  # fmt: skip
+             if f.gap_before or any(n.startswith(lost) for n in f.anomalies)]  # fmt: skip
     assert noted == []
+    assert not [f for f in frames if isinstance(f.payload, StreamMalformed)]
     assert "Maximum amount of items" not in caplog.text
     confirmed = sorted(i for f in frames if PublishConfirm in f
                        for i in f[PublishConfirm].publishing_ids)  # fmt: skip

@@ -7,9 +7,6 @@ as `analyze`'s requests table pairs them (the reference, held to truth files els
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import worsen
+from conftest import record_on_lo
 from test_wireshark import latency_from_trees, plugin, streamdissect  # noqa: F401 (fixture)
 from tshark_pdml import pdus
 
@@ -56,16 +54,7 @@ def concurrent_capture(tmp_path_factory) -> Path:
     """The run's own connections (the broker may serve other runs too)."""
     folder = tmp_path_factory.mktemp("concurrent")
     raw, token = folder / "raw.pcap", f"sd-conc-{uuid.uuid4().hex[:8]}"
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-w", str(raw), f"tcp port {PORT}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        time.sleep(1.0)
-        subprocess.run([sys.executable, "-c", CLIENT, token, str(CONNECTIONS), str(PORT)],
-                       check=True, timeout=120, capture_output=True)  # fmt: skip
-        time.sleep(0.5)
-    finally:
-        dump.terminate()
-        dump.wait(10)
+    record_on_lo(raw, CLIENT, token, str(CONNECTIONS), str(PORT), port=PORT, timeout=120)
     linktype, packets = worsen.read_pcap(raw)
     ours = set()
     for _, data, _ in packets:
