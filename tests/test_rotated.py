@@ -86,6 +86,11 @@ def first_times(paths: list[Path]) -> list[int]:
     return [worsen.read_pcap(p)[1][0][0] for p in paths]
 
 
+def piece_of(starts: list[int], ts: int) -> int:
+    """The piece a time falls in, by the pieces' first times."""
+    return max(k for k, start in enumerate(starts) if start <= ts)
+
+
 def test_big_frames_across_cuts(over_limit_capture, tmp_path):
     """Publish frames of 400 kB and Deliver chunks above the negotiated frame max, cut
     mid-frame: a later piece's frames above the limit negotiated in an earlier one are
@@ -108,12 +113,8 @@ def test_big_frames_across_cuts(over_limit_capture, tmp_path):
         k = min(range(1, pieces), key=lambda k: abs(at - k * share))
         paths = rotate.cut(capture, pieces, tmp_path / str(pieces), offset=at - k * share)
         starts = first_times(paths)
-
-        def piece_of(ts: int) -> int:
-            return max(k for k, start in enumerate(starts) if start <= ts)
-
         if at == first:  # (not vacuous: read in a later piece than its connection's Tune)
-            assert any(piece_of(row.ts_ns) > piece_of(started[row.connection])
+            assert any(piece_of(starts, row.ts_ns) > piece_of(starts, started[row.connection])
                        for row in too_large.itertuples())  # fmt: skip
         got = analyze_set([str(p) for p in paths], ports=PORTS, helper_process=False,
                           engine="stream")  # fmt: skip

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 import worsen
 from conftest import record_on_lo
-from test_wireshark import latency_from_trees, plugin, streamdissect  # noqa: F401 (fixture)
+from test_wireshark import latency_from_trees, streamdissect
 from tshark_pdml import pdus
 
 from streamdissect.analysis import analyze
+from streamdissect.wireshark import generate
 
 PORT, CONNECTIONS = 5553, 8
 CLIENT = """
@@ -47,6 +48,13 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("wireshark") / "rabbitmq_stream.lua"
+    path.write_text(generate())
+    return path
 
 
 @pytest.fixture(scope="module")

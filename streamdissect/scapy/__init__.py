@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 
 from scapy.packet import Packet
 
+from . import reassembly  # noqa: F401  (importing it wraps TCPSession.recv: see there)
 from .bind import BOUND_PORTS, DEFAULT_PORT, bind_port, unbind_port
 from .layers import (
     BODY_CLASSES,
@@ -26,7 +27,6 @@ from .layers import (
     StreamTruncated,
     StreamUnknown,
 )
-from . import reassembly  # noqa: F401  (importing it wraps TCPSession.recv: see there)
 from .settings import conf
 
 bind_port(DEFAULT_PORT)

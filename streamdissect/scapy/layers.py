@@ -575,8 +575,13 @@ def _publish_fields() -> list[Field]:
     return [
         FieldLenField("message_count", None, count_of="messages", fmt="!i"),
         # (max_count: the count field's own range; the bytes bound the list, see above)
-        MessageListField("messages", [], PublishedMessage, count_from=lambda pkt: pkt.message_count,
-                         max_count=2**31),
+        MessageListField(
+            "messages",
+            [],
+            PublishedMessage,
+            count_from=lambda pkt: pkt.message_count,
+            max_count=2**31,
+        ),
     ]
 
 
