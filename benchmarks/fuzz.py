@@ -66,13 +66,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streamdissect.framing.framer.framer import Framer
+
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.framing.framer import Framer
 from streamdissect.protocols.stream import (
     MESSAGES,
     DecompressionError,
@@ -192,6 +193,28 @@ def crafted_frames(rng: random.Random) -> list[bytes]:
     tracking = b"\x00\x03abc" + struct.pack(">Q", 7)
     frames.append(_deliver([_u32(len(tracking)) + tracking], 1, 1, chunk_type=1))
     frames.append(_deliver([_u32(5) + b"hello"], 1, 1, trailer=b"\x00\x02id" + bytes(8)))
+    return frames + long_list_frames(rng)
+
+
+LONG_LIST = 101  # one past scapy's own conf.max_list_count (100): the scapy target reads more
+
+
+def long_list_frames(rng: random.Random) -> list[bytes]:
+    """Frames whose lists hold more than LONG_LIST - 1 items: Publish (v1, v2) batches, a
+    PublishConfirm's ids, a Deliver chunk's entries, a Metadata request's streams."""
+    n = LONG_LIST + rng.randrange(200)
+    ids = range(1000, 1000 + n)
+    v1 = b"\x07" + struct.pack(">i", n) + b"".join(struct.pack(">Q", i) + _u32(1) + b"x"
+                                                   for i in ids)  # fmt: skip
+    v2 = b"\x07" + struct.pack(">i", n) + b"".join(struct.pack(">Qh", i, 1) + b"f" + _u32(0)
+                                                   for i in ids)  # fmt: skip
+    confirm = b"\x07" + struct.pack(">i", n) + b"".join(struct.pack(">Q", i) for i in ids)
+    streams = struct.pack(">Ii", 5, n) + b"".join(struct.pack(">h", 2) + b"s%d" % (i % 10)
+                                                  for i in range(n))  # fmt: skip
+    bodies = [(0x0002, 1, v1), (0x0002, 2, v2), (0x0003, 1, confirm), (0x000F, 1, streams)]
+    frames = [struct.pack(">IHH", len(body) + 4, key, version) + body
+              for key, version, body in bodies]  # fmt: skip
+    frames.append(_deliver([_u32(2) + b"e%d" % (i % 10) for i in range(n)], n, 1))
     return frames
 
 
@@ -883,7 +906,7 @@ def _event_key(event: Any) -> tuple:
 
 def _report(path: str, engine: str, lean: bool = False, columns: bool = False) -> str:
     """The analyze report's JSON: from lean frames (the bulk engine's tuples of fields), from
-    FrameRuns (its columns, as the CLI makes it) or from records."""
+    HotFrames (its columns, as the CLI makes it) or from records."""
     dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, engine=engine, lean=lean, columns=columns,
                           publish_messages=False, deliver_keep_limit=0)  # fmt: skip
     result = analyze_events(dissector.run(path), report_only=True,

@@ -38,22 +38,31 @@ CLIENT = textwrap.dedent(f"""
 """)
 
 
-@pytest.fixture(scope="session")
-def big_capture(tmp_path_factory) -> Path:
-    """Frames larger than a TCP segment, recorded here against the real 3.10 broker:
-    Publish frames of 400 kB, Deliver chunks above 64 KiB."""
-    path = tmp_path_factory.mktemp("big") / "big.pcap"
-    # -B: a big kernel buffer, so tcpdump itself does not drop the bursts
+def record_on_lo(path: Path, client: str, *args: str, port: int = 5552,
+                 timeout: int = 60) -> str:  # fmt: skip
+    """Run a client script (python -c) while tcpdump records lo (`tcp port PORT`) into
+    `path`; the client's standard output. -B: a big kernel buffer, so tcpdump itself does
+    not drop the bursts."""
     dump = subprocess.Popen(
-        ["tcpdump", "-i", "lo", "-B", "65536", "-U", "-w", str(path), "tcp port 5552"],
+        ["tcpdump", "-i", "lo", "-B", "65536", "-U", "-w", str(path), f"tcp port {port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         time.sleep(1.0)
-        subprocess.run([sys.executable, "-c", CLIENT], check=True, timeout=60)
+        done = subprocess.run([sys.executable, "-c", client, *args], check=True,
+                              timeout=timeout, capture_output=True, text=True)  # fmt: skip
         time.sleep(0.5)
     finally:
         dump.terminate()
         dump.wait(10)
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def big_capture(tmp_path_factory) -> Path:
+    """Frames larger than a TCP segment, recorded here against the real 3.10 broker:
+    Publish frames of 400 kB, Deliver chunks above 64 KiB."""
+    path = tmp_path_factory.mktemp("big") / "big.pcap"
+    record_on_lo(path, CLIENT)
     return path

@@ -6,9 +6,9 @@ import random
 
 import pytest
 import worsen
+from streamdissect.framing.framer.framer import Framer, looks_like_stream
 
 from streamdissect.capture import open_capture, tcp_segment
-from streamdissect.framing.framer import Framer, looks_like_stream
 from streamdissect.tcp import FlowTable
 
 

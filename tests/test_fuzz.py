@@ -76,7 +76,7 @@ def test_a_lying_record_is_a_finding(monkeypatch):
 
 def test_a_lean_report_that_differs_is_a_finding(tmp_path, monkeypatch):
     """The pcap target holds the analyze report from lean frames to the record-based one."""
-    from streamdissect.analysis import run
+    from streamdissect.analysis import driver as run
 
     path = fuzz.ROOT / "captures" / "rstream-consume-credit-3.10.pcap"
     data = path.read_bytes()
@@ -97,7 +97,7 @@ def test_a_lean_report_that_differs_is_a_finding(tmp_path, monkeypatch):
 def test_a_framer_that_depends_on_segmentation_is_a_finding(monkeypatch):
     """With every Deliver kept by its head (the report's framing), a frame that comes in
     pieces is decoded from its head as a whole one is: the harness sees when it is not."""
-    from streamdissect.framing import framer as framing
+    from streamdissect.framing.framer import framer as framing
 
     # the stream with the most Delivers (their frame headers: key 8, version 1)
     stream = max(fuzz.corpus_streams(), key=lambda s: s.count(b"\x00\x08\x00\x01"))
@@ -111,3 +111,25 @@ def test_a_framer_that_depends_on_segmentation_is_a_finding(monkeypatch):
     monkeypatch.setattr(framing.Framer, "_finish_frame", finish_whole)
     with pytest.raises(fuzz.Finding, match="deliver_keep_limit.: 0"):
         fuzz.run_stream(stream)
+
+
+def test_the_scapy_target_has_frames_of_more_than_100_list_items():
+    """Seeds of the frame target (and so of its scapy checks) whose lists go past scapy's
+    own limit of 100 items: each read whole by the codec, and through check_scapy."""
+    import random
+
+    from scapy.config import conf as scapy_conf
+
+    def longest_list(record) -> int:
+        lists = [getattr(record, name, None) or [] for name in ("publishing_ids", "streams")]
+        entries = record.chunk["num_entries"] if record.command == "Deliver" else 0
+        return max([len(v) for v in lists] + [entries])
+
+    long_ones = []
+    for frame in fuzz.crafted_frames(random.Random(3)):
+        record = protocol.decode_frame(frame)
+        assert isinstance(record, protocol.Record), getattr(record, "reason", "")
+        if longest_list(record) > scapy_conf.max_list_count:
+            long_ones.append(record.command)
+            fuzz.check_scapy(frame, record)  # a Finding if the scapy layer reads less
+    assert sorted(long_ones) == ["Deliver", "Metadata", "Publish", "Publish", "PublishConfirm"]

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import worsen
+from streamdissect.framing.framer.framer import DELIVER_HEAD, Framer
 
 from streamdissect.analysis import analyze_events
 from streamdissect.capture import CaptureError
 from streamdissect.cli import main
 from streamdissect.cli.frames import jsonl_writer
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.framing.framer import DELIVER_HEAD, Framer
 from streamdissect.protocols.stream import (
     Malformed,
     MalformedEntry,

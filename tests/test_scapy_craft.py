@@ -259,3 +259,100 @@ def test_tcp_reassemble_on_a_contiguous_stream_gives_one_whole_frame_at_a_time()
     assert bytes(first.frame_bytes()) == credit and bytes(first[Padding]) == heartbeat[:3]
     garbage = StreamFrame.tcp_reassemble(b"\xff\xff\xff\xff" + b"x" * 20, {}, {})
     assert isinstance(garbage.payload, StreamMalformed) and "absurd" in garbage.payload.reason
+
+
+# --- lists longer than scapy's conf.max_list_count (100) ---------------------------------
+
+MANY = 1000  # items in each list below: ten times scapy's default limit
+
+
+def many(wire: Any, name: str) -> Any:
+    """A value of `wire` whose lists (and maps) hold MANY items."""
+    if isinstance(wire, primitives.TrailingType):
+        return many(wire.inner, name)
+    if isinstance(wire, primitives.ArrayType):
+        return [sample(wire.element, name) for _ in range(MANY)]
+    if isinstance(wire, primitives.MapType):
+        return {f"k{i}": sample(wire.value, "v") for i in range(MANY)}
+    return sample(wire, name)
+
+
+LIST_CASES = [(m, v) for m, v in CASES
+              if any(f.type is PUBLISH_MESSAGES or many(f.type, f.name) != sample(f.type, f.name)
+                     for f in m.fields_for(v) if f.type not in (CHUNK_HEADER, REST))]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", LIST_CASES, ids=[case_id(c) for c in LIST_CASES])
+def test_lists_of_a_thousand_items_dissect_whole(case):
+    """Every list and map of the table, and Publish's messages, with 1,000 items: read
+    whole by StreamFrame (scapy's own limit would stop at 100), the user's conf untouched."""
+    from scapy.config import conf as scapy_conf
+
+    message, version = case
+    codec, _ = values(message, version)
+    for field in message.fields_for(version):
+        if field.type is PUBLISH_MESSAGES:
+            codec["messages"] = [(i, "f" if version >= 2 else None, b"m%d" % i)
+                                 for i in range(MANY)]  # fmt: skip
+        elif field.type not in (CHUNK_HEADER, REST):
+            codec[field.name] = many(field.type, field.name)
+    record = make_record(message.command, response=message.response, version=version, **codec)
+    data = encode_record(record)
+    assert scapy_conf.max_list_count == 100
+    frame = StreamFrame(data)
+    assert type(frame.payload) is BODY_CLASSES[message.key], getattr(frame.payload, "reason", "")
+    assert frame.to_record() == record and bytes(frame) == data
+    for field in message.fields_for(version):
+        if field.type is PUBLISH_MESSAGES:
+            assert [m.publishing_id for m in frame.payload.messages] == list(range(MANY))
+        elif field.type not in (CHUNK_HEADER, REST):
+            assert getattr(frame.payload, field.name) == getattr(record, field.name)
+
+
+def publish_bytes(count: int, messages: list[bytes], version: int = 1) -> bytes:
+    """A Publish frame's bytes, written here by hand: publisher id 7, the count as given,
+    then the messages."""
+    import struct
+
+    body = struct.pack(">Bi", 7, count) + b"".join(messages)
+    return struct.pack(">IHH", 4 + len(body), 0x0002, version) + body
+
+
+def message_bytes(publishing_id: int, body: bytes) -> bytes:
+    import struct
+
+    return struct.pack(">QI", publishing_id, len(body)) + body
+
+
+@pytest.mark.parametrize("count", [100, 101, 10_000])
+def test_publish_counts_at_and_past_scapys_limit(count):
+    """The smallest messages (12 bytes: id and an empty entry): every count the bytes hold."""
+    data = publish_bytes(count, [message_bytes(i, b"") for i in range(count)])
+    frame = StreamFrame(data)
+    assert type(frame.payload).__name__ == "Publish"
+    assert frame.payload.message_count == count == len(frame.payload.messages)
+    assert frame.payload.messages[-1].publishing_id == count - 1
+    assert bytes(frame) == data
+
+
+@pytest.mark.parametrize("count", [101, 2**31 - 1])
+def test_a_count_one_message_past_the_bytes_is_malformed_not_read(count):
+    """A hostile count stays bounded by the frame: 100 messages with a count past them, or
+    a count of 2**31 - 1 in a small frame, are malformed (nothing built), as the codec says."""
+    data = publish_bytes(count, [message_bytes(i, b"") for i in range(100)])
+    frame = StreamFrame(data)
+    assert isinstance(frame.payload, StreamMalformed)
+    assert decode_frame(data).reason == frame.payload.reason
+    from streamdissect.scapy import Publish
+
+    with pytest.raises(primitives.DecodeError):  # the body class alone: the same bound
+        Publish(data[8:])
+
+
+def test_a_deliver_chunk_of_a_thousand_entries_dissects_whole():
+    entries = b"".join(b"\x00\x00\x00\x03m%02d" % (i % 100) for i in range(MANY))
+    frame = StreamFrame(bytes(StreamFrame() / Deliver(chunk_id=5, chunk_payload=entries)))
+    assert type(frame.payload) is Deliver
+    assert frame.payload.num_entries == frame.payload.num_records == MANY
+    record = frame.to_record()
+    assert record.crc_ok and len(list(record.messages())) == MANY

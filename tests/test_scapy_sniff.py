@@ -4,6 +4,7 @@ the wire's bytes, gaps shown and never zero-filled, bad input never an exception
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -433,3 +434,176 @@ def test_ipv6_extension_headers_leave_the_same_segment():
     extended = segment_of(Ether(worsen.as_ipv6(data, (0, 60))))
     assert plain[1] and extended[1] == plain[1]
     assert extended[0][4:7] == plain[0][4:7] and extended[0][8] == plain[0][8] == len(plain[1])
+
+
+# --- frames released after a lost segment come out on a packet of their own direction --------
+
+PORTS = (5552, 5553)
+
+
+def reference_spans(path: Path) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """(stream offset, frame length) of every frame of `streamdissect frames` (the core, which
+    the corpus' truth files hold), per connection and direction."""
+    out = subprocess.run(
+        [sys.executable, "-m", "streamdissect", "frames", "--format", "jsonl", "--port", "5552",
+         "--port", "5553", "--no-heuristic", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    spans: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for line in out.splitlines():
+        row = json.loads(line)
+        if row["command"] != "Anomaly":
+            spans[(row["connection"], row["direction"])].append((row["stream_offset"],
+                                                                 4 + row["size"]))  # fmt: skip
+    return spans
+
+
+def own_direction(packet: Any) -> tuple[str, str]:
+    """The (connection, direction) a packet's own addresses and ports say."""
+    ip, tcp = packet[IP], packet[TCP]
+    if tcp.dport in PORTS:
+        return f"{ip.src}:{tcp.sport}-{ip.dst}:{tcp.dport}", "c2s"
+    return f"{ip.dst}:{tcp.dport}-{ip.src}:{tcp.sport}", "s2c"
+
+
+def lost_bytes(packets: list, victim: int) -> tuple[tuple[str, str], int, int]:
+    """The direction and the [start, end) stream offsets of the victim segment's bytes."""
+    tcp = worsen.tcp_of(packets[victim][1])
+    syn = next(t.seq for _, d, _ in packets
+               if (t := worsen.tcp_of(d)) and t.flow == tcp.flow and t.flags & 0x02)  # fmt: skip
+    src, sport, dst, dport = tcp.flow
+    ends = [".".join(map(str, src)) + f":{sport}", ".".join(map(str, dst)) + f":{dport}"]
+    client = dport in PORTS
+    key = ("-".join(ends if client else ends[::-1]), "c2s" if client else "s2c")
+    start = (tcp.seq - syn - 1) & 0xFFFFFFFF
+    return key, start, start + tcp.payload_len
+
+
+def acked_past(packets: list, victim: int) -> bool:
+    """Does a later packet of the peer acknowledge past the victim's bytes (the capture
+    missed them, the peer did not)?"""
+    tcp = worsen.tcp_of(packets[victim][1])
+    end = (tcp.seq + tcp.payload_len) & 0xFFFFFFFF
+    back = (tcp.flow[2], tcp.flow[3], tcp.flow[0], tcp.flow[1])
+    for _, data, _ in packets[victim + 1 :]:
+        peer = worsen.tcp_of(data)
+        if peer and peer.flow == back and peer.flags & 0x10:
+            ack = struct.unpack_from(">I", data, 14 + (data[14] & 15) * 4 + 8)[0]
+            if 0 < (ack - end) & 0xFFFFFFFF < 1 << 31 or ack == end:
+                return True
+    return False
+
+
+def check_released_frames(original: Path, cut: Path, key: tuple[str, str], start: int,
+                          end: int) -> list[StreamFrame]:  # fmt: skip
+    """Every frame on a packet of its own direction, each direction's frames in stream order
+    with the wire's bytes, every frame of the reference that does not touch the lost bytes
+    there, and the gap on the first frame after them. The frames of `key`, in order."""
+    streams = wire_streams(original)
+    reference = reference_spans(original)
+    packets = sniff(offline=str(cut), session=TCPSession)
+    got: dict[tuple[str, str], list[StreamFrame]] = defaultdict(list)
+    for packet in packets:
+        for frame in stream_frames([packet]):
+            side = own_direction(packet)
+            assert frame.sender == SENDERS[side[1]], (packet.summary(), frame.sender)
+            got[side].append(frame)
+    for side, frames in got.items():
+        offsets = [f.stream_offset for f in frames]
+        assert offsets == sorted(set(offsets)), side  # stream order, each frame once
+        for frame in frames:
+            data = frame.frame_bytes()
+            assert streams[side][frame.stream_offset : frame.stream_offset + len(data)] == data
+        whole = [(f.stream_offset, len(f.frame_bytes())) for f in frames
+                 if not isinstance(f.payload, StreamTruncated)]  # fmt: skip
+        untouched = [(o, n) for o, n in reference[side]
+                     if side != key or o + n <= start or o >= end]  # fmt: skip
+        assert set(untouched) <= {(f.stream_offset, f.size + 4) for f in frames}, side
+        if side != key:
+            assert whole == untouched, side
+    mine = got[key]
+    after = [n for n, f in enumerate(mine) if f.stream_offset + f.size + 4 > start]
+    assert after, "no frame after the lost bytes"
+    n = after[0]
+    first = mine[n]  # the first frame not wholly before the lost bytes: the gap is said there
+    assert any(note.startswith("gap") for note in first.anomalies), first.anomalies
+    if first.stream_offset >= start:  # (else it is the frame the bytes were lost from)
+        previous = mine[n - 1].stream_offset + mine[n - 1].size + 4 if n else 0
+        assert first.gap_before == first.stream_offset - previous > 0
+    return mine
+
+
+SENDERS = {"c2s": "client", "s2c": "server"}
+RELEASE_CAPTURES = ["rstream-publish-confirm-3.10.pcap", "rstream-consume-credit-3.10.pcap",
+                    "rbfly-publish-consume-3.10.pcap"]  # fmt: skip
+
+
+def victims(packets: list, client: bool, spans: dict, most: int = 6) -> list[int]:
+    """Data segments of one side, spread over the capture, that the peer acknowledges past
+    and that a frame of their direction follows (so it waits behind the hole); past each
+    flow's first three (TCPSession shows no SYN: a flow starts at its first segment)."""
+    seen: dict[tuple, int] = defaultdict(int)
+    mine = []
+    for i in worsen.data_segments(packets):
+        flow = worsen.tcp_of(packets[i][1]).flow
+        seen[flow] += 1
+        if (flow[3] in PORTS) == client and seen[flow] > 3 and acked_past(packets, i):
+            key, _, end = lost_bytes(packets, i)
+            if any(offset >= end for offset, _ in spans[key]):
+                mine.append(i)
+    return mine[:: max(1, len(mine) // most)][:most]
+
+
+@pytest.mark.parametrize("side", ["server", "client"])
+@pytest.mark.parametrize("name", RELEASE_CAPTURES)
+def test_frames_after_a_lost_segment_come_out_on_their_own_direction(tmp_path, name, side):
+    """One segment removed (the peer acknowledges past it, so the capture lost it, not the
+    peer): the frames that waited behind the hole come out on packets of their own
+    direction (addresses and ports), in stream order, with the wire's bytes, the gap on the
+    first of them."""
+    original = worsen.CAPTURES / name
+    linktype, packets = worsen.read_pcap(original)
+    chosen = victims(packets, client=side == "client", spans=reference_spans(original))
+    assert chosen
+    for victim in chosen:
+        key, start, end = lost_bytes(packets, victim)
+        cut = worsen.write_pcap(tmp_path / f"cut{victim}.pcap", linktype,
+                                worsen.drop(packets, {victim}))  # fmt: skip
+        check_released_frames(original, cut, key, start, end)
+
+
+def test_a_frame_behind_a_hole_at_the_end_of_the_capture_still_comes_out(big_capture, tmp_path):
+    """A 64 KB Deliver of a real capture (re-cut to 1448-byte segments) loses its next to
+    last segment, and the capture ends with its last one: nothing releases the hole but the
+    end of the capture. The Deliver still comes out when sniff ends, on a server packet,
+    with the bytes before the hole, and the gap said."""
+    path = mss_copy(big_capture, tmp_path / "mss.pcap")
+    linktype, packets = worsen.read_pcap(path)
+    reference = reference_spans(path)
+    segments = [i for i in worsen.data_segments(packets)
+                if worsen.tcp_of(packets[i][1]).flow[1] == 5552]  # fmt: skip
+    # the last Deliver above 64 KiB: (direction, offset, length)
+    key, (offset, length) = max(((k, span) for k, spans in reference.items() if k[1] == "s2c"
+                                 for span in spans if span[1] > 64 * 1024),
+                                key=lambda item: item[1][0])  # fmt: skip
+    inside = []
+    for i in segments:
+        seg_key, start, end = lost_bytes(packets, i)
+        if seg_key == key and offset < start and end <= offset + length:
+            inside.append((i, start, end))
+    last = max(inside, key=lambda item: item[1])
+    victim, start, end = max((s for s in inside if s[0] != last[0]), key=lambda item: item[1])
+    ended = worsen.write_pcap(tmp_path / "ended.pcap", linktype, packets[: last[0] + 1])
+    cut = worsen.write_pcap(tmp_path / "cut.pcap", linktype,
+                            worsen.drop(packets[: last[0] + 1], {victim}))  # fmt: skip
+    packets_out = sniff(offline=str(cut), session=TCPSession)
+    frames = [(p, f) for p in packets_out for f in stream_frames([p])]
+    carrier, deliver = next((p, f) for p, f in frames if f.stream_offset == offset
+                            and f.sender == "server" and own_direction(p) == key)  # fmt: skip
+    assert deliver.key == 0x0008 and deliver.size + 4 == length
+    assert isinstance(deliver.payload, StreamTruncated)  # (its bytes after the hole are lost)
+    data = deliver.frame_bytes()
+    assert 0 < start - offset <= len(data) and wire_streams(path)[key][offset : offset + len(data)] == data
+    assert any(note.startswith("gap") for note in deliver.anomalies), deliver.anomalies
+    assert packets_out[-1] is carrier  # (it came out when the capture ended)
+    check_released_frames(ended, cut, key, start, end)

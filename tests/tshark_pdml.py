@@ -24,13 +24,16 @@ def tshark() -> str:
 DAMAGED = ("appears to be damaged or corrupt", "cut short in the middle of a packet")
 
 
-def run(plugin: Path, capture: Path, *options: str, damaged_ok: bool = False) -> str:
+def run(plugin: Path, capture: Path, *options: str, damaged_ok: bool = False,
+        two_pass: bool = True) -> str:  # fmt: skip
     """tshark's standard output, after checking that the plugin ran without a Lua error;
-    `damaged_ok`: a capture file tshark's reader gives up on part way is not a failure."""
+    `damaged_ok`: a capture file tshark's reader gives up on part way is not a failure;
+    `two_pass` False: tshark's one pass (no -2), each packet dissected once, in order."""
     home = plugin.parent / "home"
     home.mkdir(exist_ok=True)
     env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
-    done = subprocess.run([tshark(), "-n", "-2", "-X", f"lua_script:{plugin}", "-r", str(capture),
+    passes = ["-2"] if two_pass else []
+    done = subprocess.run([tshark(), "-n", *passes, "-X", f"lua_script:{plugin}", "-r", str(capture),
                            *options], capture_output=True, env=env, timeout=600, check=False)  # fmt: skip
     out, err = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
     damaged = damaged_ok and any(words in err for words in DAMAGED)
@@ -79,8 +82,8 @@ def _endpoint(packet: ET.Element, side: str) -> str:
     return f"{host}:{port.get('show') if port is not None else '?'}"
 
 
-def pdus(plugin: Path, capture: Path, *options: str) -> list[Pdu]:
-    root = ET.fromstring(run(plugin, capture, "-T", "pdml", *options))
+def pdus(plugin: Path, capture: Path, *options: str, two_pass: bool = True) -> list[Pdu]:
+    root = ET.fromstring(run(plugin, capture, "-T", "pdml", *options, two_pass=two_pass))
     found = []
     for packet in root.iter("packet"):
         number = int(packet.find("proto[@name='frame']/field[@name='frame.number']").get("show"))

@@ -124,6 +124,56 @@ def chain_frames(frames: Any, piece: int, plan: Plan) -> Any:
             .append_column(REPLACED, pa.array((lo <= local) & (local < hi))))  # fmt: skip
 
 
+ABOVE_NEGOTIATED = "above the negotiated frame max"  # (in the framer's frame_too_large detail)
+
+
+def limited_parts(frames: Any, piece: int, plan: Plan) -> dict[tuple[str, str], int]:
+    """The parts of `piece` that an earlier piece's Tune limits (plan.limits) and that have
+    a frame above that limit (`frames`: the piece's own frames table), by (local id,
+    direction)."""
+    import pyarrow.compute as pc
+
+    found = {}
+    for (k, local, direction), frame_max in plan.limits.items():
+        if k != piece:
+            continue
+        above = pc.and_(pc.and_(pc.equal(frames["connection"], local),
+                                pc.equal(frames["direction"], direction)),
+                        pc.greater(frames["size"], frame_max - 4))  # fmt: skip
+        if pc.any(above).as_py():
+            found[(local, direction)] = frame_max
+    return found
+
+
+def limit_anomalies(path: str, frames: Any, piece: int, plan: Plan, **options: Any) -> Any:
+    """The frame_too_large rows a single run reports for the piece's own frames above a
+    limit negotiated in an earlier piece (None: no such frame), as the set has them. The
+    piece is dissected again with that limit known from the start, for those rows only:
+    the time of each is when its size was read, which no frames table keeps."""
+    import pyarrow as pa
+
+    from streamdissect.rotated.facts import analyze_piece
+
+    limits = limited_parts(frames, piece, plan)
+    if not limits:
+        return None
+    analysis, _ = analyze_piece(path, limits=limits, **options)
+    rows = analysis.arrow("anomalies")
+    keep = []
+    for row in rows.select(["connection", "direction", "kind", "stream_offset",
+                            "detail"]).to_pylist():  # fmt: skip
+        part = (row["connection"], row["direction"])
+        # (the frames across the cut reported theirs: those before `upto`, and the frame in
+        # progress there when they read its header)
+        _, upto = plan.replaced.get((piece, *part), (0, 0))
+        upto += (piece, *part) in plan.decided
+        keep.append(part in limits and row["kind"] == "frame_too_large"
+                    and ABOVE_NEGOTIATED in (row["detail"] or "")
+                    and row["stream_offset"] >= upto)  # fmt: skip
+    return piece_rows(rows.filter(pa.array(keep, pa.bool_())), "anomalies", piece, plan) \
+        if any(keep) else None  # fmt: skip
+
+
 def cut_frames(chain: Chain) -> Any:
     """The frames across a chain's cuts as a frames table, with the piece that completed
     each (`_piece`)."""

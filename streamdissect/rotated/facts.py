@@ -216,14 +216,35 @@ def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
         yield event
 
 
-def analyze_piece(path: str, **options: Any) -> tuple[Any, PieceFacts]:
-    """`analysis.analyze` of one file, and its edge facts."""
+def limited(limits: dict[tuple[str, str], int]) -> Any:
+    """BoundaryFramers, those of the given (connection, direction) knowing a negotiated
+    frame max from the start (carried from an earlier piece: stitch.Plan.limits), for what
+    they report of frames above it."""
+
+    def make(emit: Any, report: Any, *args: Any) -> BoundaryFramer:
+        framer = BoundaryFramer(emit, report, *args)
+        lane = getattr(emit, "lane", None)  # (frames, connection, direction)
+        limit = limits.get((lane[1], lane[2])) if lane is not None else None
+        if limit is not None:
+            resync_max = framer.resync_max
+            framer.negotiated_frame_max(limit)
+            # (the mid-stream start resyncs as in the piece's own run: the frames the plan
+            # took from that run must be the frames found again)
+            framer.resync_max = resync_max
+        return framer
+
+    return make
+
+
+def analyze_piece(path: str, limits: dict[tuple[str, str], int] | None = None,
+                  **options: Any) -> tuple[Any, PieceFacts]:  # fmt: skip
+    """`analysis.analyze` of one file, and its edge facts. `limits`: see `limited`."""
     from streamdissect.analysis.driver import analyze
 
     kept: dict[str, Any] = {}
 
     def prepare(dissector: Any) -> None:
-        dissector.framer_class = BoundaryFramer
+        dissector.framer_class = limited(limits) if limits else BoundaryFramer
         kept["dissector"] = dissector
 
     seen: list = [None]

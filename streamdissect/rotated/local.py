@@ -14,6 +14,7 @@ from streamdissect.rotated.apply import (
     chain_frames,
     chain_tables,
     cut_frames,
+    limit_anomalies,
     piece_rows,
 )
 from streamdissect.rotated.facts import analyze_piece
@@ -45,8 +46,14 @@ def analyze_set(paths: Sequence[str], ports: Sequence[int] = (5552,), heuristic:
             arrow = analysis.arrow(table)
             parts[table].append(piece_rows(arrow, table, k, the_plan))
     if the_plan.chains:
-        frames = [chain_frames(piece_frames(path, ports, heuristic), k, the_plan)
-                  for k, path in enumerate(paths)]  # fmt: skip
+        frames = []
+        for k, path in enumerate(paths):
+            own = piece_frames(path, ports, heuristic)
+            frames.append(chain_frames(own, k, the_plan))
+            limited = limit_anomalies(path, own, k, the_plan, ports=ports, heuristic=heuristic,
+                                      report_only=True, **options)  # fmt: skip
+            if limited is not None:  # (a limit negotiated in an earlier piece)
+                parts["anomalies"].append(limited)
         every = pa.concat_tables(frames)
         for key, chain in the_plan.chains.items():
             mine = every.filter(pc.equal(every[CHAIN], key))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamdissect.engine.anomalies import Anomaly
-from streamdissect.engine.state import ConnectionSummary, FrameEvent
+from streamdissect.engine.state import TUNE_KEY, ConnectionSummary, FrameEvent
 from streamdissect.rotated.facts import (
     HEAD_LIMIT,
     PartFacts,
@@ -64,6 +64,13 @@ class Plan:
     # (piece, local id, direction) -> [from, to) local offsets of the piece's frames that
     # the frames across the cut replace
     replaced: dict[tuple[int, str, str], tuple[int, int]] = field(default_factory=dict)
+    # (piece, local id, direction) -> the negotiated frame max (Tune) of an earlier part,
+    # carried into a part whose piece never saw the Tune (its own framer had no limit)
+    limits: dict[tuple[int, str, str], int] = field(default_factory=dict)
+    # (piece, local id, direction) whose frame in progress at the end of its head (at the
+    # upper bound of `replaced`) the frames across the cut read the size and key of already
+    # (what they reported of it is theirs)
+    decided: set[tuple[int, str, str]] = field(default_factory=set)
     anomalies: list[Anomaly] = field(default_factory=list)  # found at the cuts
     chains: dict[int, Chain] = field(default_factory=dict)  # by Chain.key
     part_chain: dict[PartKey, int] = field(default_factory=dict)  # a chain's parts: its key
@@ -178,7 +185,8 @@ def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | N
            result: Plan) -> Chain:  # fmt: skip
     first, last = parts[0][1], parts[-1][1]
     chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
-    stream_bytes = {d: _stitch_direction(chain, parts, d, result) for d in DIRECTIONS}
+    tunes: list[tuple[int, int, int]] = []  # Tunes among the frames across the cuts
+    stream_bytes = {d: _stitch_direction(chain, parts, d, result, tunes) for d in DIRECTIONS}
     ends = {p.tcp_end for _, p in parts}  # (as TcpConnection.how_ended, over every part)
     tcp_end = "rst" if "rst" in ends else "fin" if "fin" in ends else "open"
     # (its frames are counted by apply.chain_tables, from the frames it analyses)
@@ -189,12 +197,23 @@ def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | N
     return chain
 
 
+def _latest_tune(tunes: list[tuple[int, int, int]], first: int, last: int) -> int | None:
+    """The frame max of the latest Tune (ts, piece, frame max) across a cut of the pieces
+    first..last."""
+    found = [t for t in tunes if first <= t[1] <= last]
+    return max(found)[2] if found else None
+
+
 def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], direction: str,
-                      result: Plan) -> int:  # fmt: skip
-    """Carry one direction across the cuts; its bytes over the whole chain."""
+                      result: Plan, tunes: list[tuple[int, int, int]]) -> int:  # fmt: skip
+    """Carry one direction across the cuts; its bytes over the whole chain. A Tune holds
+    both ways (as the framers learn it): `tunes` are those found across the cuts of the
+    directions done before, and this one's are added (the client's Tune, the one that
+    counts, is c2s: done first)."""
     state: tuple[dict, int] | None = None  # (framer state, its offset shift)
     end_seq = end_offset = None  # where the direction stopped so far (global offset)
     fin = False  # and whether a FIN came after it
+    since = 0  # the first piece whose Tunes across a cut the state may not know
     for n, (i, part) in enumerate(parts):
         side = part.sides[direction]
         if not side.started:
@@ -206,8 +225,21 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
         else:
             shift = end_offset + _after(side.first_seq, end_seq, fin)
             result.dropped.add((i, part.local_id, direction, "midstream_start", 0))
-            state = _across(chain, i, part, direction, side, state, shift, end_offset, result)
+            tuned = _latest_tune(tunes, since, i)  # (the other direction's, at the cut)
+            if state is not None and tuned is not None and tuned != state[0]["negotiated"]:
+                state = (with_limit(state[0], tuned), state[1])
+            carried = state[0].get("negotiated") if state is not None else None
+            state = _across(chain, i, part, direction, side, state, shift, end_offset, result,
+                            tunes)  # fmt: skip
+            carried = _latest_tune(tunes, i, i) or carried  # (this direction's, at the cut)
+            if carried is not None and state[0].get("negotiated") is None:
+                # the piece never saw the Tune: the limit goes on across the cut, for this
+                # piece's own frames (apply.limit_anomalies) and the next cut's
+                result.limits[(i, part.local_id, direction)] = carried
+                state = (with_limit(state[0], carried), state[1])
         result.shifts[(i, part.local_id, direction)] = shift
+        # (a Tune the piece's own framers saw is later than those across its cut)
+        since = i + 1 if side.end_state.get("negotiated") is not None else i
         end_seq, end_offset = side.end_seq, side.end_offset + shift
         fin = side.fin
         if n + 1 < len(parts) and state is not None:  # (the next part carries this on)
@@ -219,8 +251,8 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
 
 
 def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: SideFacts,
-            state: tuple[dict, int] | None, shift: int, end_offset: int,
-            result: Plan) -> tuple[dict, int]:  # fmt: skip
+            state: tuple[dict, int] | None, shift: int, end_offset: int, result: Plan,
+            tunes: list[tuple[int, int, int]]) -> tuple[dict, int]:  # fmt: skip
     """The frames across one cut: the earlier framer fed the later head. Returns the state
     that carries on (framer state, its offset shift)."""
     if state is None or side.head is None:
@@ -229,6 +261,9 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
 
     def emit(offset: int, ts_ns: int, record: Any) -> None:
         made.append(FrameEvent(ts_ns, chain.name, direction, offset, record))
+        if record.key == TUNE_KEY and getattr(record, "frame_max", None):
+            framer.negotiated_frame_max(record.frame_max)  # (as engine.state's emit does)
+            tunes.append((ts_ns, piece, record.frame_max))
 
     found: list[Anomaly] = []
 
@@ -260,10 +295,19 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
     # the piece's own frames decoded with the head are replaced by these
     result.replaced[(piece, part.local_id, direction)] = (
         side.head_sync, cur_start if cur_start >= 0 else offset)  # fmt: skip
+    if cur_start >= 0 and framer.cur_head_only is not None:
+        result.decided.add((piece, part.local_id, direction))
     result.dropped.add((piece, part.local_id, direction, "resync", 0))
     result.anomalies.extend(found)
     chain.frames.extend((piece, f) for f in made)
     return side.end_state, shift
+
+
+def with_limit(state: dict, frame_max: int) -> dict:
+    """A framer state that knows the negotiated frame max, as the framer learns it."""
+    framer = restore_framer(state, 0, None, None)
+    framer.negotiated_frame_max(frame_max)
+    return framer_state(framer)
 
 
 def _feed(framer: Any, side: SideFacts, shift: int, end_offset: int, report: Any) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 
 from scapy.packet import Packet
 
+# importing reassembly wraps TCPSession.recv: see there
+from streamdissect.scapy import reassembly  # noqa: F401
 from streamdissect.scapy.bind import BOUND_PORTS, DEFAULT_PORT, bind_port, unbind_port
 from streamdissect.scapy.layers import (
     BODY_CLASSES,

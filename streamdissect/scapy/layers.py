@@ -57,7 +57,7 @@ from streamdissect.protocols.stream.primitives import (
     OffsetValueType,
     TrailingType,
 )
-from streamdissect.protocols.stream.publish import read_entry, write_entry
+from streamdissect.protocols.stream.publish import entry_end, filter_end, read_entry, write_entry
 from streamdissect.protocols.stream.records import Malformed, Record, Unknown
 from streamdissect.protocols.stream.spec import (
     CHUNK_HEADER,
@@ -544,10 +544,53 @@ def chunk_header_fields() -> list[Field]:
 # --- generation ------------------------------------------------------------------------------
 
 
+class MessageListField(PacketListField):
+    """Publish's messages: as many as the count says and the frame's bytes hold, not scapy's
+    `conf.max_list_count` (100): batches of thousands are what clients send. The count is
+    checked against the bytes before anything is built (as in the codec: a hostile count
+    stays bounded by the frame), then each message is cut out where the codec's walk says it
+    ends and dissected on its own bytes (scapy's loop would copy the rest of the frame for
+    every message: quadratic on a batch of thousands)."""
+
+    __slots__ = ()
+
+    def getfield(self, pkt: Any, s: bytes) -> tuple[bytes, list[Packet]]:
+        version = pkt.frame_version() if isinstance(pkt, FrameBody) else 1
+        messages, pos = [], 0
+        for end in message_ends(s, self.count_from(pkt) or 0, version):
+            messages.append(PublishedMessage(s[pos:end], _parent=pkt))
+            pos = end
+        return s[pos:], messages
+
+
+def message_ends(s: bytes, count: int, version: int) -> list[int]:
+    """Where each of `count` published messages ends in `s`, walked as the codec walks them
+    (protocol/publish.py); DecodeError when the count or a message does not fit."""
+    if count < 0:
+        raise DecodeError(f"publish: negative message count {count}", 0)
+    if count * (12 if version == 1 else 14) > len(s):
+        raise DecodeError(f"publish: {count} messages cannot fit", 0, True)
+    ends, pos, end = [], 0, len(s)
+    for _ in range(count):
+        if end - pos < 8:
+            raise DecodeError("publish message cut short", pos, True)
+        at = pos + 8 if version == 1 else filter_end(s, pos + 8, end)
+        pos = entry_end(s, at, end)[0]
+        ends.append(pos)
+    return ends
+
+
 def _publish_fields() -> list[Field]:
     return [
         FieldLenField("message_count", None, count_of="messages", fmt="!i"),
-        PacketListField("messages", [], PublishedMessage, count_from=lambda pkt: pkt.message_count),
+        # (max_count: the count field's own range; the bytes bound the list, see above)
+        MessageListField(
+            "messages",
+            [],
+            PublishedMessage,
+            count_from=lambda pkt: pkt.message_count,
+            max_count=2**31,
+        ),
     ]
 
 

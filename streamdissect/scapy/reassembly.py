@@ -10,6 +10,17 @@ completed, each with the bytes the framer framed; lost bytes are never decoded.
 A packet that completes no frame carries a `StreamSegment` (its own bytes), so scapy's
 buffer is emptied at every packet and memory stays bounded whatever the stream holds.
 
+Frames always come out on a packet of their own direction. When a segment is lost, the
+frames behind the hole wait until the hole is given up: the peer acknowledges past it, or
+HOLE_PATIENCE packets later. A packet of the other direction (the peer's ACK) then releases
+them; they come out on a packet of their own: the headers of their direction's last packet,
+the sequence number of their first byte, the release's time, yielded just before the packet
+that released them. At the end of an offline capture the holes still open are given up and
+the frames behind them come out the same way. Both need a packet that scapy's TCPSession
+hands over on its own: importing the layer wraps `TCPSession.recv` (`release_frames`), and
+nothing else of scapy changes. Without it (a session that calls `tcp_reassemble` itself),
+such frames come out on their direction's next packet.
+
 StreamSocket (and TCPSession(app=True)) pass a contiguous stream instead, with no packet:
 then the first whole frame is returned and the rest left as Padding for the next call.
 """
@@ -18,6 +29,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -25,6 +38,7 @@ from scapy.config import conf as scapy_conf
 from scapy.layers.inet import IP, TCP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Packet
+from scapy.sessions import TCPSession
 
 from streamdissect.capture.segment import ACK, SYN, Segment
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
@@ -45,6 +59,9 @@ HOLE_PATIENCE = 4
 MAX_NOTES = 64  # anomalies kept for one frame; past that, counted
 _size = struct.Struct(">I").unpack_from
 _header = struct.Struct(">IHH").unpack_from
+
+
+_released = threading.local()  # .pipelines: those holding frames for packets of their own
 
 
 def reassemble(data: bytes, metadata: dict, session: dict | None) -> Packet | None:
@@ -120,6 +137,12 @@ class ConnectionPipeline:
         self.framed_to: dict[str, int] = {}  # direction -> stream offset after its last frame
         self.notes: dict[str, list[str]] = {}  # direction -> anomalies since its last frame
         self.more_notes: dict[str, int] = {}  # direction -> how many past MAX_NOTES
+        self.last_packet: dict[str, Packet] = {}  # direction -> its last packet (headers)
+        self.first_seq: dict[str, int] = {}  # direction -> sequence number of offset 0
+        # frames of a direction released by a packet of the other one (or the end of the
+        # capture), waiting for a packet of their own: (direction, ts_ns, frames)
+        self.released: list[tuple[str, int, list[StreamFrame]]] = []
+        self.last_ts_ns = 0
 
     def packet(self, pkt: Packet) -> Packet:
         found = segment_of(pkt)
@@ -127,7 +150,9 @@ class ConnectionPipeline:
             return StreamSegment(load=b"")
         segment, payload = found
         ts_ns = int(pkt.time * 1_000_000_000)
+        self.last_ts_ns = max(self.last_ts_ns, ts_ns)
         direction = "c2s" if segment[3] in self.ports else "s2c"
+        self.last_packet[direction] = pkt
         sender_side = SENDERS[direction]
         sender = (segment[0], segment[1])
         raised: list[str] = []
@@ -143,6 +168,7 @@ class ConnectionPipeline:
         start, seen = self.started.get(sender, (None, 0))
         self.started[sender] = (segment[4] if start is None else start, seen + len(payload))
         if start is None:
+            self.first_seq[direction] = segment[4]
             if starts_a_frame(payload):
                 # scapy's TCPSession never shows us a SYN: a direction whose first data
                 # starts with a frame header is taken to start there (else: mid-stream)
@@ -162,10 +188,13 @@ class ConnectionPipeline:
             marker = StreamSegment(load=payload)
             marker.fields.update(sender=sender_side, anomalies=[note])
             return marker
-        frames: list[StreamFrame] = []
+        frames = self._waiting(direction)  # (released earlier, no packet of their own since)
         for event in self.dissector.push(segment, ts_ns):
             if isinstance(event, FrameEvent):
-                frames.append(self._frame(event))
+                if event.direction == direction:
+                    frames.append(self._frame(event))
+                else:  # released by this packet: it comes out on a packet of its own
+                    self._release(event.direction, event.ts_ns, [self._frame(event)])
             elif isinstance(event, Anomaly):
                 note = describe(event)
                 self._note(event.direction or direction, note)
@@ -179,6 +208,68 @@ class ConnectionPipeline:
         for frame in frames[1:]:
             first.add_payload(frame)
         return first
+
+    def _release(self, direction: str, ts_ns: int, frames: list[StreamFrame]) -> None:
+        if self.released and self.released[-1][0] == direction:
+            self.released[-1][2].extend(frames)  # (one packet for frames released together)
+            return
+        pending = getattr(_released, "pipelines", None)
+        if pending is None:
+            pending = _released.pipelines = []
+        if self not in pending:
+            pending.append(self)
+        self.released.append((direction, ts_ns, frames))
+
+    def _waiting(self, direction: str) -> list[StreamFrame]:
+        """Frames of `direction` released while nothing took them out on a packet of their
+        own (no TCPSession.recv around the call): this packet of theirs carries them first."""
+        frames: list[StreamFrame] = []
+        if self.released:
+            kept = []
+            for item in self.released:
+                if item[0] == direction:
+                    frames.extend(item[2])
+                else:
+                    kept.append(item)
+            self.released = kept
+        return frames
+
+    def released_packets(self) -> Iterator[Packet]:
+        """Each run of released frames on a packet of its direction: that direction's last
+        packet's headers, the sequence number of the first frame's first byte."""
+        released, self.released = self.released, []
+        for direction, ts_ns, frames in released:
+            head = self.last_packet[direction].copy()
+            tcp = head[TCP]
+            tcp.remove_payload()
+            offset = frames[0].stream_offset
+            tcp.seq = (self.first_seq[direction] + offset) & SEQ_MASK
+            tcp.flags = "PA"
+            tcp.chksum = None
+            for layer in (IP, IPv6):
+                if layer in head:
+                    setattr(head[layer], "len" if layer is IP else "plen", None)
+                    if layer is IP:
+                        head[IP].chksum = None
+            first = frames[0]
+            for frame in frames[1:]:
+                first.add_payload(frame)
+            packet = head / first
+            packet.time = ts_ns / 1_000_000_000
+            packet.wirelen = None
+            yield packet
+
+    def finish(self) -> None:
+        """End of the capture: holes still open are given up, the frames behind them
+        released (and said: the gap is on the first of them)."""
+        dissector = self.dissector
+        if dissector._flows is None:
+            return
+        for event in dissector._finish(self.last_ts_ns):
+            if isinstance(event, FrameEvent):
+                self._release(event.direction, event.ts_ns, [self._frame(event)])
+            elif isinstance(event, Anomaly) and event.direction:
+                self._note(event.direction, describe(event))
 
     def _note(self, direction: str, note: str) -> None:
         """Keep an anomaly for the next frame of `direction`: the first MAX_NOTES, then a
@@ -214,6 +305,47 @@ class ConnectionPipeline:
             anomalies=self._notes_for_frame(direction),
         )
         return frame
+
+
+def _take_released() -> Iterator[Packet]:
+    pipelines = getattr(_released, "pipelines", None)
+    while pipelines:
+        _released.pipelines = []
+        for pipeline in pipelines:
+            yield from pipeline.released_packets()
+        pipelines = _released.pipelines
+
+
+def _finish_session(session: TCPSession) -> Iterator[Packet]:
+    for state in list(session.tcp_sessions.values()):
+        pipeline = state.pop(SESSION_KEY, None) if isinstance(state, dict) else None
+        if isinstance(pipeline, ConnectionPipeline):
+            pipeline.finish()
+    yield from _take_released()
+
+
+def release_frames(recv: Any) -> Any:
+    """TCPSession.recv, also yielding the packets of released frames: before the packet
+    that released them, and when an offline capture ends (the holes still open given up)."""
+
+    def recv_releasing(self: TCPSession, sock: Any) -> Iterator[Packet]:
+        try:
+            for packet in recv(self, sock):
+                yield from _take_released()
+                yield packet
+            yield from _take_released()
+        except EOFError:
+            yield from _take_released()
+            yield from _finish_session(self)
+            raise
+
+    recv_releasing.released = True  # type: ignore[attr-defined]
+    recv_releasing.__doc__ = recv.__doc__
+    return recv_releasing
+
+
+if not getattr(TCPSession.recv, "released", False):
+    TCPSession.recv = release_frames(TCPSession.recv)  # type: ignore[method-assign]
 
 
 def describe(anomaly: Anomaly) -> str:

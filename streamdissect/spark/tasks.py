@@ -138,6 +138,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         return 0
     if own_frames is None:  # (else the frames table's part: no second dissection)
         own_frames = _frames(path, options)
+    _add_limit_anomalies(k, path, plan, own_frames, options)
     frames = chain_frames(own_frames, k, plan)
     buckets = options["buckets"]
     which = pa.array(bucket_of(frames[CHAIN].to_numpy(), buckets))
@@ -145,6 +146,26 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         _write(frames.filter(pc.equal(which, b)), os.path.join(work, FRAMES_DIR, f"{b:05d}"),
                "frames", f"{k:05d}")  # fmt: skip
     return frames.num_rows
+
+
+def _add_limit_anomalies(k: int, path: str, plan: Any, own_frames: Any, options: dict) -> None:
+    """The file's frames above a frame max negotiated in an earlier file of its set: their
+    frame_too_large rows added to its anomalies part (rotated.apply.limit_anomalies)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamdissect.rotated.apply import limit_anomalies
+
+    rows = limit_anomalies(path, own_frames, k, plan, ports=options["ports"],
+                           heuristic=options["heuristic"], report_only=not options["per_id"],
+                           helper_process=False)  # fmt: skip
+    if rows is None:
+        return
+    where = part_file(options["work"], "anomalies", f"{k:05d}")
+    if os.path.exists(where):
+        rows = pa.concat_tables([pq.read_table(where, schema=schema.arrow_schema("anomalies")),
+                                 rows.cast(schema.arrow_schema("anomalies"))])  # fmt: skip
+    _write(rows, options["work"], "anomalies", f"{k:05d}")
 
 
 def _locals(plan: Any, k: int) -> list[str]:

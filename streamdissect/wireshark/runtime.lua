@@ -42,7 +42,6 @@ local bits = bit32 or load([[return {
     rshift = function(a, n) return (a & 0xFFFFFFFF) >> n end,
     bnot = function(a) return ~a & 0xFFFFFFFF end,
 }]])()
-local tcp_stream = Field.new("tcp.stream")
 
 ----------------------------------------------------------------------------------------------
 -- Reading: ctx = {tvb, pos, stop (end of the captured bytes of the frame), truncated, last}
@@ -464,6 +463,10 @@ end
 -- correlation id) answered from the other direction by the same command's response; Tune:
 -- the server's offer answered by the client's Tune. Worked out on the first pass; every
 -- pass shows it.
+-- A connection is known by its two endpoints (addresses and ports), read from pinfo: a field
+-- such as tcp.stream is not there on tshark's first pass (-2), which builds no tree, and
+-- Wireshark 4.0's Lua has no conversation API. Every connection then gets its own pending
+-- requests whatever the interleaving (clients open several at once, each with corr id 1..).
 
 local conversations = {}
 local links = {}
@@ -477,8 +480,8 @@ local function endpoint(address, port)
 end
 
 local function conversation(pinfo, message)
-    local streams = {tcp_stream()}
-    local id = #streams > 0 and streams[#streams].value or -1
+    local here, there = endpoint(pinfo.src, pinfo.src_port), endpoint(pinfo.dst, pinfo.dst_port)
+    local id = here < there and (here .. " " .. there) or (there .. " " .. here)
     local conv = conversations[id]
     if conv == nil then
         conv = {pending = {}}

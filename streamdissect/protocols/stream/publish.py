@@ -35,7 +35,7 @@ class PublishedMessage(NamedTuple):
     entry: bytes | SubBatch
 
 
-def _entry_end(buf: Any, pos: int, end: int) -> tuple[int, int]:
+def entry_end(buf: Any, pos: int, end: int) -> tuple[int, int]:
     """(end of the entry starting at pos, records in it)."""
     if end - pos < 4:
         raise DecodeError("publish entry header cut short", pos, True)
@@ -54,7 +54,7 @@ def _entry_end(buf: Any, pos: int, end: int) -> tuple[int, int]:
     return stop, num_records
 
 
-def _filter_end(buf: Any, pos: int, end: int) -> int:
+def filter_end(buf: Any, pos: int, end: int) -> int:
     if end - pos < 2:
         raise DecodeError("filter value length cut short", pos, True)
     n = I16.unpack_from(buf, pos)[0]
@@ -68,7 +68,7 @@ def _filter_end(buf: Any, pos: int, end: int) -> int:
 
 def read_entry(buf: Any, pos: int, end: int) -> tuple[bytes | SubBatch, int]:
     """One entry: a simple entry's bytes or a SubBatch, and where it ends."""
-    stop, _ = _entry_end(buf, pos, end)
+    stop, _ = entry_end(buf, pos, end)
     first = buf[pos]
     if first & 0x80 == 0:
         return bytes(buf[pos + 4 : stop]), stop
@@ -116,14 +116,14 @@ def scan(buf: Any, pos: int, end: int, version: int, ids: list[int]) -> tuple[in
                 records += 1
                 continue
             append(publishing_id)
-            pos, n = _entry_end(buf, pos + 8, end)
+            pos, n = entry_end(buf, pos + 8, end)
             records += n
         return count, records, pos
     for _ in range(count):
         if end - pos < 8:
             raise DecodeError("publish message cut short", pos, True)
         append(ID.unpack_from(buf, pos)[0])
-        pos, n = _entry_end(buf, _filter_end(buf, pos + 8, end), end)
+        pos, n = entry_end(buf, filter_end(buf, pos + 8, end), end)
         records += n
     return count, records, pos
 
