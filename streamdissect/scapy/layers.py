@@ -189,14 +189,8 @@ class StreamFrame(Packet):
         gives), as scapy packets."""
         return cls(_record_bytes(record))
 
-    @classmethod
-    def tcp_reassemble(
-        cls, data: bytes, metadata: dict, session: dict | None = None
-    ) -> Packet | None:
-        """scapy's reassembly hook (TCPSession, StreamSocket): see reassembly.py."""
-        from streamdissect.scapy.reassembly import reassemble
-
-        return reassemble(data, metadata, session)
+    # (scapy's reassembly hook, `tcp_reassemble`, is given to the class by bind.py: see
+    # reassembly.py)
 
     # --- dissection --------------------------------------------------------------------
 

@@ -29,9 +29,8 @@ from scapy.packet import Packet
 from streamdissect.capture.segment import ACK, SYN, Segment
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.framing.framer import Framer, header_plausible
-from streamdissect.scapy.bind import BOUND_PORTS
 from streamdissect.scapy.layers import StreamFrame, StreamSegment
-from streamdissect.scapy.settings import conf
+from streamdissect.scapy.settings import BOUND_PORTS, conf
 from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
 SESSION_KEY = "streamdissect"
@@ -45,6 +44,12 @@ HOLE_PATIENCE = 4
 MAX_NOTES = 64  # anomalies kept for one frame; past that, counted
 _size = struct.Struct(">I").unpack_from
 _header = struct.Struct(">IHH").unpack_from
+
+
+def tcp_reassemble(cls: type, data: bytes, metadata: dict,
+                   session: dict | None = None) -> Packet | None:  # fmt: skip
+    """scapy's reassembly hook (TCPSession, StreamSocket), StreamFrame's classmethod."""
+    return reassemble(data, metadata, session)
 
 
 def reassemble(data: bytes, metadata: dict, session: dict | None) -> Packet | None:
