@@ -13,13 +13,9 @@ from typing import Any
 from streamdissect.capture import ACK, SYN
 from streamdissect.capture.segment import Segment
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
-from streamdissect.framing.framer import (
-    DEFAULT_MAX_FRAME,
-    DELIVER_KEEP_LIMIT,
-    Framer,
-    looks_like_stream,
-)
+from streamdissect.framing.framer import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer
 from streamdissect.protocols.stream import MESSAGES
+from streamdissect.protocols.stream.framing import StreamFramer, looks_like_stream
 from streamdissect.protocols.stream.publish import id_run
 from streamdissect.protocols.stream.records import record_class
 from streamdissect.tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
@@ -122,7 +118,7 @@ class DissectionState:
 
     # What frames each direction: a subclass may keep more of each frame (the scapy layer
     # keeps its bytes, which it dissects itself).
-    framer_class: type[Framer] = Framer
+    framer_class: type[Framer] = StreamFramer
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ from scapy.packet import Packet
 
 from streamdissect.capture.segment import ACK, SYN, Segment
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.framing.framer import Framer, header_plausible
+from streamdissect.protocols.stream.framing import StreamFramer, header_plausible
 from streamdissect.scapy.layers import StreamFrame, StreamSegment
 from streamdissect.scapy.settings import BOUND_PORTS, conf
 from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
@@ -82,8 +82,8 @@ def next_frame(data: bytes) -> Packet | None:
     return frame
 
 
-class FrameKeepingFramer(Framer):
-    """The core's framer, remembering the bytes of every frame it emits (by record)."""
+class FrameKeepingFramer(StreamFramer):
+    """The core's Stream framer, remembering the bytes of every frame it emits (by record)."""
 
     __slots__ = ("last_frame",)
 
