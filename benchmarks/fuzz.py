@@ -66,7 +66,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streamdissect.analysis.driver import analyze_events
-from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
@@ -87,6 +86,7 @@ from streamdissect.protocols.stream import (
 )
 from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
 from streamdissect.protocols.stream.analysis import columns
+from streamdissect.protocols.stream.frame_table import frame_row
 from streamdissect.protocols.stream.framing import StreamFramer
 from streamdissect.protocols.stream.summary import frame_summary as summary
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown

@@ -82,7 +82,7 @@ def connections_both_ways(path: Path) -> tuple[list[dict], list[dict], bool]:
     """(over columns, the collector's) for one capture, and whether every time fits int64."""
     from streamdissect.analysis import analyze_events
     from streamdissect.engine.dissect import Dissector, FrameEvent
-    from streamdissect.tables.batches import FrameColumns
+    from streamdissect.protocols.stream.frame_table import FrameColumns
 
     dissector = Dissector(ports=(5552, 5553))
     events = list(dissector.run(str(path)))

@@ -118,6 +118,7 @@ class ConnectionPipeline:
             deliver_keep_limit=None,
             engine="stream",
             hole_patience=HOLE_PATIENCE,
+            protocols=("stream",),
         )
         self.dissector.framer_class = partial(FrameKeepingFramer, kept=self.kept)  # type: ignore[assignment]
         # sender -> (sequence number of its first data, bytes seen since)
