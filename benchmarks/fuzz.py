@@ -15,7 +15,7 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           tracking, bounded decompression, AMQP 1.0 decoding of every record payload; one
           frame in SCAPY_EVERY also through the scapy layer (same verdict and record, the
           same bytes built back, show() and summary() never raise).
-- stream: a byte stream of mutated frames -> Framer, fed whole and in random splits with
+- stream: a byte stream of mutated frames -> StreamFramer, fed whole and in random splits with
           missing bytes at random places; the split feeds must give the same frames and
           anomalies as the whole feed (TCP segmentation must not change what we report).
 - pcap:   a mutated capture file (pcap or pcapng, sometimes gzip'd) -> the whole Dissector
@@ -66,10 +66,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streamdissect.framing.framer.framer import Framer
-
 from streamdissect.analysis.driver import analyze_events
-from streamdissect.analysis.tables import frame_row
 from streamdissect.capture import CaptureError
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
@@ -89,6 +86,8 @@ from streamdissect.protocols.stream import (
     record_from_dict,
 )
 from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
+from streamdissect.protocols.stream.frame_table import frame_row
+from streamdissect.protocols.stream.framing import StreamFramer
 from streamdissect.protocols.stream.summary import frame_summary as summary
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
@@ -847,8 +846,8 @@ class _Collect:
         self.events.append(("anomaly", kind, offset, length))
 
 
-def _framer(collect: _Collect, **options: Any) -> Framer:
-    return Framer(collect.emit, collect.report, FUZZ_MAX_FRAME, **options)
+def _framer(collect: _Collect, **options: Any) -> StreamFramer:
+    return StreamFramer(collect.emit, collect.report, FUZZ_MAX_FRAME, **options)
 
 
 def run_stream(stream: bytes) -> None:

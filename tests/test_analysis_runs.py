@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import worsen
-from streamdissect.framing.framer.framer import DELIVER_KEEP_LIMIT
 from test_bulk_engine import _frame
 
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.engine.dissect import Dissector
+from streamdissect.framing.framer import DELIVER_KEEP_LIMIT
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
 from streamdissect.protocols.stream.hot import HotFrames

@@ -1,5 +1,6 @@
 """Frames as Arrow batches (frame_batches) hold exactly the reference rows built from each
-record (analysis.tables.frame_row), on every capture of the corpus and its made-worse copies."""
+record (protocols.stream.frame_table.frame_row), on every capture of the corpus and its
+made-worse copies."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 import worsen
 
 from streamdissect.analysis import frames_table
-from streamdissect.analysis.tables import frame_row
 from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols.stream.frame_table import frame_row
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frame_batches, frames_arrow
 

@@ -6,9 +6,9 @@ import random
 
 import pytest
 import worsen
-from streamdissect.framing.framer.framer import Framer, looks_like_stream
 
 from streamdissect.capture import open_capture, tcp_segment
+from streamdissect.protocols.stream.framing import StreamFramer, looks_like_stream
 from streamdissect.tcp import FlowTable
 
 
@@ -46,7 +46,7 @@ class Collect:
     def __init__(self, **options):
         self.frames: list[tuple[int, dict]] = []
         self.anomalies: list[tuple[str, int, int]] = []
-        self.framer = Framer(self.emit, self.report, **options)
+        self.framer = StreamFramer(self.emit, self.report, **options)
 
     def emit(self, offset, ts, record):
         self.frames.append((offset, record.to_dict()))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import worsen
-from streamdissect.framing.framer.framer import DELIVER_HEAD, Framer
 
 from streamdissect.analysis import analyze_events
 from streamdissect.capture import CaptureError
@@ -28,6 +27,7 @@ from streamdissect.protocols.stream import (
     encode_record,
     make_record,
 )
+from streamdissect.protocols.stream.framing import DELIVER_HEAD, StreamFramer
 
 ENGINES = ["auto", "stream"] if "engine" in Dissector.__init__.__code__.co_varnames else [None]
 
@@ -239,7 +239,7 @@ def test_deliver_chunk_header_claiming_more_than_its_bytes():
         assert isinstance(record, Malformed) and "chunk header claims" in record.reason
     # through the framer: a malformed anomaly, and the next frame is still read
     events: list = []
-    framer = Framer(lambda *e: events.append(("frame", e[2])), lambda *a: events.append(a))
+    framer = StreamFramer(lambda *e: events.append(("frame", e[2])), lambda *a: events.append(a))
     heartbeat = encode_record(make_record("Heartbeat"))
     framer.data(memoryview(deliver(60000, 1) + heartbeat), 1)
     assert [e[0] for e in events] == ["malformed", "frame", "frame"]
@@ -296,7 +296,7 @@ class Collect:
     def __init__(self, **options) -> None:
         self.frames: list = []
         self.anomalies: list = []
-        self.framer = Framer(
+        self.framer = StreamFramer(
             lambda o, t, r: self.frames.append((o, r)),
             lambda *a: self.anomalies.append(a),
             **options,

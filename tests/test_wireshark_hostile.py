@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import tshark_pdml
 import worsen
-from streamdissect.framing.framer.framer import DEFAULT_MAX_FRAME
 from test_bulk_engine import _frame
 from test_fuzz_harness import REGRESSIONS, load
 from test_hostile import _deliver_with, nested_lists
 from tshark_pdml import connection_capture, pdus
 
+from streamdissect.framing.framer import DEFAULT_MAX_FRAME
 from streamdissect.protocols.stream import Malformed, Unknown, decode_frame
 from streamdissect.wireshark import generate
 

@@ -12,7 +12,7 @@ state of engine.state and import nothing of this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from typing import Any
 
@@ -20,7 +20,6 @@ from streamdissect.engine import stream
 from streamdissect.engine.anomalies import Anomaly
 from streamdissect.engine.bulk import BulkPcap, pcap_magic
 from streamdissect.engine.state import (
-    DEFAULT_PORTS,
     ConnectionSummary,
     DissectionState,
     FrameEvent,
@@ -28,8 +27,8 @@ from streamdissect.engine.state import (
     endpoint_text,
 )
 
-__all__ = ["DEFAULT_PORTS", "Anomaly", "ConnectionSummary", "Dissector", "FrameEvent",
-           "StreamConnection", "dissect", "endpoint_text"]  # fmt: skip
+__all__ = ["Anomaly", "ConnectionSummary", "Dissector", "FrameEvent", "StreamConnection",
+           "dissect", "endpoint_text"]  # fmt: skip
 
 
 class Dissector(DissectionState):
@@ -41,7 +40,8 @@ class Dissector(DissectionState):
         if isinstance(paths, str):
             paths = [paths]
         paths = list(paths)
-        if self.engine != "stream" and len(paths) == 1:
+        fast = all(protocol.fast_path is not None for protocol in self.protocols)
+        if self.engine != "stream" and len(paths) == 1 and fast:
             magic = pcap_magic(paths[0])
             if magic is not None:
                 self._bulk = True
@@ -52,12 +52,13 @@ class Dissector(DissectionState):
 
 def dissect(
     paths: str | Iterable[str],
-    ports: Iterable[int] = DEFAULT_PORTS,
+    ports: Iterable[int] | Mapping[str, Iterable[int]] | None = None,
     heuristic: bool = True,
     max_frame: int | None = None,
     **options: Any,
 ) -> Iterator[FrameEvent | Anomaly]:
     """Frame events and anomalies of a capture (several paths: one capture in time order).
+    `ports`: see engine.state.DissectionState (None: each protocol's default ports).
 
     Raises CaptureError at once when a file is not a readable capture."""
     return Dissector(ports, heuristic, max_frame, **options).run(paths)

@@ -1,35 +1,27 @@
 """The dissection state below both engines: connections, their framers, anomalies, events.
 
 The engines (engine.stream, the reference; engine.bulk, for a plain pcap) and push mode feed
-segments into it and drain `_out`; dissect.Dissector, on top, chooses the engine.
+segments into it and drain `_out`; dissect.Dissector, on top, chooses the engine. Which
+protocol a connection carries, and so which framer cuts its directions, comes from
+protocols.registry: by server port, else by each protocol's heuristic on a direction's first
+bytes.
 """
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from streamdissect.capture import ACK, SYN
 from streamdissect.capture.segment import Segment
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
-from streamdissect.framing.framer import (
-    DEFAULT_MAX_FRAME,
-    DELIVER_KEEP_LIMIT,
-    Framer,
-    looks_like_stream,
-)
-from streamdissect.protocols.stream import MESSAGES
-from streamdissect.protocols.stream.publish import id_run
-from streamdissect.protocols.stream.records import record_class
+from streamdissect.framing.framer import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer
+from streamdissect.protocols import registry
+from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
-DEFAULT_PORTS = (5552,)
-TUNE_KEY = 0x0014
-PUBLISH_KEY = 0x0002
-PUBLISH_CLASS = record_class("Publish")
 CLASSIFY_BYTES = 64  # a direction's first bytes the protocol heuristic may look at
-SENDER_OF_KEY = {m.key: m.sender for m in MESSAGES}
 
 
 @dataclass(slots=True)
@@ -78,32 +70,43 @@ class Classifier:
     def data(self, payload: memoryview, ts_ns: int) -> None:
         self.buffer += payload
         self.ts_ns = ts_ns
-        verdict = looks_like_stream(bytes(self.buffer[:CLASSIFY_BYTES]))
-        if verdict is None and len(self.buffer) < CLASSIFY_BYTES:
+        head = bytes(self.buffer[:CLASSIFY_BYTES])
+        undecided = False
+        for protocol in self.dissector.protocols:  # the first that says yes
+            verdict = protocol.looks_like(head)
+            if verdict:
+                self.dissector._classified(self.conn, self.side, protocol)
+                return
+            undecided = undecided or verdict is None
+        if undecided and len(self.buffer) < CLASSIFY_BYTES:
             return
-        self.dissector._classified(self.conn, self.side, bool(verdict))
+        self.dissector._classified(self.conn, self.side, None)
 
     def missing(self, length: int, ts_ns: int) -> None:
-        self.dissector._classified(self.conn, self.side, False)
+        self.dissector._classified(self.conn, self.side, None)
 
     def desync(self) -> None:
         self.desynced = True
 
 
 class StreamConnection:
-    """What the dissector keeps per TCP connection (TcpConnection.owner)."""
+    """What the dissector keeps per TCP connection (TcpConnection.owner): a connection of
+    one of the registered protocols, or one whose protocol is not known yet."""
 
-    __slots__ = ("framers", "frames", "id", "order", "pending", "server_side", "stream", "tcp")
+    __slots__ = ("framers", "frames", "id", "order", "pending", "protocol", "server_side",
+                 "stream", "tcp")  # fmt: skip
 
-    def __init__(self, tcp: TcpConnection, server_side: int | None) -> None:
+    def __init__(self, tcp: TcpConnection, server_side: int | None,
+                 protocol: Protocol | None = None) -> None:  # fmt: skip
         self.tcp = tcp
         self.server_side = server_side
+        self.protocol = protocol  # None until a heuristic tells
         self.id = ""
         self.framers: list[Framer] = []
         self.frames = [0, 0]  # by sending side
         self.pending: list[tuple] = []  # TCP anomalies held until the protocol is known
-        self.stream = False
-        self.order = 0  # packet number at which it became a Stream connection
+        self.stream = False  # dissected: its protocol is known and framers cut it
+        self.order = 0  # packet number at which it began to be dissected
 
     def direction(self, side: int) -> str:
         return "s2c" if side == self.server_side else "c2s"
@@ -120,13 +123,14 @@ class DissectionState:
     shared by both engines (engine.stream, engine.bulk) and push mode. dissect.Dissector is
     this plus the choice of engine."""
 
-    # What frames each direction: a subclass may keep more of each frame (the scapy layer
-    # keeps its bytes, which it dissects itself).
-    framer_class: type[Framer] = Framer
+    # What frames each direction instead of its protocol's framer: a subclass of it that
+    # keeps more of each frame (the scapy layer keeps its bytes, which it dissects itself;
+    # rotated pieces keep their edges). Set with `protocols` naming that one protocol.
+    framer_class: Callable[..., Framer] | None = None
 
     def __init__(
         self,
-        ports: Iterable[int] = DEFAULT_PORTS,
+        ports: Iterable[int] | Mapping[str, Iterable[int]] | None = None,
         heuristic: bool = True,
         max_frame: int | None = None,
         ooo_cap: int = DEFAULT_OOO_CAP,
@@ -138,9 +142,15 @@ class DissectionState:
         lean: bool = False,
         columns: bool | str = False,
         hole_patience: int | None = None,
+        protocols: Iterable[str] | None = None,
     ) -> None:
-        """`engine`: "stream" (packet by packet, the reference), "bulk" or "auto" (bulk for a
-        single plain pcap file, else stream); both give the same events.
+        """`ports`: the server ports of each protocol (protocols.registry.server_ports:
+        None, each protocol's defaults; port numbers, the first protocol's, the Stream's);
+        connections on other ports are recognised by the protocols' heuristics when
+        `heuristic`. `protocols`: the names of the protocols to dissect (default: every
+        registered one). `engine`: "stream" (packet by packet, the reference), "bulk" or
+        "auto" (bulk for a single plain pcap file when every protocol dissected has a fast
+        path, else stream); both give the same events.
         `publish_messages=False`: Publish records keep their ids and counts but not their
         message list (`messages` is None), which the bulk engine then never copies; ids
         that go up one by one are a `range` (equal as JSON, to_dict gives the list).
@@ -164,7 +174,10 @@ class DissectionState:
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")
         self.engine = engine
-        self.ports = frozenset(ports)
+        self.protocols = registry.chosen(protocols)
+        self.port_protocols = registry.server_ports(self.protocols, ports)
+        self.ports = frozenset(self.port_protocols)
+        self.protocol_of: dict[str, Protocol] = {}  # connection id -> its protocol
         self.heuristic = heuristic
         self.max_frame = max_frame or DEFAULT_MAX_FRAME
         self.fixed_max_frame = bool(max_frame)  # given: it, not the negotiated max, limits
@@ -262,12 +275,13 @@ class DissectionState:
             syn_server = 0
         else:
             syn_server = None
-        if first[1] in self.ports or second[1] in self.ports:
-            if first[1] in self.ports and second[1] in self.ports:
+        on_port = self.port_protocols.get(first[1]), self.port_protocols.get(second[1])
+        if on_port != (None, None):
+            if None not in on_port:
                 server_side = syn_server if syn_server is not None else 1
             else:
-                server_side = 1 if second[1] in self.ports else 0
-            owner = StreamConnection(conn, server_side)
+                server_side = 1 if on_port[1] is not None else 0
+            owner = StreamConnection(conn, server_side, on_port[server_side])
             conn.owner = owner
             self._become_stream(owner)
         elif self.heuristic:
@@ -277,18 +291,17 @@ class DissectionState:
         else:
             conn.ignored = True
 
-    def _classified(self, conn: TcpConnection, side: int, is_stream: bool) -> None:
+    def _classified(self, conn: TcpConnection, side: int, protocol: Protocol | None) -> None:
         owner: StreamConnection = conn.owner
-        if not is_stream:
+        if protocol is None:
             conn.ignored = True
             owner.pending = []
             for stream in conn.streams:
                 stream.sink = NullSink()  # the rest of the current segment goes nowhere
             return
+        owner.protocol = protocol
         if owner.server_side is None:
-            buffer = conn.streams[side].sink.buffer
-            key = (buffer[4] << 8) | buffer[5]
-            sender_is_server = SENDER_OF_KEY.get(key) == "server"
+            sender_is_server = protocol.sent_by_server(bytes(conn.streams[side].sink.buffer))
             owner.server_side = side if sender_is_server else 1 - side
         classifiers = [stream.sink for stream in conn.streams]
         self._become_stream(owner)
@@ -310,7 +323,8 @@ class DissectionState:
         owner.id = base if uses == 1 else f"{base}#{uses}"
         owner.order = self._row
         owner.stream = True
-        owner.framers = [self._framer(owner, side) for side in (0, 1)]
+        self.protocol_of[owner.id] = owner.protocol
+        owner.framers.extend(self._framer(owner, side) for side in (0, 1))
         for side, stream in enumerate(conn.streams):
             stream.sink = owner.framers[side]
         self._streams.append(owner)
@@ -321,28 +335,20 @@ class DissectionState:
         out = self._out
         frames = owner.frames
 
-        drop_messages = not self.publish_messages
-
         def emit(offset: int, ts_ns: int, record: Any) -> None:
             frames[side] += 1
-            if drop_messages and record.key == PUBLISH_KEY and record.__class__ is PUBLISH_CLASS:
-                record.messages = None
-                record.publishing_ids = id_run(record.publishing_ids)
             out.append(FrameEvent(ts_ns, connection, direction, offset, record))
-            if record.key == TUNE_KEY and getattr(record, "frame_max", None):
-                for framer in owner.framers:  # the limit holds both ways
-                    framer.negotiated_frame_max(record.frame_max)
 
-        # What the bulk walk needs to emit a record that is neither a Publish nor a Tune
-        # itself (the same count and event, one call less per frame).
+        # What a fast path needs to emit a record as emit does, without the protocol's own
+        # rules for some frames (protocols.base.Protocol.framer).
         emit.lane = (frames, connection, direction)  # type: ignore[attr-defined]
 
         def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
             self._anomaly(ts_ns, connection, direction, kind, offset, length, detail)
 
-        return self.framer_class(
-            emit, report, self.max_frame, self.deliver_keep_limit, self.fixed_max_frame
-        )
+        options = FramerOptions(self.max_frame, self.fixed_max_frame, self.deliver_keep_limit,
+                                self.publish_messages)  # fmt: skip
+        return owner.protocol.framer(emit, report, options, owner.framers, self.framer_class)
 
     # --- anomalies -------------------------------------------------------------------
 

@@ -1,59 +1,54 @@
-"""Per-direction framer: ordered stream bytes in, decoded frames out (I/O-free).
+"""Per-direction framer of a length-prefixed protocol: ordered stream bytes in, decoded
+frames out (I/O-free).
 
-A frame is `size:u32` (not counting itself), `key:u16`, `version:u16`, body. The framer is
-fed by the TCP reassembler (see tcp.StreamSink): `data()` for captured bytes, `missing()`
-for bytes that were on the wire but not in the capture (snaplen, gaps), `desync()` when the
+A frame is `size:u32` (the bytes after it), then at least 4 bytes that say what the frame is
+(HEADER: the bytes the framer reads before judging a frame), then the rest. `Framer` cuts a
+direction's bytes into frames and keeps sync; a protocol subclasses it with its codec
+(protocols/stream/framing.py: StreamFramer): how a frame is decoded (`_decode`,
+`_emit_head`), which kind of frame is kept as its head only when big (`heads_only`), and
+what a plausible frame start is after a gap (`frame_starts`, `plausible`). The framer is fed
+by the TCP reassembler (see tcp.StreamSink): `data()` for captured bytes, `missing()` for
+bytes that were on the wire but not in the capture (snaplen, gaps), `desync()` when the
 stream starts in the middle.
 
 Limits (each one hit is an anomaly, never silence):
 - `max_frame` (`--max-frame`, default 8 MiB): a size field above it is taken as garbage:
   anomaly `frame_too_large`, then resync.
-- the negotiated frame max (Tune; 0 means none): the broker closes a connection that sends a
-  larger frame, and brokers before 4.3.5 could send a larger Deliver. Such a frame is still
-  framed (sync is kept), reported as anomaly `frame_too_large`, and, unless `max_frame` was
-  given explicitly (`fixed_max_frame`), only its first DELIVER_HEAD bytes are kept: the record
-  is decoded from them (`truncated=True`). Deliver follows `deliver_keep_limit` instead.
+- the negotiated frame max (the protocol tells it, `negotiated_frame_max`; 0 means none): a
+  larger frame is still framed (sync is kept), reported as anomaly `frame_too_large`, and,
+  unless `max_frame` was given explicitly (`fixed_max_frame`), only its first HEAD_KEPT bytes
+  are kept: the record is decoded from them (`truncated=True`). A kind of frame the protocol
+  keeps as its head (`heads_only`) follows `deliver_keep_limit` instead.
 
-Memory: a frame is buffered only up to its own size, never beyond those limits. Big Deliver
-frames are counted, not kept: only their first DELIVER_HEAD bytes (frame header, committed
-chunk id, the 48-byte Osiris chunk header and the first entries) are kept, so a 1 MiB chunk
-spanning 20 segments is never concatenated. Every other command is kept whole, because its
-fields (Publish's publishing ids, for one) need the whole body. Such a Deliver record has
-`chunk_payload=None` (so `crc_ok` is None and `messages()` is empty) but `truncated=False`:
-the bytes were on the wire, we chose not to keep them. Pass `deliver_keep_limit=None` to keep
-every Deliver whole.
+Memory: a frame is buffered only up to its own size, never beyond those limits. Big frames of
+the kind `heads_only` names (the Stream's Deliver) are counted, not kept: only their first
+HEAD_KEPT bytes are, so a 1 MiB chunk spanning 20 segments is never concatenated. Every other
+frame is kept whole, because its fields need the whole body. Pass `deliver_keep_limit=None`
+to keep every frame whole.
 
 Losing sync (a stream starting mid-way, missing bytes where a frame header should be, an
-absurd size) switches to resync: the framer looks for a plausible frame start (size within
-the frame limit, a (key, version) the codec knows, a body that decodes without Malformed,
-and the next frame's header plausible too when it is there) and reports what it skipped.
+absurd size) switches to resync: the framer looks for a plausible frame start (the
+protocol's `frame_starts` and `plausible`) and reports what it skipped.
 """
 
 from __future__ import annotations
 
-import re
 import struct
-from collections.abc import Callable
-
-from streamdissect.protocols.stream import MESSAGES, Malformed, Unknown, decode_frame
+from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
-DELIVER_KEY = 0x0008
-DELIVER_KEEP_LIMIT = 64 * 1024
-DELIVER_HEAD = 256  # v2 prefix (17) + chunk header (48) + room for the codec to look ahead
+DELIVER_KEEP_LIMIT = 64 * 1024  # default of `deliver_keep_limit`
 # A negotiated frame max below this is not taken as a buffering limit (no client asks for
 # less; a hostile Tune must not make every later frame head-only).
 MIN_NEGOTIATED_FRAME_MAX = 1024
 HEADER = 8
+# The Stream's, still taken from here by engine/bulk.py until its split takes them from
+# protocols/stream/framing.py (issue 23): they then move there.
+DELIVER_KEY = 0x0008
+DELIVER_HEAD = 256  # v2 prefix (17) + chunk header (48) + room for the codec to look ahead
 
 _u32 = struct.Struct(">I").unpack_from
-_header = struct.Struct(">IHH").unpack_from
-KNOWN = frozenset((m.key, v) for m in MESSAGES for v in m.versions)
-# Candidate frame starts are found in C: a known (key, version) pair 4 bytes in; the
-# lookahead makes overlapping candidates visible.
-_CANDIDATE = re.compile(
-    b"(?=(?:" + b"|".join(re.escape(struct.pack(">HH", k, v)) for k, v in sorted(KNOWN)) + b"))"
-)
 
 # (stream offset of the frame, ts_ns of the packet completing it, record)
 Emit = Callable[[int, int, object], None]
@@ -63,48 +58,15 @@ Report = Callable[[str, int, int, int, str], None]
 YES, NO, WAIT = 1, 0, 2
 
 
-def header_plausible(size: int, key: int, version: int, max_size: int) -> bool:
-    return 4 <= size <= max_size and (key, version) in KNOWN
-
-
-def frame_plausible(buf: bytes | bytearray, pos: int, max_size: int, final: bool) -> int:
-    """YES, NO or WAIT (more bytes needed) for a frame starting at buf[pos]."""
-    have = len(buf) - pos
-    if have < HEADER:
-        return WAIT
-    size, key, version = _header(buf, pos)
-    if not header_plausible(size, key, version, max_size):
-        return NO
-    end = pos + 4 + size
-    if end > len(buf):
-        # Judge what is there; a cut body that already breaks its layout is no frame.
-        record = decode_frame(bytes(buf[pos:]), declared_size=size)
-        if isinstance(record, Malformed) or (isinstance(record, Unknown) and record.key is None):
-            return NO
-        return YES if final else WAIT
-    if isinstance(decode_frame(bytes(buf[pos:end])), (Malformed, Unknown)):
-        return NO
-    after = len(buf) - end
-    if after < HEADER:  # the next header decides; at the buffer's end it may come later
-        return YES if final else WAIT
-    return YES if header_plausible(*_header(buf, end), max_size) else NO
-
-
-def looks_like_stream(data: bytes) -> bool | None:
-    """Heuristic for a connection on an unknown port: do these first bytes of a direction
-    start Stream frames? None when there are too few bytes to tell."""
-    if len(data) < HEADER:
-        return None
-    size, key, version = _header(data)
-    if key == 0x0011 and version == 1 and 8 <= size <= 64 * 1024:
-        return True  # PeerProperties request: how every client starts
-    if data[:8] == b"\x00\x00\x00\x04\x00\x17\x00\x01":
-        return True  # Heartbeat
-    verdict = frame_plausible(data, 0, DEFAULT_MAX_FRAME, final=True)
-    return verdict == YES and 4 + size <= len(data)
-
-
 class Framer:
+    """The length-prefixed framing of one direction; a protocol's subclass gives the rest
+    (the methods and class attributes below that say "the protocol's")."""
+
+    # The protocol's: bytes kept of a frame kept as its head (big, or above the negotiated
+    # max), and the bytes of a frame that say whether `heads_only` applies.
+    HEAD_KEPT: ClassVar[int]
+    KIND_BYTES: ClassVar[int] = HEADER
+
     __slots__ = (
         "cur_cut",
         "cur_have",
@@ -142,7 +104,7 @@ class Framer:
         self.report = report
         self.max_frame = max_frame  # a frame claiming more is absurd
         self.fixed_max_frame = fixed_max_frame  # given by the user: kept whole up to it
-        self.negotiated: int | None = None  # Tune's frame_max (whole frame, size field included)
+        self.negotiated: int | None = None  # the protocol's frame max (size field included)
         # A size above this needs a look: above max_frame (absurd) or the negotiated max.
         self.frame_limit = max_frame
         self.resync_max = max_frame  # plausibility bound; the negotiated frame_max once seen
@@ -198,7 +160,7 @@ class Framer:
         frame_limit = self.frame_limit
         keep_limit = self.deliver_keep_limit
         while n - pos >= HEADER:
-            size, key, _version = _header(view, pos)
+            size = _u32(view, pos)[0]
             too_large = False
             if size > frame_limit or size < 4:
                 if size > self.max_frame or size < 4:
@@ -211,9 +173,9 @@ class Framer:
             if end > n:
                 break  # _learn_size reports it once the frame is underway
             if too_large:
-                too_large = self._above_negotiated(base + pos, size, key, ts_ns)
-            if too_large or (key == DELIVER_KEY and keep_limit is not None and size > keep_limit):
-                self._emit_head(base + pos, ts_ns, bytes(view[pos : min(end, pos + DELIVER_HEAD)]), size)
+                too_large = self._above_negotiated(base + pos, size, self.heads_only(view, pos), ts_ns)
+            if too_large or (keep_limit is not None and size > keep_limit and self.heads_only(view, pos)):
+                self._emit_head(base + pos, ts_ns, bytes(view[pos : min(end, pos + self.HEAD_KEPT)]), size)
             else:
                 self._decode(base + pos, ts_ns, bytes(view[pos:end]), size, False)
             pos = end
@@ -279,7 +241,7 @@ class Framer:
                 self.offset += pos
                 self._resync_data(rest, ts_ns)
                 return n
-            if self.cur_head_only is None and self.cur_have >= 6:
+            if self.cur_head_only is None and self.cur_have >= self.KIND_BYTES:
                 self._decide_keep(ts_ns)
         take = min(self.cur_total - self.cur_have, n - pos) if self.cur_total else 0
         if take:
@@ -307,27 +269,27 @@ class Framer:
             self.rbuf += start_bytes  # resync starts at the bad frame's first byte
             return False
         self.cur_total = 4 + size
-        if len(head) >= 6:
+        if len(head) >= self.KIND_BYTES:
             self._decide_keep(ts_ns)
         else:  # the key is in the next bytes: decided when they come, before any body byte
             self.cur_head_only = None
         return True
 
     def _decide_keep(self, ts_ns: int) -> None:
-        """The key is known: keep the whole frame, or only its head (a Deliver above
-        deliver_keep_limit, a frame above the negotiated max)."""
+        """The kind is known: keep the whole frame, or only its head (a kind `heads_only`
+        names above deliver_keep_limit, a frame above the negotiated max)."""
         head = b"".join(self.cur_parts)
         self.cur_parts = [head]
         size = self.cur_total - 4
-        key = head[4] << 8 | head[5]
+        own_rule = self.heads_only(head, 0)
         head_only = (
-            key == DELIVER_KEY
+            own_rule
             and self.deliver_keep_limit is not None
             and size > self.deliver_keep_limit
         )
-        if size > self.frame_limit and self._above_negotiated(self.cur_start, size, key, ts_ns):
+        if size > self.frame_limit and self._above_negotiated(self.cur_start, size, own_rule, ts_ns):
             head_only = True
-        self.cur_keep = DELIVER_HEAD if head_only else self.cur_total
+        self.cur_keep = self.HEAD_KEPT if head_only else self.cur_total
         self.cur_head_only = head_only
 
     def _finish_frame(self, ts_ns: int) -> None:
@@ -339,34 +301,46 @@ class Framer:
                 "truncated", ts_ns, start, self.cur_total, "frame key/version cut by missing bytes"
             )
         elif (self.cur_head_only or self.cur_kept < self.cur_total) and not self.cur_cut:
-            # (a head-only frame of at most DELIVER_HEAD bytes is whole, and still a head, as
+            # (a head-only frame of at most HEAD_KEPT bytes is whole, and still a head, as
             # when data() finds it in one piece)
             self._emit_head(start, ts_ns, frame, size)
         else:
             self._decode(start, ts_ns, frame, size, self.cur_cut)
         self._reset_frame()
 
+    # --- the protocol's ----------------------------------------------------------------
+
+    def heads_only(self, buf: bytes | bytearray | memoryview, pos: int) -> bool:
+        """Whether the frame starting at buf[pos] (KIND_BYTES there) is of a kind kept as its
+        head above deliver_keep_limit, whatever the frame limit says."""
+        return False
+
     def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
-        record = decode_frame(frame, declared_size=size if cut else None)
-        if isinstance(record, Malformed):
-            self.report("malformed", ts_ns, offset, size + 4, record.reason)
-        self.emit(offset, ts_ns, record)
+        """Decode a whole frame (`cut`: bytes of it were missing), report it when malformed,
+        and emit its record."""
+        raise NotImplementedError
 
     def _emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
-        """A frame of which only the first bytes were kept (big Deliver, above the limit)."""
-        record = decode_frame(head, declared_size=size)
-        if isinstance(record, Malformed):  # (a head the codec can read is never malformed)
-            self.report("malformed", ts_ns, offset, size + 4, record.reason)
-        elif record.key == DELIVER_KEY and not isinstance(record, Unknown):
-            record.truncated = False  # complete on the wire; we only chose not to keep it
-            record.chunk_payload = None
-        self.emit(offset, ts_ns, record)
+        """A frame of which only the first bytes were kept: decode and emit them."""
+        raise NotImplementedError
 
-    def _above_negotiated(self, offset: int, size: int, key: int | None, ts_ns: int) -> bool:
+    def frame_starts(self, buf: bytearray, start: int) -> Iterator[int]:
+        """Where a frame may start in buf, from `start` on, in order (resync candidates)."""
+        raise NotImplementedError
+
+    def plausible(self, buf: bytes | bytearray, pos: int, max_size: int, final: bool) -> int:
+        """YES, NO or WAIT (more bytes needed) for a frame starting at buf[pos]; `final`: no
+        more bytes come before a hole or the end."""
+        raise NotImplementedError
+
+    # --- limits ------------------------------------------------------------------------
+
+    def _above_negotiated(self, offset: int, size: int, own_rule: bool, ts_ns: int) -> bool:
         """A frame above the negotiated frame max (but within max_frame): report it; True
-        when only its head is to be kept. Deliver keeps its own rule (deliver_keep_limit):
-        brokers before 4.3.5 send whole chunks whatever the frame max."""
-        head_only = not self.fixed_max_frame and key != DELIVER_KEY
+        when only its head is to be kept. A kind `heads_only` names keeps its own rule
+        (deliver_keep_limit: Stream brokers before 4.3.5 send whole chunks whatever the
+        frame max)."""
+        head_only = not self.fixed_max_frame and not own_rule
         self.report(
             "frame_too_large",
             ts_ns,
@@ -441,9 +415,8 @@ class Framer:
 
     def _scan(self, ts_ns: int, final: bool) -> None:
         buf = self.rbuf
-        for match in _CANDIDATE.finditer(buf, max(self.scan_from + 4, 4)):
-            pos = match.start() - 4
-            verdict = frame_plausible(buf, pos, self.resync_max, final)
+        for pos in self.frame_starts(buf, self.scan_from):
+            verdict = self.plausible(buf, pos, self.resync_max, final)
             if verdict == YES:
                 self._synced_at(pos, ts_ns)
                 return

@@ -179,8 +179,8 @@ def cut_frames(chain: Chain) -> Any:
     each (`_piece`)."""
     import pyarrow as pa
 
+    from streamdissect.protocols.stream.frame_table import FrameColumns
     from streamdissect.tables import schema
-    from streamdissect.tables.batches import FrameColumns
 
     builder = FrameColumns()
     for _, event in chain.frames:

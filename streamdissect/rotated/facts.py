@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, HEADER, Framer
+from streamdissect.protocols.stream.framing import StreamFramer
 
 # A mid-stream direction's bytes kept until its framer syncs: one frame at the largest.
 HEAD_LIMIT = DEFAULT_MAX_FRAME + HEADER
@@ -27,8 +28,8 @@ STATE_SLOTS = tuple(s for s in Framer.__slots__ if s not in ("emit", "report"))
 OFFSET_SLOTS = ("offset", "rbuf_start")  # stream offsets (cur_start too, when >= 0)
 
 
-class BoundaryFramer(Framer):
-    """A Framer that keeps its head (after a mid-stream start) and its end state.
+class BoundaryFramer(StreamFramer):
+    """A Stream framer that keeps its head (after a mid-stream start) and its end state.
 
     The head is every call the framer took from the mid-stream start until it found a
     frame start, that call included: frames decoded in the same call as the resync carry
@@ -104,8 +105,8 @@ def framer_state(framer: Framer) -> dict:
 
 
 def restore_framer(state: dict, shift: int, emit: Any, report: Any) -> Framer:
-    """A Framer in `state`, its stream offsets moved by `shift`."""
-    framer = Framer(emit, report, state["max_frame"], state["deliver_keep_limit"],
+    """A Stream framer in `state`, its stream offsets moved by `shift`."""
+    framer = StreamFramer(emit, report, state["max_frame"], state["deliver_keep_limit"],
                     state["fixed_max_frame"])  # fmt: skip
     for name in STATE_SLOTS:
         setattr(framer, name, state[name])

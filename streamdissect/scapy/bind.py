@@ -1,4 +1,6 @@
-"""Which TCP ports carry RabbitMQ Stream for scapy (both directions): 5552 by default."""
+"""Which TCP ports carry RabbitMQ Stream for scapy (both directions): 5552 by default; and
+StreamFrame's reassembly hook, given to the layer here (the layers do not import the
+reassembly that builds them)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ from scapy.layers.inet import TCP
 from scapy.packet import bind_layers, split_layers
 
 from streamdissect.scapy.layers import StreamFrame
+from streamdissect.scapy.reassembly import tcp_reassemble
+from streamdissect.scapy.settings import BOUND_PORTS
 
 DEFAULT_PORT = 5552
-BOUND_PORTS: set[int] = set()
+StreamFrame.tcp_reassemble = classmethod(tcp_reassemble)  # type: ignore[attr-defined]
 
 
 def bind_port(port: int) -> None:

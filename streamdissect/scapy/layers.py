@@ -40,7 +40,6 @@ from scapy.fields import (
 from scapy.layers.inet import TCP
 from scapy.packet import NoPayload, Packet, bind_layers
 
-from streamdissect.framing.framer import header_plausible
 from streamdissect.protocols.stream import osiris
 from streamdissect.protocols.stream.codec import FRAME_HEADER, decode_frame, encode_record
 from streamdissect.protocols.stream.codes import (
@@ -49,6 +48,7 @@ from streamdissect.protocols.stream.codes import (
     OffsetType,
     ResponseCode,
 )
+from streamdissect.protocols.stream.framing import header_plausible
 from streamdissect.protocols.stream.primitives import (
     BYTES,
     STRING,
@@ -189,14 +189,8 @@ class StreamFrame(Packet):
         gives), as scapy packets."""
         return cls(_record_bytes(record))
 
-    @classmethod
-    def tcp_reassemble(
-        cls, data: bytes, metadata: dict, session: dict | None = None
-    ) -> Packet | None:
-        """scapy's reassembly hook (TCPSession, StreamSocket): see reassembly.py."""
-        from streamdissect.scapy.reassembly import reassemble
-
-        return reassemble(data, metadata, session)
+    # (scapy's reassembly hook, `tcp_reassemble`, is given to the class by bind.py: see
+    # reassembly.py)
 
     # --- dissection --------------------------------------------------------------------
 

@@ -42,10 +42,9 @@ from scapy.sessions import TCPSession
 
 from streamdissect.capture.segment import ACK, SYN, Segment
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
-from streamdissect.framing.framer import Framer, header_plausible
-from streamdissect.scapy.bind import BOUND_PORTS
+from streamdissect.protocols.stream.framing import StreamFramer, header_plausible
 from streamdissect.scapy.layers import StreamFrame, StreamSegment
-from streamdissect.scapy.settings import conf
+from streamdissect.scapy.settings import BOUND_PORTS, conf
 from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
 SESSION_KEY = "streamdissect"
@@ -62,6 +61,12 @@ _header = struct.Struct(">IHH").unpack_from
 
 
 _released = threading.local()  # .pipelines: those holding frames for packets of their own
+
+
+def tcp_reassemble(cls: type, data: bytes, metadata: dict,
+                   session: dict | None = None) -> Packet | None:  # fmt: skip
+    """scapy's reassembly hook (TCPSession, StreamSocket), StreamFrame's classmethod."""
+    return reassemble(data, metadata, session)
 
 
 def reassemble(data: bytes, metadata: dict, session: dict | None) -> Packet | None:
@@ -94,8 +99,8 @@ def next_frame(data: bytes) -> Packet | None:
     return frame
 
 
-class FrameKeepingFramer(Framer):
-    """The core's framer, remembering the bytes of every frame it emits (by record)."""
+class FrameKeepingFramer(StreamFramer):
+    """The core's Stream framer, remembering the bytes of every frame it emits (by record)."""
 
     __slots__ = ("last_frame",)
 
@@ -130,6 +135,7 @@ class ConnectionPipeline:
             deliver_keep_limit=None,
             engine="stream",
             hole_patience=HOLE_PATIENCE,
+            protocols=("stream",),
         )
         self.dissector.framer_class = partial(FrameKeepingFramer, kept=self.kept)  # type: ignore[assignment]
         # sender -> (sequence number of its first data, bytes seen since)

@@ -14,3 +14,5 @@ class LayerSettings:
 
 
 conf = LayerSettings()
+# The TCP ports the layer is bound to (bind.bind_port), which reassembly takes as servers'.
+BOUND_PORTS: set[int] = set()

@@ -16,14 +16,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--path"]:  # (where this file is, for the spark-submit command line)
         print(__file__)
         return 0
+    import argparse
+
     from pyspark.sql import SparkSession
 
     # (absolute imports: spark-submit runs this file as a script, outside its package)
-    from streamdissect.cli import build_parser
-    from streamdissect.cli.spark import run
     from streamdissect.spark import register, spark_environment
+    from streamdissect.spark.command import DESCRIPTION, add_arguments, run
 
-    args = build_parser().parse_args(["spark", *argv])
+    parser = argparse.ArgumentParser(prog="streamdissect.spark.submit", description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     spark_environment()
     spark = SparkSession.builder.appName("streamdissect").getOrCreate()
     register(spark)

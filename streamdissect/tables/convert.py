@@ -198,7 +198,7 @@ def arrow_table(table: str, rows) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from streamdissect.tables.batches import typed_array
+    from streamdissect.tables.arrays import typed_array
 
     kinds = [c.kind for c in schema.TABLES[table]]
     columns = _columns_of(schema.column_names(table), rows)

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any
 
 from streamdissect import __version__
-from streamdissect.engine.state import CLASSIFY_BYTES, DEFAULT_PORTS
+from streamdissect.engine.state import CLASSIFY_BYTES
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME
 from streamdissect.protocols.stream import osiris, spec
 from streamdissect.protocols.stream.codes import (
@@ -25,6 +25,7 @@ from streamdissect.protocols.stream.codes import (
     OffsetType,
     ResponseCode,
 )
+from streamdissect.protocols.stream.protocol import STREAM
 from streamdissect.protocols.stream.records import SASL_KEY
 from streamdissect.protocols.stream.spec import Message
 from streamdissect.wireshark.layouts import ENTRY, Layouts
@@ -56,7 +57,7 @@ HEADER: dict[str, FieldType] = {
     "body": FieldType("bytes"),  # an unknown command's or version's
 }
 LABELS = {"time": "Response time", "response_to": "Request in", "body": "Body"}
-# What framing.looks_like_stream accepts outright: a PeerProperties request up to this size.
+# What protocols.stream.framing.looks_like_stream accepts outright: a PeerProperties request up to this size.
 PEER_PROPERTIES_MAX = 64 * 1024
 CHUNK_MAGIC = 5  # the high nibble of an Osiris chunk's magic_version (codec, facts §3.1)
 
@@ -148,7 +149,7 @@ def _declaration(name: str, kind: FieldType) -> str:
 
 def _settings() -> dict[str, Any]:
     return {
-        "ports": ",".join(str(p) for p in DEFAULT_PORTS),
+        "ports": ",".join(str(p) for p in STREAM.ports),
         "max_frame": DEFAULT_MAX_FRAME,
         "classify_bytes": CLASSIFY_BYTES,
         "peer_properties": Hex(CommandKey.PEER_PROPERTIES),

@@ -1,0 +1,96 @@
+"""The seam between the pipeline and a protocol: what one protocol package gives, through
+one object listed in protocols/registry.py.
+
+The pipeline below the faces (capture, tcp, framing, engine, tables, analysis) never imports
+a protocol package by name: per connection, the engine asks the registry which protocol it
+carries (by server port, then by each protocol's heuristic on a direction's first bytes) and
+frames both directions with that protocol's framer; the tables and the analyses take the
+protocol's tables, frames table and analyses from the same object.
+
+A protocol package imports the layers below it (capture, tcp, framing: the Framer it
+subclasses) and the building blocks of the layers above that name no protocol
+(tables.columns, tables.arrays, analysis.fields, analysis.percentiles, analysis.compact),
+never the registry nor what imports it: the parts above the engine (tables, frames table,
+analyses) are imported when they are asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from streamdissect.framing.framer import Emit, Framer, Report
+
+
+@dataclass(frozen=True, slots=True)
+class FramerOptions:
+    """What the dissector's options say about framing (engine.state.DissectionState)."""
+
+    max_frame: int  # a size field above it is garbage
+    fixed_max_frame: bool  # max_frame was given: it, not the negotiated max, limits
+    deliver_keep_limit: int | None  # frames `heads_only` names are kept as heads above it
+    publish_messages: bool  # False: records may leave out message bodies nothing reads
+
+
+class Protocol:
+    """One protocol: a subclass sets the class attributes and the methods that raise here."""
+
+    name: ClassVar[str]  # short, lower case: option values (`protocols=("stream",)`)
+    title: ClassVar[str]  # for people: "RabbitMQ Stream"
+    ports: ClassVar[tuple[int, ...]]  # default server ports
+    framer_class: ClassVar[type[Framer]]  # a direction's framer (a framing.framer.Framer)
+    frames_table: ClassVar[str]  # the name, among `tables`, of its one-row-a-frame table
+    # Its fast path, or None: then a capture with its connections goes through the exact
+    # packet-by-packet engine (engine.stream) only. The Stream's is its hot frames as columns
+    # (protocols/stream/hot.py: HotFrames, what consumers take in place of FrameEvents) and
+    # the block engine's frame walk (engine/bulk.py). See docs/architecture.md.
+    fast_path: ClassVar[Any] = None
+
+    def looks_like(self, data: bytes) -> bool | None:
+        """Heuristic for a connection on a port no protocol claims: do these first bytes of
+        a direction (up to engine.state.CLASSIFY_BYTES) start this protocol's frames? None
+        when there are too few bytes to tell."""
+        raise NotImplementedError
+
+    def sent_by_server(self, data: bytes) -> bool:
+        """Whether a direction whose first bytes `looks_like` accepted is the server's (asked
+        when the capture shows no SYN to tell)."""
+        raise NotImplementedError
+
+    def framer(self, emit: Emit, report: Report, options: FramerOptions,
+               framers: list[Framer], framer_class: Callable[..., Framer] | None = None,
+               ) -> Framer:  # fmt: skip
+        """A direction's framer: `emit(offset, ts_ns, record)` takes each record, `report`
+        each anomaly; `framers` is the connection's list of both framers (filled once both
+        are made: a frame may change what its peer accepts, as the Stream's Tune does);
+        `framer_class`, when given, is made instead of `framer_class` (a subclass of it
+        that keeps more of each frame)."""
+        return (framer_class or self.framer_class)(
+            emit, report, options.max_frame, options.deliver_keep_limit,
+            options.fixed_max_frame)  # fmt: skip
+
+    def pairing(self, record: Any) -> tuple[Hashable, bool] | None:
+        """How a call's response finds its request on the same connection: (the key both
+        carry, whether this record is the response), or None for a frame that is no call."""
+        raise NotImplementedError
+
+    @property
+    def tables(self) -> dict[str, tuple]:
+        """Its tables: name -> columns (tables.columns.Column), in output order; names are
+        unique among the registered protocols."""
+        raise NotImplementedError
+
+    def frame_columns(self, show_secrets: bool = False) -> Any:
+        """A builder of its frames table as Arrow batches: `add(frame_event)`,
+        `add_run(columns)` (its fast path's events that are not FrameEvents), `rows`,
+        `batches(most)` (tables.batches.frame_batches)."""
+        raise NotImplementedError
+
+    def analysis(self, **options: Any) -> Any:
+        """Its analyses for one run: the collector set the analysis driver feeds every frame
+        event of its connections and reads the tables' rows from."""
+        raise NotImplementedError(f"{self.title}: no analyses given to the registry")
+
+    def __repr__(self) -> str:
+        return f"<protocol {self.name}: {self.title}, ports {self.ports}>"

@@ -1,0 +1,74 @@
+"""The protocols streamdissect dissects: one line each in PROTOCOLS (the first is the default:
+what a bare port list, `--port N`, and the frames table name).
+
+    from streamdissect.protocols.registry import PROTOCOLS, protocol
+    protocol("stream").ports          # (5552,)
+
+The pipeline below the faces finds every protocol here, never by importing its package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from streamdissect.protocols.base import Protocol
+from streamdissect.protocols.stream.protocol import STREAM
+
+PROTOCOLS: tuple[Protocol, ...] = (
+    STREAM,
+)  # fmt: skip
+
+BY_NAME = {p.name: p for p in PROTOCOLS}
+
+
+def protocol(name: str | None = None) -> Protocol:
+    """The protocol of that name (None: the default, the first registered)."""
+    if name is None:
+        return PROTOCOLS[0]
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r} (known: {', '.join(BY_NAME)})") from None
+
+
+def chosen(names: Iterable[str] | None = None) -> tuple[Protocol, ...]:
+    """The protocols of these names, in registry order (None: every one)."""
+    if names is None:
+        return PROTOCOLS
+    wanted = {protocol(name).name for name in names}
+    return tuple(p for p in PROTOCOLS if p.name in wanted)
+
+
+def server_ports(protocols: tuple[Protocol, ...],
+                 ports: Iterable[int] | Mapping[str, Iterable[int]] | None = None,
+                 ) -> dict[int, Protocol]:  # fmt: skip
+    """Server port -> the protocol a connection to it carries. `ports`: None, each protocol's
+    default ports; port numbers, the first protocol's ports instead of its defaults (what
+    `--port N` always meant: the Stream's), the others keeping theirs; a mapping from
+    protocol name to ports, exactly those."""
+    if isinstance(ports, Mapping):
+        named = {protocol(name).name: tuple(numbers) for name, numbers in ports.items()}
+        return {port: p for p in protocols for port in named.get(p.name, ())}
+    by_port = {port: p for p in reversed(protocols) for port in p.ports}
+    if ports is not None and protocols:
+        first = protocols[0]
+        by_port = {port: p for port, p in by_port.items() if p is not first}
+        by_port.update(dict.fromkeys(ports, first))
+    return by_port
+
+
+def check(protocols: tuple[Protocol, ...]) -> None:
+    """Names and table names are unique (a table is found by its name alone)."""
+    names: set[str] = set()
+    tables: dict[str, str] = {"anomalies": "every protocol"}
+    for p in protocols:
+        if p.name in names:
+            raise ValueError(f"two protocols named {p.name!r}")
+        names.add(p.name)
+        for table in p.tables:
+            if table in tables:
+                raise ValueError(f"table {table!r} of {p.name} and of {tables[table]}")
+            tables[table] = p.name
+
+
+check(PROTOCOLS)

@@ -1,0 +1,83 @@
+"""RabbitMQ Stream behind the protocol seam (protocols.base.Protocol): the one object the
+registry lists for this package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from streamdissect.framing.framer import Emit, Framer, Report
+from streamdissect.protocols.base import FramerOptions, Protocol
+from streamdissect.protocols.stream.framing import StreamFramer, looks_like_stream, sent_by_server
+from streamdissect.protocols.stream.publish import id_run
+from streamdissect.protocols.stream.records import record_class
+
+TUNE_KEY = 0x0014
+PUBLISH_KEY = 0x0002
+PUBLISH_CLASS = record_class("Publish")
+
+
+class StreamProtocol(Protocol):
+    name = "stream"
+    title = "RabbitMQ Stream"
+    ports = (5552,)
+    framer_class = StreamFramer
+    frames_table = "frames"
+
+    @property
+    def fast_path(self) -> Any:
+        """The hot frames as columns (HotFrames), walked by engine/bulk.py."""
+        from streamdissect.protocols.stream import hot
+
+        return hot
+
+    def looks_like(self, data: bytes) -> bool | None:
+        return looks_like_stream(data)
+
+    def sent_by_server(self, data: bytes) -> bool:
+        return sent_by_server(data)
+
+    def framer(self, emit: Emit, report: Report, options: FramerOptions,
+               framers: list[Framer], framer_class: Callable[..., Framer] | None = None,
+               ) -> Framer:  # fmt: skip
+        """The base's framer, whose records go through two Stream rules first: without
+        `publish_messages` a Publish keeps its ids and counts, not its messages (ids that go
+        up one by one become a `range`); a Tune's frame max holds for both directions."""
+        drop_messages = not options.publish_messages
+
+        def stream_emit(offset: int, ts_ns: int, record: Any) -> None:
+            if drop_messages and record.key == PUBLISH_KEY and record.__class__ is PUBLISH_CLASS:
+                record.messages = None
+                record.publishing_ids = id_run(record.publishing_ids)
+            emit(offset, ts_ns, record)
+            if record.key == TUNE_KEY and getattr(record, "frame_max", None):
+                for framer in framers:  # the limit holds both ways
+                    framer.negotiated_frame_max(record.frame_max)
+
+        # What the bulk walk needs to emit a record that is neither a Publish nor a Tune
+        # itself (the same count and event, one call less per frame).
+        stream_emit.lane = getattr(emit, "lane", None)  # type: ignore[attr-defined]
+        return super().framer(stream_emit, report, options, framers, framer_class)
+
+    def pairing(self, record: Any) -> tuple[Hashable, bool] | None:
+        """A call carries a correlation id, its response the same one (and the response
+        bit). Tune, which has none, is paired by the latency analysis' own rule: the server's
+        offer, then the client's reply."""
+        correlation_id = getattr(record, "correlation_id", None)
+        if correlation_id is None:
+            return None
+        return correlation_id, bool(record.response)
+
+    @property
+    def tables(self) -> dict[str, tuple]:
+        from streamdissect.protocols.stream.tables import TABLES
+
+        return TABLES
+
+    def frame_columns(self, show_secrets: bool = False) -> Any:
+        from streamdissect.protocols.stream.frame_table import FrameColumns
+
+        return FrameColumns(show_secrets)
+
+
+STREAM = StreamProtocol()
