@@ -63,9 +63,7 @@ from streamdissect.framing.framer import (
 from streamdissect.protocols.stream import hot
 from streamdissect.protocols.stream.codec import (
     FAST_PATHS,
-    FIELD_PATHS,
     decode_deliver_head,
-    deliver_fields,
 )
 from streamdissect.protocols.stream.records import Malformed, record_class
 from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
@@ -112,8 +110,7 @@ CREDIT_KEY, CONFIRM_KEY, HEARTBEAT_KEY = 0x0009, 0x0003, 0x0017
 # Small hot frames (Credit, PublishConfirm, Heartbeat) decoded by their codec fast path
 # straight from the walk: a whole frame is exactly what decode_frame would hand it, so the
 # record is the same, without three calls of checks per frame. Anything a fast path
-# declines (or trips over) goes the usual way, which explains it. A lean walk leaves them
-# to _lean_frames (Heartbeats are read one by one there).
+# declines (or trips over) goes the usual way, which explains it.
 _DIRECT = {key: FAST_PATHS[key] for key in (CONFIRM_KEY, CREDIT_KEY, HEARTBEAT_KEY)}
 _DELIVER_HEAD = FAST_PATHS[DELIVER_KEY]  # (frame, size, version, head=True): a Deliver's head
 
@@ -136,26 +133,18 @@ def _deliver_head_record(head: bytes, size: int, version: int) -> Any:
     return _DELIVER_HEAD(head, size, version, True) or decode_deliver_head(head, size)
 
 
-# Lean frames whose fields _lean_frames reads for a whole walk at once: gathered as HEAD_BYTES
-# from each frame's start, then viewed with the kind's layout (codec.credit_fields,
-# confirm_fields and deliver_fields read the same bytes one frame at a time).
+# Frame heads gathered HEAD_BYTES wide from each frame's start, viewed with a kind's layout.
 HEAD_BYTES = hot.HEAD_BYTES
 
 
 _head_layout = hot.head_layout
 
 
-_FRAME, _CHUNK = hot.FRAME_FIELDS, hot.CHUNK_LAYOUT  # (the same fields, HEAD_BYTES wide)
+_FRAME = hot.FRAME_FIELDS  # (the same fields, HEAD_BYTES wide)
 _FRAME_HEAD = _head_layout(*_FRAME)
-_CREDIT_HEAD = _head_layout(*_FRAME, ("sid", "u1"), ("credit", ">i2"))
-_CONFIRM_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"))
 # (PUBLISH_HEAD bytes: v1 Publish, then its first message's id and simple-entry size word)
 _PUBLISH_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
                              ("word", ">u4"))  # fmt: skip
-_DELIVER_HEADS = {
-    1: (57, _head_layout(*_FRAME, ("sid", "u1"), *_CHUNK)),
-    2: (65, _head_layout(*_FRAME, ("sid", "u1"), ("committed", ">u8"), *_CHUNK)),
-}
 
 
 def pcap_magic(path: str) -> int | None:
@@ -1003,25 +992,21 @@ class BulkPcap:
         keep_limit = framer.deliver_keep_limit
         heads = not self.d.publish_messages
         publishes: list[tuple] = []
-        batched: dict[int, list] = {key: [] for key in (*_DIRECT, DELIVER_KEY)}
         walk = None
         if self.d.columns and getattr(framer.emit, "lane", None) is not None and pos < send:
             # columns mode: the hot frames' offsets noted by the walk (HotWalk)
             walk = HotWalk(hot.HOT_KEYS if heads else hot.HOT_KEYS - {PUBLISH_KEY})
         try:
             self._walk(framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
-                       publishes, batched, walk)  # fmt: skip
+                       publishes, walk)  # fmt: skip
         finally:
             if publishes:
                 self._publishes(framer, side, publishes, so, lo, po, read)
-            for key, items in batched.items():
-                if items:
-                    self._lean_frames(framer, side, key, items, read)
             if walk is not None and walk.starts:
                 self._hot_note(framer, side, walk, rows, times, read)
 
     def _walk(self, framer, side, pos, send, so, lo, po, io, to, read, keep_limit, heads,
-              publishes, batched, walk=None) -> None:  # fmt: skip
+              publishes, walk=None) -> None:  # fmt: skip
         buf, mv = self.buf, self.mv
         events = self.events
         out = self.d._out
@@ -1036,8 +1021,6 @@ class BulkPcap:
         if lane is not None:
             counts, connection, direction = lane
             make = self.d._frame_class
-        # lean (Dissector docstring): no record for the hottest frames, a tuple of their fields
-        lean = lane is not None and self.d.lean and walk is None
         if walk is not None:
             hot_keys, starts, runs = walk.keys, walk.starts, walk.runs
             note = starts.append
@@ -1145,14 +1128,6 @@ class BulkPcap:
             if key == PUBLISH_KEY and heads:
                 # Counted in one numpy pass after the walk; its place in the order is kept.
                 publishes.append((pos, end, size, ts, row, len(events), at, seg_end))
-                events.append(None)
-                pos = end
-                continue
-            if lean and not out and (big or key in _DIRECT):
-                # Its fields are read with the walk's others (_lean_frames), in its place;
-                # with numpy where they are in one segment (a Deliver's: its head).
-                inside = pos + HEAD_BYTES <= seg_end if big else jj == j
-                batched[key].append((at, version, size, ts, row, len(events), pos, inside))
                 events.append(None)
                 pos = end
                 continue
@@ -1404,10 +1379,7 @@ class BulkPcap:
         """Publish frames of one direction and block, without copying their messages: v1
         frames whose messages all have one simple-entry size are checked and their ids read
         with numpy; any other goes through the codec."""
-        d = self.d
-        events = self.events
         emit = framer.emit
-        out = d._out
         n = len(items)
         pos, size, at, seg_end = (np.fromiter(map(itemgetter(k), items), np.int64, n)
                                   for k in (0, 2, 6, 7))  # fmt: skip
@@ -1463,143 +1435,15 @@ class BulkPcap:
                     ids_of[k] = ids[first : first + n_ids].tolist()
                 else:
                     ids_of[k] = range(firsts_of[f], firsts_of[f] + n_ids)
-        lane = getattr(emit, "lane", None)  # lean: see _walk
-        lean = lane is not None and d.lean
         for k, (item, pid, n_ids) in enumerate(zip(items, publisher.tolist(), count.tolist())):
             start, end, frame_size, ts, row, slot = item[:6]
             ids = ids_of.get(k)
-            if ids is not None and lean and not out:
-                frames, connection, direction = lane
-                frames[side] += 1
-                events[slot] = (row, slot, (PUBLISH_KEY, ts, connection, direction, pid, ids,
-                                            n_ids, frame_size))  # fmt: skip
-                continue
             if ids is not None:
                 emit(start, ts, PUBLISH(PUBLISH_KEY, 1, frame_size, None, None, False, pid, None,
                                         ids, n_ids))  # fmt: skip
             else:
                 framer._decode(start, ts, read(start, end), frame_size, False)
             self._place_out(row, slot)
-
-    def _lean_frames(self, framer: Any, side: int, key: int, items: list, read) -> None:
-        """Lean Credit, PublishConfirm, Heartbeat or Deliver frames of one direction's walk
-        (`items`: buffer position, version, size, time, row, event slot, stream offset, in
-        one segment): the fields of those in one segment read for all at once with numpy and
-        checked as the codec's field parser checks them. Any other frame, and one that fails,
-        goes one by one, in its place (`read(a, b)`: its stream bytes)."""
-        gathered = []
-        for item in items:
-            if item[7] and key != HEARTBEAT_KEY:
-                gathered.append(item)
-            else:
-                self._lean_frame(framer, side, key, item, read)
-        if not gathered:
-            return
-        items = gathered
-        frames, connection, direction = framer.emit.lane
-        events = self.events
-        at = np.fromiter(map(itemgetter(0), items), dtype=np.int64, count=len(items))
-        heads = self.frame_heads[at]
-        done = 0
-        if key == CREDIT_KEY:
-            h = heads.view(_CREDIT_HEAD)
-            ok = (h["version"] == 1) & (h["size"] == 7)
-            fields = zip(h["sid"].tolist(), h["credit"].tolist())
-            for item, good, (sid, credit) in zip(items, ok.tolist(), fields):
-                if good:
-                    slot = item[5]
-                    events[slot] = (item[4], slot, (key, item[3], connection, direction, sid,
-                                                    credit))  # fmt: skip
-                    done += 1
-                else:
-                    self._lean_frame(framer, side, key, item, read)
-        elif key == CONFIRM_KEY:
-            h = heads.view(_CONFIRM_HEAD)
-            count = h["count"].astype(np.int64)
-            ok = (h["version"] == 1) & (count >= 0) & (9 + 8 * count == h["size"])
-            count[~ok] = 0
-            total = int(count.sum())
-            frame_of = np.repeat(np.arange(len(items)), count)
-            starts = np.cumsum(count) - count
-            ids = self.messages[
-                at[frame_of] + 13 + 8 * (np.arange(total, dtype=np.int64) - starts[frame_of])
-            ].view(_MESSAGE)["id"]  # fmt: skip
-            # Ids that go up one by one (what brokers confirm) as a range, as for Publish.
-            steps = (ids[1:] - ids[:-1] != 1) | (ids[1:] < ids[:-1])  # (u64: no wrap)
-            broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
-            firsts = ids[np.minimum(starts, max(total - 1, 0))].tolist() if total else []
-            counts, starts_list = count.tolist(), starts.tolist()
-            publishers = h["publisher"].tolist()
-            for f, (item, good) in enumerate(zip(items, ok.tolist())):
-                if not good:
-                    self._lean_frame(framer, side, key, item, read)
-                    continue
-                n = counts[f]
-                if f in broken:
-                    run = ids[starts_list[f] : starts_list[f] + n].tolist()
-                else:
-                    run = range(firsts[f], firsts[f] + n) if n else []
-                slot = item[5]
-                events[slot] = (item[4], slot, (key, item[3], connection, direction,
-                                                publishers[f], run))  # fmt: skip
-                done += 1
-        else:
-            for version, (need, layout) in _DELIVER_HEADS.items():
-                mine = [k for k, item in enumerate(items) if item[1] == version]
-                if not mine:
-                    continue
-                h = heads[mine].view(layout)
-                entries = h["entries"].astype(np.int64)
-                ok = (
-                    (h["size"] >= need - 4)  # (a shorter frame is no v1/v2 Deliver)
-                    & (h["magic"] >> 4 == 5)
-                    & (entries * 4 <= h["data_length"])
-                    & (h["records"] <= entries * 0xFFFF)
-                )
-                committed = h["committed"].tolist() if version == 2 else repeat(None)
-                reserved = ((h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])
-                chunks = zip(*(h[name].tolist() for name, _ in _CHUNK[:-2]), reserved.tolist())
-                for k, good, sid, commit, chunk in zip(mine, ok.tolist(), h["sid"].tolist(),
-                                                        committed, chunks):  # fmt: skip
-                    item = items[k]
-                    if good:
-                        slot = item[5]
-                        events[slot] = (item[4], slot, (key, item[3], connection, direction,
-                                                        item[2], sid, commit, chunk))  # fmt: skip
-                        done += 1
-                    else:
-                        self._lean_frame(framer, side, key, item, read)
-            for item in items:
-                if item[1] not in _DELIVER_HEADS:
-                    self._lean_frame(framer, side, key, item, read)
-        frames[side] += done
-
-    def _lean_frame(self, framer: Any, side: int, key: int, item: tuple, read) -> None:
-        """One frame _lean_frames did not read with numpy, in its place: its fields, or its
-        record (with a malformed report)."""
-        _, version, size, ts, row, slot, pos, _ = item
-        frames, connection, direction = framer.emit.lane
-        events = self.events
-        out = self.d._out
-        if key == DELIVER_KEY:
-            head = read(pos, pos + min(4 + size, DELIVER_HEAD))
-            fields = deliver_fields(head, size, version, True)
-            if fields is not None:  # (the field checks in numpy and here are the same)
-                frames[side] += 1
-                events[slot] = (row, slot, (key, ts, connection, direction, size, *fields[:3]))
-                return
-            record = _deliver_head_record(head, size, version)
-            if record.__class__ is not Malformed:
-                frames[side] += 1
-                events[slot] = (row, slot, self.d._frame_class(ts, connection, direction, pos,
-                                                               record))  # fmt: skip
-                return
-            framer._emit_head(pos, ts, head, size)  # the record and its malformed report
-        else:
-            self._lean_small(framer, side, key, item, read)
-            if not out:
-                return
-        self._place_out(row, slot)
 
     def _place_out(self, row: int, slot: int) -> None:
         """What the framer just put in d._out, for a frame deferred by the walk: in its slot
@@ -1612,27 +1456,6 @@ class BulkPcap:
             else:
                 events.append((row, slot + k / 1024, ev))
         out.clear()
-
-    def _lean_small(self, framer: Any, side: int, key: int, item: tuple, read) -> None:
-        """_lean_frame for a Credit, PublishConfirm or Heartbeat: its event in place, or,
-        decoded as a record (and a malformed report) in d._out."""
-        at, version, size, ts, row, slot, pos, inside = item
-        frames, connection, direction = framer.emit.lane
-        frame = bytes(self.mv[at : at + 4 + size]) if inside else read(pos, pos + 4 + size)
-        try:
-            fields = FIELD_PATHS[key](frame, size, version)
-        except Exception:  # noqa: BLE001 - the record path explains it
-            fields = None
-        record = None if fields is not None else _fast_record(key, frame, size, version)
-        if fields is not None or record is not None:
-            frames[side] += 1
-            payload = (
-                (key, ts, connection, direction, *fields) if fields is not None
-                else self.d._frame_class(ts, connection, direction, pos, record)
-            )  # fmt: skip
-            self.events[slot] = (row, slot, payload)
-            return
-        framer._decode(pos, ts, frame, size, False)
 
     def _exact_tail(self, framer: Any, pos: int, so: array, lo: array, po: array, io: Any,
                     to: Any) -> None:  # fmt: skip

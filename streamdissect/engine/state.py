@@ -135,7 +135,6 @@ class DissectionState:
         engine: str = "auto",
         publish_messages: bool = True,
         helper_process: bool | None = False,
-        lean: bool = False,
         columns: bool | str = False,
         hole_patience: int | None = None,
     ) -> None:
@@ -147,13 +146,6 @@ class DissectionState:
         `helper_process=True` (None: when this process has no other thread): the bulk engine
         finds record boundaries in a forked process
         (another CPU) while this one dissects.
-        `lean=True` (the analyze report, which needs no records of its hottest frames): the
-        bulk engine gives well-formed Credit, PublishConfirm and Heartbeat frames and Deliver
-        heads as tuples (key, ts_ns, connection, direction, fields...) with the fields of
-        codec.FIELD_PATHS / deliver_fields (Deliver: size, then deliver_fields without its
-        last item; PublishConfirm ids that go up one by one as a range), and the Publish frames it reads with numpy (with publish_messages=False)
-        as (0x0002, ts_ns, connection, direction, publisher id, ids, record count, size),
-        instead of FrameEvents; analysis.analyze_events reads both.
         `columns=True` (frame_batches, the columnar analyses): the bulk engine gives the
         well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
         Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.HotFrames
@@ -182,7 +174,6 @@ class DissectionState:
         self._flows: FlowTable | None = None  # set by the run (or the first push)
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
-        self.lean = lean
         self.columns = columns
         # None: only where forking is safe, a process with no other thread (a script; not a
         # notebook kernel nor a Spark worker, whose threads a fork would copy mid-lock)

@@ -433,15 +433,6 @@ def _fast_heartbeat(frame: bytes, size: int, version: int) -> Record | None:
         0x0017, 1, size, None, None, False)
 
 
-# What the fast paths above accept, as plain fields (the bulk engine's report mode makes no
-# record of these frames): key -> (frame, size, version) -> fields or None.
-FIELD_PATHS: dict[int, Callable[[bytes, int, int], tuple | None]] = {
-    0x0003: confirm_fields,
-    0x0009: credit_fields,
-    0x0017: heartbeat_fields,
-}
-
-
 FAST_PATHS: dict[int, Callable[[bytes, int, int], Record | None]] = {
     0x0008: _fast_deliver,
     0x0002: _fast_publish,
