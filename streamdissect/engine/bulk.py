@@ -60,7 +60,7 @@ from streamdissect.framing.framer import (
     HEADER,
     MIN_NEGOTIATED_FRAME_MAX,
 )
-from streamdissect.protocols.stream import hot
+from streamdissect.protocols.stream import hot, layouts
 from streamdissect.protocols.stream.codec import (
     FAST_PATHS,
     decode_deliver_head,
@@ -103,9 +103,12 @@ LINK_LAYOUTS = {
 }  # fmt: skip
 PUBLISH_KEY = 0x0002
 PUBLISH = record_class("Publish")
-_publish_head = struct.Struct(">IHHBiQI").unpack_from  # size key version publisher count id word
-PUBLISH_HEAD = 25  # v1: frame header, publisher id, count, first message's id and entry word
-_MESSAGE = np.dtype([("id", ">u8"), ("word", ">u4")])
+# v1: frame header, publisher id, count, first message's id and entry word
+_publish_head = layouts.PUBLISH.struct().unpack_from
+PUBLISH_HEAD = layouts.PUBLISH.size
+_MESSAGE = hot.MESSAGE
+_message_head = layouts.MESSAGE.struct().unpack
+FIRST_ID = hot.FIRST_ID
 CREDIT_KEY, CONFIRM_KEY, HEARTBEAT_KEY = 0x0009, 0x0003, 0x0017
 # Small hot frames (Credit, PublishConfirm, Heartbeat) decoded by their codec fast path
 # straight from the walk: a whole frame is exactly what decode_frame would hand it, so the
@@ -137,14 +140,8 @@ def _deliver_head_record(head: bytes, size: int, version: int) -> Any:
 HEAD_BYTES = hot.HEAD_BYTES
 
 
-_head_layout = hot.head_layout
-
-
-_FRAME = hot.FRAME_FIELDS  # (the same fields, HEAD_BYTES wide)
-_FRAME_HEAD = _head_layout(*_FRAME)
-# (PUBLISH_HEAD bytes: v1 Publish, then its first message's id and simple-entry size word)
-_PUBLISH_HEAD = _head_layout(*_FRAME, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
-                             ("word", ">u4"))  # fmt: skip
+_FRAME_HEAD = layouts.FRAME.dtype(HEAD_BYTES)
+_PUBLISH_HEAD = layouts.PUBLISH.dtype(HEAD_BYTES)
 
 
 def pcap_magic(path: str) -> int | None:
@@ -1191,7 +1188,7 @@ class BulkPcap:
                 frames = crossing[small]
                 at[frames] = self._patch_small(offsets[frames], offsets[frames] + wanted[small])
             big_publish = np.flatnonzero((keys == PUBLISH_KEY) & (wanted > SMALL_COPY))
-            if len(big_publish) and self.patch_used + 25 * len(big_publish) < room:
+            if len(big_publish) and self.patch_used + PUBLISH_HEAD * len(big_publish) < room:
                 done = self._publish_messages(crossing[big_publish], offsets, ends, at, messages)
                 small = np.union1d(small, big_publish[done])
             crossing = np.delete(crossing, small)
@@ -1235,20 +1232,20 @@ class BulkPcap:
         lengths = ends[frames] - starts
         heads_at = self._patch_small(starts, starts + PUBLISH_HEAD)
         h = self.frame_heads[heads_at].view(_PUBLISH_HEAD)
-        count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
-        stride = 12 + word
+        count, word = h["count"].astype(np.int64), h["entry_word"].astype(np.int64)
+        stride = _MESSAGE.itemsize + word
         done = ((h["version"] == 1) & (count > 0) & (word < 0x80000000)
-                & (13 + count * stride == lengths))  # fmt: skip
+                & (FIRST_ID + count * stride == lengths))  # fmt: skip
         if not done.any():
             return done
         mine = np.flatnonzero(done)
         count, stride = count[mine], stride[mine]
-        message = hot.positions(starts[mine] + 13, count, stride)  # stream offsets
+        message = hot.positions(starts[mine] + FIRST_ID, count, stride)  # stream offsets
         seg = np.searchsorted(so_a, message, side="right") - 1
         where = po_a[seg] + message - so_a[seg]
-        cut = np.flatnonzero(message + 12 > so_a[seg] + lo_a[seg])
+        cut = np.flatnonzero(message + _MESSAGE.itemsize > so_a[seg] + lo_a[seg])
         if len(cut):
-            where[cut] = self._patch_small(message[cut], message[cut] + 12)
+            where[cut] = self._patch_small(message[cut], message[cut] + _MESSAGE.itemsize)
         at[frames[mine]] = heads_at[mine]
         for k, part in zip(frames[mine].tolist(), np.split(where, np.cumsum(count)[:-1])):
             messages[k] = part
@@ -1300,10 +1297,10 @@ class BulkPcap:
                    po_a: np.ndarray) -> int:  # fmt: skip
         """CRC-32 of the chunk data of the Deliver at stream offsets [a, b), over the
         segments that hold it (no copy); hot.decode compares it with the header's."""
-        need = hot.DELIVER_HEADS.get(_header(head)[2], (None,))[0]
+        need, layout = hot.DELIVER_HEADS.get(_header(head)[2], (None, None))
         if need is None:
             return 0  # (no v1/v2 Deliver: declined, the record path explains it)
-        length = struct.unpack_from(">I", head, need - 12)[0]  # the chunk's data_length
+        length = int(np.frombuffer(head, layout, count=1)["data_length"][0])
         lo, hi = a + need, min(b, a + need + length)
         crc = 0
         j = int(np.searchsorted(so_a, lo, side="right")) - 1
@@ -1386,20 +1383,20 @@ class BulkPcap:
         # The heads (up to the first message's entry word), read for all at once where the
         # segment holds them, one by one where they cross into the next.
         h = self.frame_heads[at].view(_PUBLISH_HEAD)
-        version, publisher = h["version"].astype(np.int64), h["publisher"].astype(np.int64)
-        count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
+        version, publisher = h["version"].astype(np.int64), h["publisher_id"].astype(np.int64)
+        count, word = h["count"].astype(np.int64), h["entry_word"].astype(np.int64)
         whole = size + 4 >= PUBLISH_HEAD
         for k in np.flatnonzero(whole & (pos + PUBLISH_HEAD > seg_end)).tolist():
             a = int(pos[k])
             _, _, version[k], publisher[k], count[k], _, word[k] = _publish_head(
                 read(a, a + PUBLISH_HEAD), 0)
-        stride = 12 + word
+        stride = _MESSAGE.itemsize + word
         ok = (whole & (version == 1) & (count > 0) & (word < 0x80000000)
-              & (13 + count * stride == 4 + size))  # fmt: skip
+              & (FIRST_ID + count * stride == 4 + size))  # fmt: skip
         ok_frames = np.flatnonzero(ok)
         ids_of: dict[int, list] = {}
         if len(ok_frames):
-            counts, strides, firsts = count[ok_frames], stride[ok_frames], pos[ok_frames] + 13
+            counts, strides, firsts = count[ok_frames], stride[ok_frames], pos[ok_frames] + FIRST_ID
             total = int(counts.sum())
             frame_of = np.repeat(np.arange(len(ok_frames)), counts)
             starts_of = np.cumsum(counts) - counts
@@ -1408,18 +1405,18 @@ class BulkPcap:
             so_a, lo_a, po_a = self.arrays
             seg = np.searchsorted(so_a, at, side="right") - 1
             within = at - so_a[seg]
-            inside = within + 12 <= lo_a[seg]
+            inside = within + _MESSAGE.itemsize <= lo_a[seg]
             bufpos = po_a[seg] + within
             bufpos[~inside] = 0
             fields = self.messages[bufpos].view(_MESSAGE)  # (id, entry word) of each message
-            ids = fields["id"].astype(np.uint64)
-            words = fields["word"].astype(np.int64)
+            ids = fields["publishing_id"].astype(np.uint64)
+            words = fields["entry_word"].astype(np.int64)
             for m in np.flatnonzero(~inside).tolist():  # the few cut by a segment boundary
                 a = int(at[m])
-                mid, mword = struct.unpack(">QI", read(a, a + 12))
+                mid, mword = _message_head(read(a, a + _MESSAGE.itemsize))
                 ids[m] = mid
                 words[m] = mword
-            good = words + 12 == strides[frame_of]
+            good = words + _MESSAGE.itemsize == strides[frame_of]
             bad_frames = set(frame_of[~good].tolist())
             # A frame whose ids go up one by one (what clients send) gets them as a range
             # (what emit makes of such a list): no Python int per message.

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamdissect.protocols.stream import osiris, publish
+from streamdissect.protocols.stream import layouts, osiris, publish
 from streamdissect.protocols.stream.primitives import (
     U16,
     U32,
@@ -310,11 +310,15 @@ _Confirm, _Credit, _Heartbeat = (
     RECORD_CLASSES[0x0009],
     RECORD_CLASSES[0x0017],
 )
-_DELIVER_V1 = struct.Struct(">B" + osiris.HEADER.format[1:])
-_DELIVER_V2 = struct.Struct(">BQ" + osiris.HEADER.format[1:])
-_CONFIRM_HEAD = struct.Struct(">Bi")
+# The heads after the frame header, as the table lays them out (layouts)
+_DELIVER_V1, _DELIVER_V2 = (layouts.DELIVER[v].struct(FRAME_HEADER.size) for v in (1, 2))
+_DELIVER_STARTS = {v: layouts.DELIVER[v].size for v in (1, 2)}  # where the chunk data starts
+_CONFIRM_HEAD = layouts.CONFIRM.struct(FRAME_HEADER.size)
+_CONFIRM_IDS = layouts.CONFIRM.size  # where its publishing ids start, CONFIRM_ID.size each
+_CONFIRM_ID = layouts.CONFIRM_ID
 _U64S: dict[int, Callable] = {}  # count -> unpack_from of that many u64 (confirms' ids)
-_CREDIT = struct.Struct(">Bh")
+_CREDIT = layouts.CREDIT.struct(FRAME_HEADER.size)
+_CREDIT_SIZE = layouts.CREDIT.size
 _PUBLISHER_ID = struct.Struct(">B")
 
 
@@ -323,12 +327,12 @@ def deliver_fields(frame: bytes, size: int, version: int, head: bool = False) ->
     header fields in CHUNK_FIELDS order, where its data starts), else None. `head`: `frame`
     is only the first bytes of the frame (the chunk header is enough)."""
     if version == 1:
-        start, committed = 57, None
+        start, committed = _DELIVER_STARTS[1], None
         if len(frame) < start:
             return None
         subscription_id, *chunk = _DELIVER_V1.unpack_from(frame, 8)
     elif version == 2:
-        start = 65
+        start = _DELIVER_STARTS[2]
         if len(frame) < start:
             return None
         subscription_id, committed, *chunk = _DELIVER_V2.unpack_from(frame, 8)
@@ -393,17 +397,17 @@ def _fast_publish(frame: bytes, size: int, version: int) -> Record | None:
 
 def confirm_fields(frame: bytes, size: int, version: int) -> tuple | None:
     """A well-formed PublishConfirm's (publisher id, publishing ids), else None."""
-    if version != 1 or len(frame) < 13:
+    if version != 1 or len(frame) < _CONFIRM_IDS:
         return None
     publisher_id, count = _CONFIRM_HEAD.unpack_from(frame, 8)
-    if count < 0 or 13 + 8 * count != len(frame):
+    if count < 0 or _CONFIRM_IDS + _CONFIRM_ID.size * count != len(frame):
         return None
     ids_of = _U64S.get(count)
     if ids_of is None:
-        ids_of = struct.Struct(f">{count}Q").unpack_from
+        ids_of = struct.Struct(f">{count}{_CONFIRM_ID.fmt}").unpack_from
         if count <= 256:  # the usual counts only: hostile ones must not grow the cache
             _U64S[count] = ids_of
-    return publisher_id, list(ids_of(frame, 13))
+    return publisher_id, list(ids_of(frame, _CONFIRM_IDS))
 
 
 def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
@@ -413,7 +417,7 @@ def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
 
 def credit_fields(frame: bytes, size: int, version: int) -> tuple | None:
     """A well-formed Credit request's (subscription id, credit), else None."""
-    if version != 1 or len(frame) != 11:
+    if version != 1 or len(frame) != _CREDIT_SIZE:
         return None
     return _CREDIT.unpack_from(frame, 8)
 
