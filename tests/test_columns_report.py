@@ -13,6 +13,7 @@ from test_analysis_runs import assert_same_tables, ledgers_at_once
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
 from streamdissect.analysis.driver import analyze_events
+from streamdissect.capture import blocks
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector
@@ -35,17 +36,17 @@ def report(path: Path, engine: str, mode: str, helper: bool = False) -> str:
 
 def assert_same_report(path: Path, helper: bool = False) -> None:
     reference = report(path, "stream", "records")
-    for block in (bulk.BLOCK, 9_000):
+    for block in (blocks.BLOCK, 9_000):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bulk, "BLOCK", block)
+            patch.setattr(blocks, "BLOCK", block)
             assert report(path, "bulk", "columns") == reference, block
             # (every run over columns, however short)
             patch.setattr(runs, "SHORT_RUN", 0)
             assert report(path, "bulk", "columns") == reference, (block, "short runs")
             patch.undo()
-            patch.setattr(bulk, "BLOCK", block)
+            patch.setattr(blocks, "BLOCK", block)
             if helper and block < path.stat().st_size:  # (the helper reads more)
-                patch.setattr(bulk, "_can_fork", lambda: True)
+                patch.setattr(bulk, "can_fork", lambda: True)
                 assert report(path, "bulk", "columns", helper=True) == reference, "helper"
 
 

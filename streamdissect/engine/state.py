@@ -214,6 +214,42 @@ class DissectionState:
     ) -> None:
         self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")
 
+    # --- for the bulk engine (engine.bulk): what it reads and tells the state ----------
+
+    @property
+    def out(self) -> list[FrameEvent | Anomaly]:
+        """The events made and not yet handed out (a list the engine drains)."""
+        return self._out
+
+    @property
+    def frame_class(self) -> type:
+        """The class of the frame events (FrameEvent's fields, in its order)."""
+        return self._frame_class
+
+    @property
+    def flows(self) -> FlowTable | None:
+        """The run's table of TCP connections (start_flows)."""
+        return self._flows
+
+    def at_row(self, row: int) -> None:
+        """The packet of this number (in the capture) is handled now: connections it
+        opens are ordered by it."""
+        self._row = row
+
+    def anomaly(self, ts_ns: int | None, kind: str, offset: int, length: int,
+                detail: str) -> None:  # fmt: skip
+        """A packet's anomaly (no connection: the packet is no TCP segment we can read)."""
+        self._anomaly(ts_ns, None, None, kind, offset, length, detail)
+
+    def file_anomaly(self, path: str, kind: str, ts_ns: int | None, offset: int,
+                     detail: str) -> None:  # fmt: skip
+        """A capture file's anomaly (a bad or cut record: the file is read no further)."""
+        self._file_anomaly(path, kind, ts_ns, offset, detail)
+
+    def finish_capture(self, ts_ns: int) -> Iterator[FrameEvent | Anomaly]:
+        """End of capture: the events of every connection's end (holes, unframed bytes)."""
+        return self._finish(ts_ns)
+
     # --- tables ----------------------------------------------------------------------
 
     @property

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streamdissect.capture import blocks
 from streamdissect.protocols.stream import layouts
 from streamdissect.protocols.stream.spec import BY_KEY
 
@@ -73,11 +74,8 @@ class HotColumns:
 
 def sliding(data: np.ndarray, width: int) -> np.ndarray:
     """`data` (uint8, padded) as `width`-byte items starting at every byte: indexing it with
-    positions copies whole items, one memcpy each."""
-    items = np.ndarray(shape=(len(data) - width + 1,), dtype=np.dtype(f"V{width}"),
-                       buffer=data, offset=0, strides=(1,))  # fmt: skip
-    items.flags.writeable = False
-    return items
+    positions copies whole items, one memcpy each (capture.blocks.sliding)."""
+    return blocks.sliding(data, 0, len(data), width)
 
 
 def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
