@@ -140,9 +140,9 @@ def parse_packets(headers: tuple, starts: np.ndarray, layout: PacketLayout) -> P
     length = 0 if link is None else link[0]
     tcp_start = length + 20 + (off >> 4) * 4  # in the packet
     ip_end = length + total
-    fast = _ipv4_fast(h, caplen, total, off, tcp_start <= ip_end, link)
+    fast = _ipv4_fast(h, caplen, tcp_start <= ip_end, link)
     fast_rows = np.flatnonzero(fast)
-    rows6, h6 = _ipv6_rows(headers[1], layout.dtypes[1], starts, h, caplen, link)
+    rows6, h6 = _ipv6_rows(headers[1], starts, h, caplen, layout)
     if len(rows6):
         flags[rows6] = h6["flags"]
         seq[rows6] = h6["seq"]
@@ -158,8 +158,8 @@ def parse_packets(headers: tuple, starts: np.ndarray, layout: PacketLayout) -> P
     return Parsed(caplen, ts, flags, seq, ack, pstart, plen, wlen, fast, fid, *flows)
 
 
-def _ipv4_fast(h: np.ndarray, caplen: np.ndarray, total: np.ndarray, off: np.ndarray,
-               tcp_inside: np.ndarray, link: tuple | None) -> np.ndarray:  # fmt: skip
+def _ipv4_fast(h: np.ndarray, caplen: np.ndarray, tcp_inside: np.ndarray,
+               link: tuple | None) -> np.ndarray:  # fmt: skip
     """Which packets capture.tcp_segment takes without a question: IPv4 without options or
     fragments, TCP with a sane data offset, the whole TCP header captured."""
     if link is None:
@@ -168,9 +168,9 @@ def _ipv4_fast(h: np.ndarray, caplen: np.ndarray, total: np.ndarray, off: np.nda
         (caplen >= link[0] + 34)
         & (h["vihl"] == 0x45)
         & (h["proto"] == 6)
-        & (total >= 40)
+        & (h["total"] >= 40)
         & ((h["frag"] & 0x3FFF) == 0)
-        & (off >= 0x50)
+        & (h["off"] >= 0x50)
         & tcp_inside
     )
     if link[1] is not None:
@@ -215,20 +215,20 @@ def _flows(h: np.ndarray, fast_rows: np.ndarray, fid: np.ndarray, rows6: np.ndar
     return uniq_a, uniq_p, firsts
 
 
-def _ipv6_rows(headers6: np.ndarray, dtype6: np.dtype, starts: np.ndarray, h: np.ndarray,
-               caplen: np.ndarray, link: tuple | None) -> tuple:  # fmt: skip
+def _ipv6_rows(headers6: np.ndarray, starts: np.ndarray, h: np.ndarray, caplen: np.ndarray,
+               layout: PacketLayout) -> tuple:  # fmt: skip
     """(rows, their IPv6 headers) of the IPv6 + TCP packets capture.tcp_segment takes without
     a question: TCP right after the IPv6 header, a payload length (no jumbogram), a sane
     data offset, the whole TCP header captured."""
     none = (np.zeros(0, dtype=np.int64), None)
-    if link is None:
+    if layout.link is None:
         return none
-    length, field, _, ipv6_values = link
+    length, field, _, ipv6_values = layout.link
     named = np.isin(h["link"], ipv6_values) if field is not None else (h["vihl"] >> 4) == 6
     rows = np.flatnonzero(named & (caplen >= length + 54))
     if not len(rows):
         return none
-    h6 = headers6[starts[rows]].view(dtype6)
+    h6 = headers6[starts[rows]].view(layout.dtypes[1])
     off = h6["off"].astype(np.int64)
     payload = h6["payload"].astype(np.int64)
     ok = (((h6["vtc"] >> 4) == 6) & (h6["next"] == 6) & (payload > 0) & (off >= 0x50)

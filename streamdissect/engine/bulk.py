@@ -217,11 +217,11 @@ class BulkPcap:
         ):
             vectorized.exact(table, piece, rows.tolist(), self)
             return
-        k, plans = vectorized.plan(conn, piece, rows, sides)
+        plan = vectorized.plan(conn, piece, rows, sides)
         saved = (conn.snapshot(), [f.snapshot() for f in owner.framers], list(owner.frames))
         events_made, notes_made = len(self.events.items), self.fast.mark()
         self.walk = Walk(self.events, LimitCheck(owner.framers[0]), self.fast)
-        vectorized.apply(conn, piece, rows, k, plans, self)
+        vectorized.apply(conn, piece, plan, self)
         check = self.walk.check
         if check.changes and check.wrong():
             # A Tune changed the frame limit while the other direction was walked on its own
@@ -234,8 +234,8 @@ class BulkPcap:
             self.fast.undo(notes_made)
             vectorized.exact(table, piece, rows.tolist(), self)
             return
-        if k < len(rows):
-            vectorized.exact(table, piece, rows[k:].tolist(), self)
+        if plan.regular < len(rows):
+            vectorized.exact(table, piece, rows[plan.regular :].tolist(), self)
 
     # --- what the TCP walk tells (tcp.vectorized.RowSink) ------------------------------
 

@@ -162,9 +162,20 @@ class DirectionPlan:
     flags: np.ndarray
 
 
+@dataclass(slots=True)
+class ConnectionPlan:
+    """A connection's rows of a block: how far they are regular (rows[:regular]), and each
+    direction's plan."""
+
+    rows: np.ndarray
+    regular: int
+    directions: list[DirectionPlan]
+
+
 def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
-         sides: np.ndarray) -> tuple[int, list[DirectionPlan]]:  # fmt: skip
-    """How far the connection's rows are regular (rows[:k]), and each direction's plan."""
+         sides: np.ndarray) -> ConnectionPlan:  # fmt: skip
+    """How far the connection's rows (`sides`: which side sent each) are regular, and each
+    direction's plan."""
     c = piece.columns
     flags, seq, wlen, plen = c.flags[rows], c.seq[rows], c.wlen[rows], c.plen[rows]
     k = len(rows)
@@ -204,17 +215,17 @@ def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
         if len(hit):
             k = min(k, int(where[hit[0]]))
         plans.append(DirectionPlan(side, where, base, rel, ends, wl, in_order, retrans, fl))
-    return k, plans
+    return ConnectionPlan(rows, k, plans)
 
 
-def apply(conn: TcpConnection, piece: Packets, rows: np.ndarray, k: int, plans: list,
-          sink: RowSink) -> None:  # fmt: skip
-    """The connection's regular rows (before `k`) applied in bulk: each direction's stream
-    moved on, retransmissions reported, the in-order segments handed to the sink."""
+def apply(conn: TcpConnection, piece: Packets, plan: ConnectionPlan, sink: RowSink) -> None:
+    """The connection's regular rows applied in bulk: each direction's stream moved on,
+    retransmissions reported, the in-order segments handed to the sink."""
+    rows, k = plan.rows, plan.regular
     if k <= 0:
         return
     ts = piece.columns.ts
-    for p in plans:
+    for p in plan.directions:
         n = int(np.searchsorted(p.where, k))
         if not n:
             continue

@@ -107,8 +107,7 @@ class StreamDirection:
         self.deferred_items: list = []
         self.walk = None
         if fast.columns and getattr(framer.emit, "lane", None) is not None and pos < segments.send:
-            self.walk = HotWalk(fast.hot_keys, segments, framer, w.events.items, w.check.low,
-                                fast.hot.views.frame_heads)  # fmt: skip
+            self.walk = HotWalk(fast.hot_keys, segments, framer, w, fast.hot.views.frame_heads)
         self.run = None if self.walk is None else self.walk.run
 
     def finish(self) -> None:

@@ -328,19 +328,16 @@ class HotChunk:
     columns: HotColumns
 
 
-def chunk(columns: HotColumns, a: int, keep: np.ndarray, row: np.ndarray, slot: np.ndarray,
-          ts_ns: np.ndarray, stream_offset: np.ndarray, connection: str,
-          direction: str) -> HotChunk:  # fmt: skip
-    """The frames a, a + 1, ... of `columns` where `keep` (one flag each) holds, as a
-    HotChunk (`row`, `slot`, `ts_ns`, `stream_offset`: theirs)."""
+def select(columns: HotColumns, a: int, keep: np.ndarray) -> HotColumns:
+    """The frames a, a + 1, ... of `columns` where `keep` (one flag each) holds."""
     c = _frames(columns, a, a + len(keep))
-    if not keep.all():
-        c = HotColumns(
-            c.key[keep], c.version[keep], c.size[keep], c.accepted[keep],
-            {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
-            c.id_counts[keep], c.id_starts[keep], c.id_values, c.crc[keep],
-        )  # fmt: skip
-    return HotChunk(row, slot, ts_ns, stream_offset, connection, DIRECTIONS.index(direction), c)
+    if keep.all():
+        return c
+    return HotColumns(
+        c.key[keep], c.version[keep], c.size[keep], c.accepted[keep],
+        {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
+        c.id_counts[keep], c.id_starts[keep], c.id_values, c.crc[keep],
+    )  # fmt: skip
 
 
 def _frames(c: HotColumns, a: int, b: int) -> HotColumns:

@@ -274,9 +274,10 @@ class HotBlock:
             kept = int(good.sum())
             frames[note.side] += kept
             if kept:
-                chunks.append(hot.chunk(columns, first, good, note.row[good], note.slot[good],
-                                        note.ts[good], note.offsets[good], connection,
-                                        direction))  # fmt: skip
+                chunks.append(hot.HotChunk(note.row[good], note.slot[good], note.ts[good],
+                                           note.offsets[good], connection,
+                                           hot.DIRECTIONS.index(direction),
+                                           hot.select(columns, first, good)))  # fmt: skip
             first += n
         return chunks
 

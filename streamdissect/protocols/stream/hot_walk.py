@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from streamdissect.framing.framer import HEADER, Framer
+from streamdissect.framing.walk import Walk
 from streamdissect.protocols.stream import layouts
 from streamdissect.tcp.vectorized import InOrder
 
@@ -34,8 +35,9 @@ class HotWalk:
     __slots__ = ("big", "ends", "equal", "events", "framer", "keys", "low", "runs", "segments",
                  "starts")  # fmt: skip
 
-    def __init__(self, keys: frozenset, segments: InOrder, framer: Framer, events: list,
-                 low: int, frame_heads: np.ndarray) -> None:  # fmt: skip
+    def __init__(self, keys: frozenset, segments: InOrder, framer: Framer, w: Walk,
+                 frame_heads: np.ndarray) -> None:  # fmt: skip
+        """`frame_heads`: the block buffer as HEAD_BYTES-wide items (blocks.sliding)."""
         self.keys = keys
         self.starts = array("q")
         self.ends: list[int] = []
@@ -43,8 +45,8 @@ class HotWalk:
         self.runs: list[tuple[int, int]] = []
         self.segments = segments
         self.framer = framer
-        self.events = events  # the block's (row, slot, event) items
-        self.low = low
+        self.events = w.events.items  # the block's (row, slot, event) items
+        self.low = w.check.low
         self.equal = EqualRuns(segments, frame_heads, self.starts)
 
     def run(self, pos: int, jj: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ the place the walk kept for it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import itemgetter
 
 import numpy as np
@@ -47,12 +48,14 @@ def publishes(framer: Framer, items: list, segments: InOrder, views: BufferViews
     stride = _MESSAGE.itemsize + word
     ok = (whole & (version == 1) & (count > 0) & (word < 0x80000000)
           & (hot.FIRST_ID + count * stride == 4 + size))  # fmt: skip
-    ids_of = _ids(np.flatnonzero(ok), count, stride, pos, segments, views)
+    ok_frames = np.flatnonzero(ok)
+    messages = _Messages(count[ok_frames], stride[ok_frames], pos[ok_frames] + hot.FIRST_ID)
+    ids_of = dict(zip(ok_frames.tolist(), messages.ids(segments, views)))
     emit = framer.emit
     for k, (item, pid, n_ids) in enumerate(zip(items, publisher.tolist(), count.tolist())):
         start, end, frame_size, ts, row, slot = item[:6]
         ids = ids_of.get(k)
-        if ids is not None:
+        if ids is not None:  # (None too for a frame whose messages are not all alike)
             emit(start, ts, PUBLISH(hot.PUBLISH_KEY, 1, frame_size, None, None, False, pid, None,
                                     ids, n_ids))  # fmt: skip
         else:
@@ -60,20 +63,48 @@ def publishes(framer: Framer, items: list, segments: InOrder, views: BufferViews
         events.place_out(row, slot)
 
 
-def _ids(ok_frames: np.ndarray, count: np.ndarray, stride: np.ndarray, pos: np.ndarray,
-         segments: InOrder, views: BufferViews) -> dict[int, list | range]:  # fmt: skip
-    """The publishing ids of the frames `ok_frames` whose messages are all simple entries of
-    the size their first one says (frame number -> ids; a range when they go up one by
-    one, as emit makes of such a list: no Python int per message)."""
-    ids_of: dict[int, list | range] = {}
-    if not len(ok_frames):
-        return ids_of
-    counts, strides, firsts = count[ok_frames], stride[ok_frames], pos[ok_frames] + hot.FIRST_ID
-    total = int(counts.sum())
-    frame_of = np.repeat(np.arange(len(ok_frames)), counts)
-    starts_of = np.cumsum(counts) - counts
-    index = np.arange(total, dtype=np.int64) - starts_of[frame_of]
-    at = firsts[frame_of] + index * strides[frame_of]  # stream offsets of messages
+@dataclass(slots=True)
+class _Messages:
+    """The messages of some v1 Publish frames as their heads say: how many, how far apart
+    (all alike), where the first starts (stream offset)."""
+
+    counts: np.ndarray
+    strides: np.ndarray
+    firsts: np.ndarray
+
+    def ids(self, segments: InOrder, views: BufferViews) -> list[list | range | None]:
+        """Each frame's publishing ids, when its messages are all simple entries of the
+        size the first one says (else None); a range when they go up one by one, as emit
+        makes of such a list: no Python int per message."""
+        counts, strides = self.counts, self.strides
+        if not len(counts):
+            return []
+        total = int(counts.sum())
+        frame_of = np.repeat(np.arange(len(counts)), counts)
+        starts_of = np.cumsum(counts) - counts
+        index = np.arange(total, dtype=np.int64) - starts_of[frame_of]
+        at = self.firsts[frame_of] + index * strides[frame_of]  # stream offsets of messages
+        ids, words = _message_heads(at, segments, views)
+        bad_frames = set(frame_of[words + _MESSAGE.itemsize != strides[frame_of]].tolist())
+        steps = (ids[1:] - ids[:-1] != 1) | (ids[1:] < ids[:-1])  # (u64: no wrap)
+        broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
+        firsts_of = ids[starts_of].tolist()
+        starts_list = starts_of.tolist()
+        out: list[list | range | None] = []
+        for f, n_ids in enumerate(counts.tolist()):
+            if f in bad_frames:
+                out.append(None)
+            elif f in broken:
+                first = starts_list[f]
+                out.append(ids[first : first + n_ids].tolist())
+            else:
+                out.append(range(firsts_of[f], firsts_of[f] + n_ids))
+        return out
+
+
+def _message_heads(at: np.ndarray, segments: InOrder, views: BufferViews) -> tuple:
+    """(publishing ids, entry words) of the messages at stream offsets `at`: gathered where
+    a segment holds them, read one by one where they are cut by a segment boundary."""
     so_a, lo_a, po_a = segments.so_a, segments.lo_a, segments.po_a
     seg = np.searchsorted(so_a, at, side="right") - 1
     within = at - so_a[seg]
@@ -83,21 +114,7 @@ def _ids(ok_frames: np.ndarray, count: np.ndarray, stride: np.ndarray, pos: np.n
     fields = views.messages[bufpos].view(_MESSAGE)  # (id, entry word) of each message
     ids = fields["publishing_id"].astype(np.uint64)
     words = fields["entry_word"].astype(np.int64)
-    for m in np.flatnonzero(~inside).tolist():  # the few cut by a segment boundary
-        a = int(at[m])
-        ids[m], words[m] = _message_head(segments.read(a, a + _MESSAGE.itemsize))
-    good = words + _MESSAGE.itemsize == strides[frame_of]
-    bad_frames = set(frame_of[~good].tolist())
-    steps = (ids[1:] - ids[:-1] != 1) | (ids[1:] < ids[:-1])  # (u64: no wrap)
-    broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
-    firsts_of = ids[starts_of].tolist()
-    starts_list = starts_of.tolist()
-    for f, (k, n_ids) in enumerate(zip(ok_frames.tolist(), counts.tolist())):
-        if f in bad_frames:
-            continue
-        if f in broken:
-            first = starts_list[f]
-            ids_of[k] = ids[first : first + n_ids].tolist()
-        else:
-            ids_of[k] = range(firsts_of[f], firsts_of[f] + n_ids)
-    return ids_of
+    for k in np.flatnonzero(~inside).tolist():  # (few)
+        a = int(at[k])
+        ids[k], words[k] = _message_head(segments.read(a, a + _MESSAGE.itemsize))
+    return ids, words
