@@ -31,7 +31,7 @@ from streamdissect.framing.framer import (
 )
 from streamdissect.tcp.vectorized import InOrder
 
-_header = struct.Struct(">IHH").unpack_from
+_header = struct.Struct(">IHH").unpack_from  # a frame's size, key, version (framing.framer)
 MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
 
 
@@ -41,6 +41,7 @@ class LimitCheck:
     __slots__ = ("big", "changes", "initial", "low", "tail")
 
     def __init__(self, framer: Framer) -> None:
+        """`framer`: either of the connection's (the frame limit holds both ways)."""
         self.initial = framer.frame_limit
         self.low = min(MIN_LIMIT, framer.max_frame)  # frames up to it are within every limit
         self.big: list[tuple] = []  # (row that tells the size, offset, side, size)

@@ -312,10 +312,10 @@ _Confirm, _Credit, _Heartbeat = (
 )
 # The heads after the frame header, as the table lays them out (layouts)
 _DELIVER_V1, _DELIVER_V2 = (layouts.DELIVER[v].struct(FRAME_HEADER.size) for v in (1, 2))
-_DELIVER_STARTS = {v: layouts.DELIVER[v].size for v in (1, 2)}  # where the chunk data starts
+_DELIVER_V1_START, _DELIVER_V2_START = (layouts.DELIVER[v].size for v in (1, 2))  # chunk data
 _CONFIRM_HEAD = layouts.CONFIRM.struct(FRAME_HEADER.size)
-_CONFIRM_IDS = layouts.CONFIRM.size  # where its publishing ids start, CONFIRM_ID.size each
-_CONFIRM_ID = layouts.CONFIRM_ID
+_CONFIRM_IDS = layouts.CONFIRM.size  # where its publishing ids start, _CONFIRM_ID bytes each
+_CONFIRM_ID, _CONFIRM_ID_FORMAT = layouts.CONFIRM_ID.size, layouts.CONFIRM_ID.fmt
 _U64S: dict[int, Callable] = {}  # count -> unpack_from of that many u64 (confirms' ids)
 _CREDIT = layouts.CREDIT.struct(FRAME_HEADER.size)
 _CREDIT_SIZE = layouts.CREDIT.size
@@ -327,12 +327,12 @@ def deliver_fields(frame: bytes, size: int, version: int, head: bool = False) ->
     header fields in CHUNK_FIELDS order, where its data starts), else None. `head`: `frame`
     is only the first bytes of the frame (the chunk header is enough)."""
     if version == 1:
-        start, committed = _DELIVER_STARTS[1], None
+        start, committed = _DELIVER_V1_START, None
         if len(frame) < start:
             return None
         subscription_id, *chunk = _DELIVER_V1.unpack_from(frame, 8)
     elif version == 2:
-        start = _DELIVER_STARTS[2]
+        start = _DELIVER_V2_START
         if len(frame) < start:
             return None
         subscription_id, committed, *chunk = _DELIVER_V2.unpack_from(frame, 8)
@@ -351,9 +351,7 @@ def deliver_fields(frame: bytes, size: int, version: int, head: bool = False) ->
 
 
 # The chunk header as Deliver records keep it (a dict), in wire order.
-CHUNK_FIELDS = ("magic_version", "chunk_type", "num_entries", "num_records", "timestamp",
-                "epoch", "chunk_id", "crc", "data_length", "trailer_length", "bloom_size",
-                "reserved")  # fmt: skip
+CHUNK_FIELDS = osiris.HEADER_FIELDS
 
 
 def _fast_deliver(frame: bytes, size: int, version: int, head: bool = False) -> Record | None:
@@ -400,11 +398,11 @@ def confirm_fields(frame: bytes, size: int, version: int) -> tuple | None:
     if version != 1 or len(frame) < _CONFIRM_IDS:
         return None
     publisher_id, count = _CONFIRM_HEAD.unpack_from(frame, 8)
-    if count < 0 or _CONFIRM_IDS + _CONFIRM_ID.size * count != len(frame):
+    if count < 0 or _CONFIRM_IDS + _CONFIRM_ID * count != len(frame):
         return None
     ids_of = _U64S.get(count)
     if ids_of is None:
-        ids_of = struct.Struct(f">{count}{_CONFIRM_ID.fmt}").unpack_from
+        ids_of = struct.Struct(f">{count}{_CONFIRM_ID_FORMAT}").unpack_from
         if count <= 256:  # the usual counts only: hostile ones must not grow the cache
             _U64S[count] = ids_of
     return publisher_id, list(ids_of(frame, _CONFIRM_IDS))

@@ -19,9 +19,11 @@ import numpy as np
 
 from streamdissect.capture import blocks
 from streamdissect.protocols.stream import layouts
-from streamdissect.protocols.stream.spec import BY_KEY
+from streamdissect.protocols.stream.spec import BY_KEY, message_spec
 
-PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = 0x02, 0x03, 0x08, 0x09, 0x17
+PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = (
+    message_spec(command).key
+    for command in ("Publish", "PublishConfirm", "Deliver", "Credit", "Heartbeat"))  # fmt: skip
 HOT_KEYS = frozenset((PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY))
 COMMAND_OF = {key: BY_KEY[key].command for key in HOT_KEYS}
 # Nullable integer columns a hot frame may fill: name -> numpy dtype.

@@ -11,7 +11,6 @@ place, which explains it.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass
 from itertools import repeat
@@ -25,7 +24,7 @@ from streamdissect.protocols.stream import hot, layouts
 from streamdissect.protocols.stream.hot_walk import HotWalk
 from streamdissect.tcp.vectorized import InOrder
 
-_header = struct.Struct(">IHH").unpack_from
+_header = layouts.FRAME.struct().unpack_from
 PATCH = 4 << 20  # room after a block for copies of the hot frames that cross segments
 SMALL_COPY = 512  # crossing hot frames up to this size are copied whole, all at once
 PUBLISH_HEAD = layouts.PUBLISH.size

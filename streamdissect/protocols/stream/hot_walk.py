@@ -10,7 +10,6 @@ batch at a time (EqualRuns).
 
 from __future__ import annotations
 
-import struct
 from array import array
 from bisect import bisect_right
 from itertools import repeat
@@ -23,7 +22,7 @@ from streamdissect.framing.walk import Walk
 from streamdissect.protocols.stream import layouts
 from streamdissect.tcp.vectorized import InOrder
 
-_size_key = struct.Struct(">IH").unpack_from
+_size_key = layouts.SIZE_KEY.struct().unpack_from
 FRAME_HEAD = layouts.FRAME.dtype(layouts.HEAD_BYTES)  # (viewing HEAD_BYTES-wide items)
 
 

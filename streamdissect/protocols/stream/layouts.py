@@ -37,7 +37,7 @@ FRAME_HEADER = (("size", U32), ("key", U16), ("version", U16))
 _BY_CODE = {t.fmt: t for t in (U8, U16, U32, U64, I8, INT16, INT32, INT64)}
 # osiris.HEADER's fields as wire types; its last two codes are the 3-byte `reserved`
 _CODES = osiris.HEADER.format.lstrip("<>!=@")
-CHUNK_FIELDS = (*zip(osiris.HEADER_FIELDS[:-1], map(_BY_CODE.get, _CODES[:-2])),
+CHUNK_HEADER_FIELDS = (*zip(osiris.HEADER_FIELDS[:-1], map(_BY_CODE.get, _CODES[:-2])),
                 ("reserved_high", _BY_CODE[_CODES[-2]]), ("reserved_low", _BY_CODE[_CODES[-1]]))  # fmt: skip
 
 
@@ -50,15 +50,6 @@ class Layout:
     @property
     def size(self) -> int:
         return sum(t.size for _, t in self.fields)
-
-    def offset(self, name: str) -> int:
-        """Where field `name` starts."""
-        at = 0
-        for field, wire_type in self.fields:
-            if field == name:
-                return at
-            at += wire_type.size
-        raise KeyError(name)
 
     def struct(self, start: int = 0) -> struct.Struct:
         """The fields from byte `start` on (8: the body after the frame header) as a struct."""
@@ -106,7 +97,7 @@ def head(command: str, version: int) -> Layout:
         if isinstance(field.type, IntType):
             fields.append((field.name, field.type))
         elif field.type is CHUNK_HEADER:
-            fields += CHUNK_FIELDS
+            fields += CHUNK_HEADER_FIELDS
         elif isinstance(field.type, ArrayType) or field.type is PUBLISH_MESSAGES:
             fields.append(("count", INT32))  # (primitives.read_count)
             if field.type is PUBLISH_MESSAGES and version == 1:
@@ -118,6 +109,7 @@ def head(command: str, version: int) -> Layout:
 
 
 FRAME = Layout(FRAME_HEADER)
+SIZE_KEY = Layout(FRAME_HEADER[:2])  # (what a walk over frames reads first)
 CREDIT = head("Credit", 1)
 CONFIRM = head("PublishConfirm", 1)
 PUBLISH = head("Publish", 1)  # (with its first message's publishing id and entry word)

@@ -50,12 +50,12 @@ def publishes(framer: Framer, items: list, segments: InOrder, views: BufferViews
           & (hot.FIRST_ID + count * stride == 4 + size))  # fmt: skip
     ok_frames = np.flatnonzero(ok)
     messages = _Messages(count[ok_frames], stride[ok_frames], pos[ok_frames] + hot.FIRST_ID)
-    ids_of = dict(zip(ok_frames.tolist(), messages.ids(segments, views)))
+    ids_of = messages.ids(ok_frames.tolist(), segments, views)
     emit = framer.emit
     for k, (item, pid, n_ids) in enumerate(zip(items, publisher.tolist(), count.tolist())):
         start, end, frame_size, ts, row, slot = item[:6]
         ids = ids_of.get(k)
-        if ids is not None:  # (None too for a frame whose messages are not all alike)
+        if ids is not None:
             emit(start, ts, PUBLISH(hot.PUBLISH_KEY, 1, frame_size, None, None, False, pid, None,
                                     ids, n_ids))  # fmt: skip
         else:
@@ -72,13 +72,15 @@ class _Messages:
     strides: np.ndarray
     firsts: np.ndarray
 
-    def ids(self, segments: InOrder, views: BufferViews) -> list[list | range | None]:
-        """Each frame's publishing ids, when its messages are all simple entries of the
-        size the first one says (else None); a range when they go up one by one, as emit
-        makes of such a list: no Python int per message."""
+    def ids(self, frames: list[int], segments: InOrder,
+            views: BufferViews) -> dict[int, list | range]:  # fmt: skip
+        """The publishing ids of each frame (number in `frames` -> ids) whose messages are
+        all simple entries of the size the first one says; a range when they go up one by
+        one, as emit makes of such a list: no Python int per message."""
         counts, strides = self.counts, self.strides
+        ids_of: dict[int, list | range] = {}
         if not len(counts):
-            return []
+            return ids_of
         total = int(counts.sum())
         frame_of = np.repeat(np.arange(len(counts)), counts)
         starts_of = np.cumsum(counts) - counts
@@ -90,16 +92,15 @@ class _Messages:
         broken = set(frame_of[1:][steps & (frame_of[1:] == frame_of[:-1])].tolist())
         firsts_of = ids[starts_of].tolist()
         starts_list = starts_of.tolist()
-        out: list[list | range | None] = []
-        for f, n_ids in enumerate(counts.tolist()):
+        for f, (k, n_ids) in enumerate(zip(frames, counts.tolist())):
             if f in bad_frames:
-                out.append(None)
-            elif f in broken:
+                continue
+            if f in broken:
                 first = starts_list[f]
-                out.append(ids[first : first + n_ids].tolist())
+                ids_of[k] = ids[first : first + n_ids].tolist()
             else:
-                out.append(range(firsts_of[f], firsts_of[f] + n_ids))
-        return out
+                ids_of[k] = range(firsts_of[f], firsts_of[f] + n_ids)
+        return ids_of
 
 
 def _message_heads(at: np.ndarray, segments: InOrder, views: BufferViews) -> tuple:
