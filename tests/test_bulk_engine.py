@@ -14,6 +14,7 @@ import worsen
 from streamdissect.capture import blocks, packet_columns
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.framing.walk import PlainFrames
 
 
 def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:
@@ -55,6 +56,14 @@ def test_corpus_same_as_stream(path, publish_messages):
     assert_same(path, publish_messages=publish_messages)
     if not publish_messages:  # what analyze asks for: no message bodies kept at all
         assert_same(path, publish_messages=False, deliver_keep_limit=0)
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_walk_without_fast_path_same_as_stream(path, monkeypatch):
+    """The frame walk with no protocol fast path (framing.walk.PlainFrames: the framer
+    decodes every frame) gives the streaming engine's events too."""
+    monkeypatch.setattr(bulk, "FAST_PATH", PlainFrames)
+    assert_same(path, columns=True)
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,10 @@ if TYPE_CHECKING:
     from streamdissect.engine.state import DissectionState
 
 __all__ = ["BulkPcap", "pcap_magic"]
+# The protocol's fast path in the frame walk, made per run: (state, where its room starts in
+# a block buffer) -> what framing.walk.PlainFrames offers (PlainFrames itself: the framer
+# decodes every frame).
+FAST_PATH: type = StreamFastPath
 
 
 @dataclass(slots=True)
@@ -109,8 +113,8 @@ class BulkPcap:
             self.layout = PacketLayout.of(self.order, self.frac_ns, linktype)
             block = min(blocks.BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
             patch_start = block + RECORD_HEADER_SIZE + MAX_PACKET + packet_columns.PAD
-            self.fast = StreamFastPath(state, patch_start)
-            size = patch_start + StreamFastPath.ROOM
+            self.fast = FAST_PATH(state, patch_start)
+            size = patch_start + FAST_PATH.ROOM
             reading = Reading(self.path, self.order, block)
             if state.helper_process and block == blocks.BLOCK and can_fork():  # (over a block)
                 yield from self._with_helper(reading, size)

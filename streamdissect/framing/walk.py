@@ -124,13 +124,38 @@ class FastPath(Protocol):
 
 
 class PlainFrames:
-    """No fast path: the framer decodes every frame."""
+    """No fast path: the framer decodes every frame. (A protocol's fast path for a whole
+    bulk run offers what this does: engine.bulk uses it, or protocols.stream.fast_path.)"""
 
+    ROOM = 0  # bytes a block buffer keeps after its data for the fast path
     run = None
     deferred: frozenset[int] = frozenset()
 
-    def __init__(self) -> None:
+    def __init__(self, state: Any = None, patch_start: int = 0) -> None:
         self.deferred_items: list = []
+
+    @staticmethod
+    def views(memory: Any, at: int, size: int) -> None:
+        """What the fast path gathers from a block buffer memory[at : at + size]."""
+        return
+
+    def use(self, buf: Any, mv: memoryview | None, views: Any) -> None:
+        """The buffer of the next block."""
+
+    def direction(self, framer: Framer, segments: InOrder, w: Walk, pos: int) -> PlainFrames:
+        """The fast path of one direction's walk."""
+        return self
+
+    def mark(self) -> int:
+        """Where the block's notes are (to undo a connection's walk)."""
+        return 0
+
+    def undo(self, mark: int) -> None:
+        pass
+
+    def end_block(self, events: BlockEvents) -> list:
+        """The block's events in order."""
+        return events.ordered()
 
     @staticmethod
     def record(key: int, frame: bytes, size: int, version: int) -> None:
@@ -147,12 +172,11 @@ class PlainFrames:
 @dataclass(slots=True)
 class Walk:
     """One connection's walk of a block: its events, its LimitCheck, and the protocol's
-    fast path for the block (`direction(framer, segments, walk, pos)` -> a FastPath; None:
-    PlainFrames)."""
+    fast path for the block (`direction(framer, segments, walk, pos)` -> a FastPath)."""
 
     events: BlockEvents
     check: LimitCheck
-    fast: Any = None
+    fast: Any
 
 
 def walk(framer: Framer, segments: InOrder, w: Walk) -> None:
@@ -160,7 +184,7 @@ def walk(framer: Framer, segments: InOrder, w: Walk) -> None:
     pos = _resume(framer, segments, w)
     if pos is None:
         return
-    fast = PlainFrames() if w.fast is None else w.fast.direction(framer, segments, w, pos)
+    fast = w.fast.direction(framer, segments, w, pos)
     try:
         _frames(framer, segments, w, fast, pos)
     finally:
