@@ -1,7 +1,7 @@
 """Every table of analyze() made from the bulk engine's HotFrames (each collector's on_hot:
 a run of hot frames at a time) equals the one made from records by the streaming engine,
 row for row: here on publish/confirm ledgers that are (and are not) the
-usual ascending case; test_lean_report.py runs assert_same_tables on the corpus, its
+usual ascending case; test_columns_report.py runs assert_same_tables on the corpus, its
 made-worse copies and the fuzz findings."""
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import worsen
 
+from streamdissect.capture import blocks, packet_columns
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.framing.walk import PlainFrames
 
 
 def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:
@@ -35,11 +37,12 @@ def assert_same(path: Path, **options) -> None:
     assert reference[0], "nothing to compare"
     # (block bytes, packets dissected at a time): the last splits every block in pieces of
     # 5 packets, so frames and segments straddle the pieces as they straddle blocks
-    for block, rows in ((bulk.BLOCK, bulk.MAX_ROWS), (70_000, bulk.MAX_ROWS),
-                        (9_000, bulk.MAX_ROWS), (bulk.BLOCK, 5)):  # fmt: skip
+    for block, rows in ((blocks.BLOCK, packet_columns.MAX_ROWS),
+                        (70_000, packet_columns.MAX_ROWS), (9_000, packet_columns.MAX_ROWS),
+                        (blocks.BLOCK, 5)):  # fmt: skip
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bulk, "BLOCK", block)
-            patch.setattr(bulk, "MAX_ROWS", rows)
+            patch.setattr(blocks, "BLOCK", block)
+            patch.setattr(packet_columns, "MAX_ROWS", rows)
             got = outcome(path, "bulk", **options)
         for name, ref, new in zip(("events", "anomalies", "connections"), reference, got):
             assert len(new) == len(ref), (name, block, rows)
@@ -53,6 +56,14 @@ def test_corpus_same_as_stream(path, publish_messages):
     assert_same(path, publish_messages=publish_messages)
     if not publish_messages:  # what analyze asks for: no message bodies kept at all
         assert_same(path, publish_messages=False, deliver_keep_limit=0)
+
+
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_walk_without_fast_path_same_as_stream(path, monkeypatch):
+    """The frame walk with no protocol fast path (framing.walk.PlainFrames: the framer
+    decodes every frame) gives the streaming engine's events too."""
+    monkeypatch.setattr(bulk, "FAST_PATH", PlainFrames)
+    assert_same(path, columns=True)
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +124,9 @@ def _relinked(real, make, linktype: int, path: Path) -> tuple[Path, list]:
 def _parsed_one_by_one(path: Path, monkeypatch) -> int:
     """How many packets the bulk engine hands to capture.tcp_segment (not parsed as columns)."""
     calls = []
-    real_segment = bulk.tcp_segment
+    real_segment = packet_columns.tcp_segment
     with monkeypatch.context() as patch:
-        patch.setattr(bulk, "tcp_segment", lambda *a: calls.append(1) or real_segment(*a))
+        patch.setattr(packet_columns, "tcp_segment", lambda *a: calls.append(1) or real_segment(*a))
         outcome(path, "bulk")
     return len(calls)
 
@@ -156,8 +167,8 @@ def test_ipv6_is_parsed_as_columns_and_same_as_stream(real, tmp_path, monkeypatc
         mixed = sorted(v6 + other, key=lambda p: p[0])
         path = worsen.write_pcap(tmp_path / "mixed.pcap", 1, mixed)
         assert_same(path)
-        monkeypatch.setattr(bulk, "_can_fork", lambda: True)  # the helper's columns too
-        monkeypatch.setattr(bulk, "BLOCK", 9_000)
+        monkeypatch.setattr(bulk, "can_fork", lambda: True)  # the helper's columns too
+        monkeypatch.setattr(blocks, "BLOCK", 9_000)
         assert outcome(path, "bulk", helper_process=True) == outcome(path, "stream")
 
 
@@ -171,7 +182,7 @@ def test_other_link_layers_and_formats_same_as_stream(real, tmp_path):
 
 
 def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
-    monkeypatch.setattr(bulk, "_can_fork", lambda: True)
+    monkeypatch.setattr(bulk, "can_fork", lambda: True)
     linktype, packets = real
     path = worsen.write_pcap(tmp_path / "h.pcap", linktype, worsen.duplicate(packets))
     reference = outcome(path, "stream")
@@ -179,12 +190,12 @@ def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
     # have more records than the columns hold and this process parses them itself
     # the first block is read small, the next ones twice as big up to BLOCK (a first read
     # of 100 bytes holds no whole record)
-    for rows, first in ((bulk.MAX_ROWS, bulk.FIRST_BLOCK), (20, bulk.FIRST_BLOCK),
-                        (bulk.MAX_ROWS, 1_000), (bulk.MAX_ROWS, 100)):  # fmt: skip
+    for rows, first in ((packet_columns.MAX_ROWS, blocks.FIRST_BLOCK), (20, blocks.FIRST_BLOCK),
+                        (packet_columns.MAX_ROWS, 1_000), (packet_columns.MAX_ROWS, 100)):  # fmt: skip
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bulk, "BLOCK", 9_000)
-            patch.setattr(bulk, "MAX_ROWS", rows)
-            patch.setattr(bulk, "FIRST_BLOCK", first)
+            patch.setattr(blocks, "BLOCK", 9_000)
+            patch.setattr(packet_columns, "MAX_ROWS", rows)
+            patch.setattr(blocks, "FIRST_BLOCK", first)
             assert outcome(path, "bulk", helper_process=True) == reference, (rows, first)
     whole = path.read_bytes()
     path.write_bytes(whole[:-7])
@@ -194,12 +205,12 @@ def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
 def test_helper_choice_is_deterministic(real, tmp_path, monkeypatch):
     """The helper runs when a second CPU exists and the file has more than one block,
     whatever the load average says (time and memory must not depend on what ran before)."""
-    monkeypatch.setattr(bulk.os, "getloadavg", lambda: (64.0, 64.0, 64.0), raising=False)
-    monkeypatch.setattr(bulk.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert bulk._can_fork() == hasattr(bulk.os, "fork")
-    monkeypatch.setattr(bulk.os, "sched_getaffinity", lambda pid: {0})
-    assert not bulk._can_fork()
-    monkeypatch.setattr(bulk, "_can_fork", lambda: True)
+    monkeypatch.setattr(blocks.os, "getloadavg", lambda: (64.0, 64.0, 64.0), raising=False)
+    monkeypatch.setattr(blocks.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert blocks.can_fork() == hasattr(blocks.os, "fork")
+    monkeypatch.setattr(blocks.os, "sched_getaffinity", lambda pid: {0})
+    assert not blocks.can_fork()
+    monkeypatch.setattr(bulk, "can_fork", lambda: True)
     used = []
     real_layout = bulk.helper_layout
     monkeypatch.setattr(bulk, "helper_layout", lambda *a: used.append(1) or real_layout(*a))
@@ -207,7 +218,7 @@ def test_helper_choice_is_deterministic(real, tmp_path, monkeypatch):
     path = worsen.write_pcap(tmp_path / "h.pcap", linktype, packets)
     outcome(path, "bulk", helper_process=True)  # smaller than a block: nothing to overlap
     assert not used
-    monkeypatch.setattr(bulk, "BLOCK", 9_000)
+    monkeypatch.setattr(blocks, "BLOCK", 9_000)
     assert path.stat().st_size > 9_000
     outcome(path, "bulk", helper_process=True)
     assert used
@@ -231,9 +242,9 @@ def test_fuzz_findings_same_as_stream(path):
     frame limit in the same block or the other direction, the roles of a SYN-less
     connection)."""
     reference = outcome(path, "stream")
-    for block in (bulk.BLOCK, 9_000):
+    for block in (blocks.BLOCK, 9_000):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bulk, "BLOCK", block)
+            patch.setattr(blocks, "BLOCK", block)
             assert outcome(path, "bulk") == reference
 
 

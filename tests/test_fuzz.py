@@ -74,23 +74,24 @@ def test_a_lying_record_is_a_finding(monkeypatch):
         fuzz.run_frame(frame)
 
 
-def test_a_lean_report_that_differs_is_a_finding(tmp_path, monkeypatch):
-    """The pcap target holds the analyze report from lean frames to the record-based one."""
-    from streamdissect.analysis import driver as run
+def test_a_columns_report_that_differs_is_a_finding(tmp_path, monkeypatch):
+    """The pcap target holds the analyze report from HotFrames (the bulk engine's columns) to
+    the record-based one."""
+    from streamdissect.protocols.stream import hot
 
     path = fuzz.ROOT / "captures" / "rstream-consume-credit-3.10.pcap"
     data = path.read_bytes()
     fuzz.run_pcap(data, str(tmp_path / "same.pcap"))  # the real code: no finding
-    real = run._lean_handlers
+    real = hot.decode
 
-    def off_by_one(collectors):
-        handlers = real(collectors)
-        on_credit = handlers[0x0009]
-        handlers[0x0009] = lambda ev: on_credit((*ev[:-1], ev[-1] + 1))
-        return handlers
+    def off_by_one(*args, **kwargs):
+        columns = real(*args, **kwargs)
+        values, valid = columns.fields["credit"]
+        values[valid] += 1
+        return columns
 
-    monkeypatch.setattr(run, "_lean_handlers", off_by_one)
-    with pytest.raises(fuzz.Finding, match="lean report differs"):
+    monkeypatch.setattr(hot, "decode", off_by_one)
+    with pytest.raises(fuzz.Finding, match="columns report differs"):
         fuzz.run_pcap(data, str(tmp_path / "planted.pcap"))
 
 

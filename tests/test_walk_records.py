@@ -1,4 +1,4 @@
-"""walk_records (the bulk engine's record boundaries) against a plain one-record-at-a-time
+"""walk_records (the bulk engine's record boundaries, capture.blocks) against a plain one-record-at-a-time
 walk: runs of one size, sizes whose length bytes are regular-expression syntax, both byte
 orders, a record cut by the end, an absurd captured length."""
 
@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
+from streamdissect.capture.blocks import walk_records
 from streamdissect.capture.limits import MAX_PACKET
-from streamdissect.engine.bulk import walk_records
 
 
 def plain_walk(buf: bytes, u32) -> tuple[list[int], int, bool]:
@@ -51,14 +51,14 @@ def test_same_as_a_plain_walk(order):
 def test_many_sizes_compile_few_patterns(monkeypatch):
     """A file of many record sizes, each twice in a row: at most RUN_PATTERNS run patterns
     are compiled a block (each costs ~85 us), and the walk is still the plain one."""
-    from streamdissect.engine import bulk
+    from streamdissect.capture import blocks
 
     compiled = []
-    real_compile = bulk.re.compile
-    monkeypatch.setattr(bulk.re, "compile", lambda *a: compiled.append(a) or real_compile(*a))
+    real_compile = blocks.re.compile
+    monkeypatch.setattr(blocks.re, "compile", lambda *a: compiled.append(a) or real_compile(*a))
     u32 = struct.Struct("<I").unpack_from
     data = b"".join(struct.pack("<IIII", 1, 2, n, n) + b"z" * n
                     for n in range(100, 600) for _ in range(2))  # fmt: skip
     starts, pos, bad = walk_records(bytearray(data), 0, len(data), u32)
     assert (list(starts), pos, bad) == plain_walk(data, u32)
-    assert len(compiled) == bulk.RUN_PATTERNS
+    assert len(compiled) == blocks.RUN_PATTERNS

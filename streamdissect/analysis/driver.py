@@ -121,7 +121,6 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     first_ns = last_ns = None
     # what to call for a record of a class whose records all get the same calls
     handlers_of_class: dict = {}
-    lean = _lean_handlers(collectors)
     on_hot = collectors.hot_handlers()
     for ev in events:
         if ev.__class__ is HotFrames:  # hot frames as columns (Dissector `columns`)
@@ -130,12 +129,6 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             last_ns = int(ev.ts_ns[-1])
             if first_ns is None:
                 first_ns = int(ev.ts_ns[0])
-            continue
-        if ev.__class__ is tuple:  # a lean frame: (key, ts_ns, connection, direction, ...)
-            lean[ev[0]](ev)
-            last_ns = ev[1]
-            if first_ns is None:
-                first_ns = last_ns
             continue
         rec = getattr(ev, "record", None)
         if rec is None:
@@ -158,51 +151,6 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     tcp_connections = tcp_connections_after()
     collectors.finish(tcp_connections, end_ns if end_ns is not None else last_ns or 0)
     return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns)
-
-
-def _lean_handlers(c: Collectors) -> dict:
-    """Lean frames (dissect.Dissector, `lean`) to the collectors: the same calls, in the same
-    order, as the frame's record would get (on_any, then its command's collectors)."""
-    seen, heartbeat = c.lifecycle.seen, c.lifecycle.heartbeat
-    publish, published = c.confirms.publish, c.throughput.published
-    credit, credit_deliver = c.credit.credit, c.credit.deliver
-    confirm, confirmed = c.confirms.confirm, c.throughput.confirmed
-    deliver_row, delivered = c.deliveries.deliver, c.throughput.delivered
-
-    def on_credit(ev: tuple) -> None:
-        _, ts, connection, direction, sid, amount = ev
-        seen(connection, direction, ts)
-        credit(connection, ts, sid, amount)
-
-    def on_publish(ev: tuple) -> None:
-        _, ts, connection, direction, pid, ids, records, size = ev
-        seen(connection, direction, ts)
-        publish(connection, ts, pid, ids or (), records)
-        published(ts, records, size)
-
-    def on_confirm(ev: tuple) -> None:
-        _, ts, connection, direction, pid, ids = ev
-        seen(connection, direction, ts)
-        confirm(connection, ts, pid, ids or ())
-        confirmed(ts, len(ids))
-
-    def on_heartbeat(ev: tuple) -> None:
-        _, ts, connection, direction = ev
-        seen(connection, direction, ts)
-        heartbeat(connection, direction)
-
-    def on_deliver(ev: tuple) -> None:
-        # the chunk header in codec.CHUNK_FIELDS order
-        _, ts, connection, direction, size, sid, committed, chunk = ev
-        seen(connection, direction, ts)
-        records, chunk_id = chunk[3], chunk[6]
-        credit_deliver(connection, ts, sid, records, committed, chunk_id)
-        deliver_row(connection, ts, sid, committed, chunk_id, chunk[4], records, chunk[2],
-                    chunk[1], size)  # fmt: skip
-        delivered(ts, records, size)
-
-    return {0x0009: on_credit, 0x0003: on_confirm, 0x0017: on_heartbeat, 0x0008: on_deliver,
-            0x0002: on_publish}  # fmt: skip
 
 
 def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,

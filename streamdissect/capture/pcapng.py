@@ -110,37 +110,11 @@ def read_pcapng(src: ChunkedFile, report: AnomalyReport) -> Iterator[Packet]:
             continue
         if not packet_block:
             continue  # statistics, name resolution, custom, unknown: not ours
-        if block_type == ENHANCED_PACKET:
-            if len(body) < 20:
-                report("bad_block", last_ts, block_offset, "packet block too short")
-                continue
-            iface, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "IIIII", body)
-            data_start = 20
-        elif block_type == OBSOLETE_PACKET:
-            if len(body) < 20:
-                report("bad_block", last_ts, block_offset, "packet block too short")
-                continue
-            iface, _drops, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(
-                order + "HHIIII", body
-            )
-            data_start = 20
-        else:  # simple packet block: interface 0, no timestamp of its own
-            if len(body) < 4:
-                report("bad_block", last_ts, block_offset, "packet block too short")
-                continue
-            iface, ts_hi, ts_lo = 0, None, None
-            wirelen = struct.unpack_from(order + "I", body)[0]
-            caplen = len(body) - 4
-            if interfaces and interfaces[0][1]:
-                caplen = min(caplen, interfaces[0][1])
-            caplen = min(caplen, wirelen)
-            data_start = 4
-        if iface >= len(interfaces):
-            report("bad_block", last_ts, block_offset, f"packet on undeclared interface {iface}")
+        fields = _packet_fields(block_type, body, order, interfaces)
+        if isinstance(fields, str):
+            report("bad_block", last_ts, block_offset, fields)
             continue
-        if caplen > len(body) - data_start:
-            report("bad_block", last_ts, block_offset, f"captured length {caplen} beyond block")
-            continue
+        iface, ts_hi, ts_lo, caplen, wirelen, data_start = fields
         linktype, _snaplen, to_ns = interfaces[iface]
         if ts_hi is not None:
             last_ts = to_ns((ts_hi << 32) | ts_lo)  # type: ignore[operator]
@@ -152,3 +126,34 @@ def read_pcapng(src: ChunkedFile, report: AnomalyReport) -> Iterator[Packet]:
             max(wirelen, caplen),
             block_offset,
         )
+
+
+def _packet_fields(block_type: int, body: memoryview, order: str,
+                   interfaces: list) -> tuple | str:  # fmt: skip
+    """(interface, timestamp high and low words or None, captured length, original length,
+    where the data starts in the body) of a packet block, or what is wrong with it."""
+    if block_type == ENHANCED_PACKET:
+        if len(body) < 20:
+            return "packet block too short"
+        iface, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "IIIII", body)
+        data_start = 20
+    elif block_type == OBSOLETE_PACKET:
+        if len(body) < 20:
+            return "packet block too short"
+        iface, _drops, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "HHIIII", body)
+        data_start = 20
+    else:  # simple packet block: interface 0, no timestamp of its own
+        if len(body) < 4:
+            return "packet block too short"
+        iface, ts_hi, ts_lo = 0, None, None
+        wirelen = struct.unpack_from(order + "I", body)[0]
+        caplen = len(body) - 4
+        if interfaces and interfaces[0][1]:
+            caplen = min(caplen, interfaces[0][1])
+        caplen = min(caplen, wirelen)
+        data_start = 4
+    if iface >= len(interfaces):
+        return f"packet on undeclared interface {iface}"
+    if caplen > len(body) - data_start:
+        return f"captured length {caplen} beyond block"
+    return iface, ts_hi, ts_lo, caplen, wirelen, data_start

@@ -139,7 +139,6 @@ class DissectionState:
         engine: str = "auto",
         publish_messages: bool = True,
         helper_process: bool | None = False,
-        lean: bool = False,
         columns: bool | str = False,
         hole_patience: int | None = None,
         protocols: Iterable[str] | None = None,
@@ -157,13 +156,6 @@ class DissectionState:
         `helper_process=True` (None: when this process has no other thread): the bulk engine
         finds record boundaries in a forked process
         (another CPU) while this one dissects.
-        `lean=True` (the analyze report, which needs no records of its hottest frames): the
-        bulk engine gives well-formed Credit, PublishConfirm and Heartbeat frames and Deliver
-        heads as tuples (key, ts_ns, connection, direction, fields...) with the fields of
-        codec.FIELD_PATHS / deliver_fields (Deliver: size, then deliver_fields without its
-        last item; PublishConfirm ids that go up one by one as a range), and the Publish frames it reads with numpy (with publish_messages=False)
-        as (0x0002, ts_ns, connection, direction, publisher id, ids, record count, size),
-        instead of FrameEvents; analysis.analyze_events reads both.
         `columns=True` (frame_batches, the columnar analyses): the bulk engine gives the
         well-formed hot frames (engine.hot: Publish v1 of simple entries, PublishConfirm,
         Credit, Heartbeat, Deliver, each within the lowest frame limit) as engine.hot.HotFrames
@@ -195,7 +187,6 @@ class DissectionState:
         self._flows: FlowTable | None = None  # set by the run (or the first push)
         self._frame_class = FrameEvent
         self.publish_messages = publish_messages
-        self.lean = lean
         self.columns = columns
         # None: only where forking is safe, a process with no other thread (a script; not a
         # notebook kernel nor a Spark worker, whose threads a fork would copy mid-lock)
@@ -235,6 +226,42 @@ class DissectionState:
         self, path: str, kind: str, ts_ns: int | None, offset: int, detail: str
     ) -> None:
         self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")
+
+    # --- for the bulk engine (engine.bulk): what it reads and tells the state ----------
+
+    @property
+    def out(self) -> list[FrameEvent | Anomaly]:
+        """The events made and not yet handed out (a list the engine drains)."""
+        return self._out
+
+    @property
+    def frame_class(self) -> type:
+        """The class of the frame events (FrameEvent's fields, in its order)."""
+        return self._frame_class
+
+    @property
+    def flows(self) -> FlowTable | None:
+        """The run's table of TCP connections (start_flows)."""
+        return self._flows
+
+    def at_row(self, row: int) -> None:
+        """The packet of this number (in the capture) is handled now: connections it
+        opens are ordered by it."""
+        self._row = row
+
+    def anomaly(self, ts_ns: int | None, kind: str, offset: int, length: int,
+                detail: str) -> None:  # fmt: skip
+        """A packet's anomaly (no connection: the packet is no TCP segment we can read)."""
+        self._anomaly(ts_ns, None, None, kind, offset, length, detail)
+
+    def file_anomaly(self, path: str, kind: str, ts_ns: int | None, offset: int,
+                     detail: str) -> None:  # fmt: skip
+        """A capture file's anomaly (a bad or cut record: the file is read no further)."""
+        self._file_anomaly(path, kind, ts_ns, offset, detail)
+
+    def finish_capture(self, ts_ns: int) -> Iterator[FrameEvent | Anomaly]:
+        """End of capture: the events of every connection's end (holes, unframed bytes)."""
+        return self._finish(ts_ns)
 
     # --- tables ----------------------------------------------------------------------
 

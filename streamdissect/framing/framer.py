@@ -383,6 +383,69 @@ class Framer:
                 "capture ended before a frame start",
             )
 
+    # --- for a walk that finds frame boundaries itself (framing.walk) -----------------
+
+    def ready_for_walk(self, stream_offset: int) -> bool:
+        """Can a walk over in-order bytes take over at this stream offset: in sync there,
+        and any frame in progress whole so far, its header known."""
+        return (
+            self.synced
+            and not self.cur_cut
+            and (self.cur_start < 0 or self.cur_have >= HEADER)
+            and self.offset == stream_offset
+        )
+
+    def frame_in_progress(self) -> tuple[int, int, int] | None:
+        """(stream offset, bytes with the size field, bytes still to keep) of the frame
+        begun and not yet complete, or None at a frame boundary."""
+        if self.cur_start < 0:
+            return None
+        return self.cur_start, self.cur_total, self.cur_keep - self.cur_kept
+
+    def continue_frame(self, kept: bytes | None, upto: int) -> None:
+        """The frame in progress goes on to stream offset `upto`; `kept`: those bytes of it
+        it keeps (None: it keeps no more)."""
+        if kept is not None:
+            self.cur_parts.append(kept)
+            self.cur_kept += len(kept)
+        self.cur_have += upto - self.offset
+        self.offset = upto
+
+    def complete_frame(self, ts_ns: int) -> None:
+        """The frame in progress is whole: decode and emit it."""
+        self._finish_frame(ts_ns)
+
+    def begin_frame(self, start: int, total: int, head_only: bool, kept: bytes,
+                    upto: int) -> None:  # fmt: skip
+        """A frame of `total` bytes (size field included) starts at stream offset `start`
+        and goes on past `upto`, the end of the bytes seen: `kept`, its first bytes (all of
+        them, or its head when `head_only`)."""
+        self.cur_start = start
+        self.cur_total = total
+        self.cur_keep = DELIVER_HEAD if head_only else total
+        self.cur_parts = [kept]
+        self.cur_kept = len(kept)
+        self.cur_have = upto - start
+        self.cur_cut = False
+        self.cur_head_only = head_only
+        self.offset = upto
+
+    def decode_whole(self, offset: int, ts_ns: int, frame: bytes, size: int) -> None:
+        """A whole frame found by the walk: decoded, reported when malformed, emitted."""
+        self._decode(offset, ts_ns, frame, size, False)
+
+    def emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
+        """A frame of which the walk keeps only its first bytes (a big Deliver)."""
+        self._emit_head(offset, ts_ns, head, size)
+
+    def snapshot(self) -> list:
+        """Everything the framer keeps (a subclass's too), to go back to with restore()."""
+        return [(name, _copied(getattr(self, name))) for name in _slots(type(self))]
+
+    def restore(self, snapshot: list) -> None:
+        for name, value in snapshot:
+            setattr(self, name, _copied(value))
+
     # --- resync ----------------------------------------------------------------------
 
     def _lose_sync(self, offset: int) -> None:
@@ -456,3 +519,20 @@ class Framer:
         self._reset_frame()
         if rest:
             self.data(rest, ts_ns)
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    """Every slot of a class and its bases (a framer may be a subclass: rotated.facts)."""
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(dict.fromkeys(
+            n for c in reversed(cls.__mro__) for n in getattr(c, "__slots__", ())))  # fmt: skip
+    return names
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _copied(value: object) -> object:
+    """A copy of what a framer changes in place (its parts list, its resync buffer)."""
+    return value.copy() if value.__class__ in (list, bytearray) else value

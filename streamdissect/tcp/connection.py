@@ -65,6 +65,17 @@ class TcpConnection:
             return self.streams[side].started
         return isn != seq or self.ended
 
+    def snapshot(self) -> tuple:
+        """What a walk of the connection's segments changes, to go back to with restore()."""
+        return (self.packets, self.end_ns, list(self.fin), self.rst,
+                [stream.snapshot() for stream in self.streams])  # fmt: skip
+
+    def restore(self, snapshot: tuple) -> None:
+        self.packets, self.end_ns, fin, self.rst, streams = snapshot
+        self.fin[:] = fin
+        for stream, saved in zip(self.streams, streams):
+            stream.restore(saved)
+
 
 class FlowTable:
     """Finds the connection of each segment; both directions share one entry."""
@@ -90,7 +101,7 @@ class FlowTable:
         src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
         found = self._flows.get((src, sport, dst, dport))
         if found is None or (flags & (SYN | ACK) == SYN and found[0].is_new_start(found[1], seq)):
-            conn = self._open(src, sport, dst, dport, ts_ns, flags)
+            conn = self.open(src, sport, dst, dport, ts_ns, flags)
             side = 0
         else:
             conn, side = found
@@ -114,9 +125,16 @@ class FlowTable:
                 if waiting.pending:
                     waiting.hole_waited(conn.packets, ts_ns, self._hole_patience)
 
-    def _open(
+    def find(self, key: tuple[bytes, int, bytes, int]) -> tuple[TcpConnection, int] | None:
+        """The connection a segment from (src, sport) to (dst, dport) belongs to, and its
+        side, as the table stands (a SYN may still start another: `segment` decides)."""
+        return self._flows.get(key)
+
+    def open(
         self, src: bytes, sport: int, dst: bytes, dport: int, ts_ns: int, flags: int
     ) -> TcpConnection:
+        """A new connection, from the packet (src, sport) -> (dst, dport) with these flags
+        (its first, or a SYN that starts another one on the same four-tuple)."""
         conn = TcpConnection((src, sport), (dst, dport), ts_ns, self._report, self._ooo_cap)
         self._flows[(src, sport, dst, dport)] = (conn, 0)
         self._flows[(dst, dport, src, sport)] = (conn, 1)

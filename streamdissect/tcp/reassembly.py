@@ -111,6 +111,14 @@ class DirectionReassembler:
                 delta -= HALF_SEQ_SPACE * 2
             self.fin_offset = self.offset + delta + wire_len
 
+    def snapshot(self) -> tuple:
+        """Where the direction is (a walk of in-order segments moves it on; it takes over
+        only a direction with nothing pending), to go back to with restore()."""
+        return self.started, self.isn, self.next_seq, self.offset, self.fin_offset
+
+    def restore(self, snapshot: tuple) -> None:
+        self.started, self.isn, self.next_seq, self.offset, self.fin_offset = snapshot
+
     def _deliver(self, payload: memoryview, wire_len: int, ts_ns: int) -> None:
         captured = len(payload)
         if captured:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamdissect.protocols.stream import osiris, publish
+from streamdissect.protocols.stream import layouts, osiris, publish
 from streamdissect.protocols.stream.primitives import (
     U16,
     U32,
@@ -310,11 +310,15 @@ _Confirm, _Credit, _Heartbeat = (
     RECORD_CLASSES[0x0009],
     RECORD_CLASSES[0x0017],
 )
-_DELIVER_V1 = struct.Struct(">B" + osiris.HEADER.format[1:])
-_DELIVER_V2 = struct.Struct(">BQ" + osiris.HEADER.format[1:])
-_CONFIRM_HEAD = struct.Struct(">Bi")
+# The heads after the frame header, as the table lays them out (layouts)
+_DELIVER_V1, _DELIVER_V2 = (layouts.DELIVER[v].struct(FRAME_HEADER.size) for v in (1, 2))
+_DELIVER_V1_START, _DELIVER_V2_START = (layouts.DELIVER[v].size for v in (1, 2))  # chunk data
+_CONFIRM_HEAD = layouts.CONFIRM.struct(FRAME_HEADER.size)
+_CONFIRM_IDS = layouts.CONFIRM.size  # where its publishing ids start, _CONFIRM_ID bytes each
+_CONFIRM_ID, _CONFIRM_ID_FORMAT = layouts.CONFIRM_ID.size, layouts.CONFIRM_ID.fmt
 _U64S: dict[int, Callable] = {}  # count -> unpack_from of that many u64 (confirms' ids)
-_CREDIT = struct.Struct(">Bh")
+_CREDIT = layouts.CREDIT.struct(FRAME_HEADER.size)
+_CREDIT_SIZE = layouts.CREDIT.size
 _PUBLISHER_ID = struct.Struct(">B")
 
 
@@ -323,12 +327,12 @@ def deliver_fields(frame: bytes, size: int, version: int, head: bool = False) ->
     header fields in CHUNK_FIELDS order, where its data starts), else None. `head`: `frame`
     is only the first bytes of the frame (the chunk header is enough)."""
     if version == 1:
-        start, committed = 57, None
+        start, committed = _DELIVER_V1_START, None
         if len(frame) < start:
             return None
         subscription_id, *chunk = _DELIVER_V1.unpack_from(frame, 8)
     elif version == 2:
-        start = 65
+        start = _DELIVER_V2_START
         if len(frame) < start:
             return None
         subscription_id, committed, *chunk = _DELIVER_V2.unpack_from(frame, 8)
@@ -347,9 +351,7 @@ def deliver_fields(frame: bytes, size: int, version: int, head: bool = False) ->
 
 
 # The chunk header as Deliver records keep it (a dict), in wire order.
-CHUNK_FIELDS = ("magic_version", "chunk_type", "num_entries", "num_records", "timestamp",
-                "epoch", "chunk_id", "crc", "data_length", "trailer_length", "bloom_size",
-                "reserved")  # fmt: skip
+CHUNK_FIELDS = osiris.HEADER_FIELDS
 
 
 def _fast_deliver(frame: bytes, size: int, version: int, head: bool = False) -> Record | None:
@@ -393,17 +395,17 @@ def _fast_publish(frame: bytes, size: int, version: int) -> Record | None:
 
 def confirm_fields(frame: bytes, size: int, version: int) -> tuple | None:
     """A well-formed PublishConfirm's (publisher id, publishing ids), else None."""
-    if version != 1 or len(frame) < 13:
+    if version != 1 or len(frame) < _CONFIRM_IDS:
         return None
     publisher_id, count = _CONFIRM_HEAD.unpack_from(frame, 8)
-    if count < 0 or 13 + 8 * count != len(frame):
+    if count < 0 or _CONFIRM_IDS + _CONFIRM_ID * count != len(frame):
         return None
     ids_of = _U64S.get(count)
     if ids_of is None:
-        ids_of = struct.Struct(f">{count}Q").unpack_from
+        ids_of = struct.Struct(f">{count}{_CONFIRM_ID_FORMAT}").unpack_from
         if count <= 256:  # the usual counts only: hostile ones must not grow the cache
             _U64S[count] = ids_of
-    return publisher_id, list(ids_of(frame, 13))
+    return publisher_id, list(ids_of(frame, _CONFIRM_IDS))
 
 
 def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
@@ -413,7 +415,7 @@ def _fast_confirm(frame: bytes, size: int, version: int) -> Record | None:
 
 def credit_fields(frame: bytes, size: int, version: int) -> tuple | None:
     """A well-formed Credit request's (subscription id, credit), else None."""
-    if version != 1 or len(frame) != 11:
+    if version != 1 or len(frame) != _CREDIT_SIZE:
         return None
     return _CREDIT.unpack_from(frame, 8)
 
@@ -431,15 +433,6 @@ def heartbeat_fields(frame: bytes, size: int, version: int) -> tuple | None:
 def _fast_heartbeat(frame: bytes, size: int, version: int) -> Record | None:
     return None if heartbeat_fields(frame, size, version) is None else _Heartbeat(
         0x0017, 1, size, None, None, False)
-
-
-# What the fast paths above accept, as plain fields (the bulk engine's report mode makes no
-# record of these frames): key -> (frame, size, version) -> fields or None.
-FIELD_PATHS: dict[int, Callable[[bytes, int, int], tuple | None]] = {
-    0x0003: confirm_fields,
-    0x0009: credit_fields,
-    0x0017: heartbeat_fields,
-}
 
 
 FAST_PATHS: dict[int, Callable[[bytes, int, int], Record | None]] = {

@@ -17,9 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streamdissect.protocols.stream.spec import BY_KEY
+from streamdissect.capture import blocks
+from streamdissect.protocols.stream import layouts
+from streamdissect.protocols.stream.spec import BY_KEY, message_spec
 
-PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = 0x02, 0x03, 0x08, 0x09, 0x17
+PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = (
+    message_spec(command).key
+    for command in ("Publish", "PublishConfirm", "Deliver", "Credit", "Heartbeat"))  # fmt: skip
 HOT_KEYS = frozenset((PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY))
 COMMAND_OF = {key: BY_KEY[key].command for key in HOT_KEYS}
 # Nullable integer columns a hot frame may fill: name -> numpy dtype.
@@ -33,39 +37,23 @@ CHUNK_COLUMNS = {
     "magic_version": np.int64, "epoch": np.uint64, "crc": np.int64, "data_length": np.int64,
     "trailer_length": np.int64, "bloom_size": np.int64, "reserved": np.int64,
 }  # fmt: skip
-HEAD_BYTES = 65  # a v2 Deliver's prefix and chunk header: the longest head read here
+HEAD_BYTES = layouts.HEAD_BYTES  # a v2 Deliver's prefix and chunk header: the longest head
 PAD = HEAD_BYTES  # zero bytes after a walk's buffer, so that every gather stays inside it
-
-
-def head_layout(*fields: tuple, width: int = HEAD_BYTES) -> np.dtype:
-    """A `width`-byte item (0: just the fields) read as these (name, numpy format) fields,
-    one after the other."""
-    names, formats, offsets, at = [], [], [], 0
-    for name, fmt in fields:
-        names.append(name)
-        formats.append(fmt)
-        offsets.append(at)
-        at += np.dtype(fmt).itemsize
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": width or at})  # fmt: skip
-
-
-FRAME_FIELDS = (("size", ">u4"), ("key", ">u2"), ("version", ">u2"))
-CHUNK_LAYOUT = (("magic", "u1"), ("chunk_type", "u1"), ("entries", ">u2"), ("records", ">u4"),
-          ("timestamp", ">i8"), ("epoch", ">u8"), ("chunk_id", ">u8"), ("crc", ">u4"),
-          ("data_length", ">u4"), ("trailer_length", ">u4"), ("bloom_size", "u1"),
-          ("reserved_high", ">u2"), ("reserved_low", "u1"))  # fmt: skip
-# Each kind's head read as just its own bytes (a gather copies what it reads).
-FRAME_HEAD = head_layout(*FRAME_FIELDS, width=0)
-CREDIT_HEAD = head_layout(*FRAME_FIELDS, ("sid", "u1"), ("credit", ">i2"), width=0)
-CONFIRM_HEAD = head_layout(*FRAME_FIELDS, ("publisher", "u1"), ("count", ">i4"), width=0)
-PUBLISH_HEAD = head_layout(*FRAME_FIELDS, ("publisher", "u1"), ("count", ">i4"), ("id", ">u8"),
-                           ("word", ">u4"), width=0)  # fmt: skip
-DELIVER_HEADS = {  # version -> (bytes before the chunk data, layout)
-    1: (57, head_layout(*FRAME_FIELDS, ("sid", "u1"), *CHUNK_LAYOUT, width=0)),
-    2: (65, head_layout(*FRAME_FIELDS, ("sid", "u1"), ("committed", ">u8"), *CHUNK_LAYOUT, width=0)),
-}
-_U64 = np.dtype(">u8")
+# Each kind's head read as just its own bytes (a gather copies what it reads), as the table
+# lays it out (layouts); a Deliver's: (bytes before its chunk data, layout) per version
+FRAME_HEAD = layouts.FRAME.dtype()
+CREDIT_HEAD = layouts.CREDIT.dtype()
+CONFIRM_HEAD = layouts.CONFIRM.dtype()
+PUBLISH_HEAD = layouts.PUBLISH.dtype()
+DELIVER_HEADS = {version: (layout.size, layout.dtype())
+                 for version, layout in layouts.DELIVER.items()}  # fmt: skip
+MESSAGE = layouts.MESSAGE.dtype()  # a v1 Publish message's publishing id and entry word
+CONFIRM_ID = np.dtype(">" + layouts.CONFIRM_ID.fmt)
+FIRST_ID = layouts.CONFIRM.size  # where a PublishConfirm's ids (a Publish's messages) start
+# The Deliver columns read from the chunk header as they are: column -> header field
+DELIVER_COLUMNS = {"subscription_id": "subscription_id", "chunk_id": "chunk_id",
+                   "chunk_timestamp_ms": "timestamp", "num_entries": "num_entries",
+                   "chunk_type": "chunk_type", "record_count": "num_records"}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -88,11 +76,8 @@ class HotColumns:
 
 def sliding(data: np.ndarray, width: int) -> np.ndarray:
     """`data` (uint8, padded) as `width`-byte items starting at every byte: indexing it with
-    positions copies whole items, one memcpy each."""
-    items = np.ndarray(shape=(len(data) - width + 1,), dtype=np.dtype(f"V{width}"),
-                       buffer=data, offset=0, strides=(1,))  # fmt: skip
-    items.flags.writeable = False
-    return items
+    positions copies whole items, one memcpy each (capture.blocks.sliding)."""
+    return blocks.sliding(data, 0, len(data), width)
 
 
 def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
@@ -105,137 +90,171 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     as the framer keeps their data. `whole_chunk`: the CHUNK_COLUMNS too. `messages`: frame
     number -> where in `data` the (id, entry word) of each message of a Publish are, of
     which only the head is whole at its start."""
-    n = len(starts)
-    windows: dict[int, np.ndarray] = {}
-
-    def heads(rows: np.ndarray, layout: np.dtype) -> np.ndarray:
-        """The heads of frames `rows` as `layout` (its bytes from each frame's start)."""
-        width = layout.itemsize
-        if width not in windows:
-            windows[width] = sliding(data, width)
-        return windows[width][starts[rows]].view(layout)
-
-    head = sliding(data, FRAME_HEAD.itemsize)[starts].view(FRAME_HEAD)
-    key = head["key"].astype(np.int64)
-    version = head["version"].astype(np.int64)
-    size = head["size"].astype(np.int64)
-    out = HotColumns(key, version, size, np.zeros(n, dtype=bool))
-    names = {**FIELD_COLUMNS, **(CHUNK_COLUMNS if whole_chunk else {})}
-    values = {name: np.zeros(n, dtype=dtype) for name, dtype in names.items()}
-    valid = {name: np.zeros(n, dtype=bool) for name in names}
-    id_counts = np.full(n, -1, dtype=np.int64)
-    id_starts = np.zeros(n, dtype=np.int64)
-    crc = np.full(n, -1, dtype=np.int8)
-    id_parts: list[tuple[np.ndarray, np.ndarray]] = []  # (frame numbers, their ids)
-
-    def put(name: str, rows: np.ndarray, column: np.ndarray) -> None:
-        values[name][rows] = column
-        valid[name][rows] = True
-
-    ones = version == 1
+    g = _Gathered.of(data, starts, whole_chunk)
+    ones = g.version == 1
     # Heartbeat: nothing but its header.
-    out.accepted |= (key == HEARTBEAT_KEY) & ones & (size == 4)
-    # Credit
-    rows = np.flatnonzero((key == CREDIT_KEY) & ones & (size == 7))
-    if len(rows):
-        h = heads(rows, CREDIT_HEAD)
-        put("subscription_id", rows, h["sid"])
-        put("credit", rows, h["credit"])
-        out.accepted[rows] = True
-    # PublishConfirm
-    rows = np.flatnonzero((key == CONFIRM_KEY) & ones)
-    if len(rows):
-        h = heads(rows, CONFIRM_HEAD)
-        count = h["count"].astype(np.int64)
-        ok = (count >= 0) & (9 + 8 * count == size[rows])
-        rows, h, count = rows[ok], h[ok], count[ok]
+    g.accepted |= (g.key == HEARTBEAT_KEY) & ones & (g.size == 4)
+    _credits(g, np.flatnonzero((g.key == CREDIT_KEY) & ones & (g.size == 7)))
+    _confirms(g, np.flatnonzero((g.key == CONFIRM_KEY) & ones))
+    _publishes(g, np.flatnonzero((g.key == PUBLISH_KEY) & ones
+                                 & (g.size + 4 >= PUBLISH_HEAD.itemsize)), messages)  # fmt: skip
+    for version, (need, layout) in DELIVER_HEADS.items():
+        rows = np.flatnonzero((g.key == DELIVER_KEY) & (g.version == version)
+                              & (g.size + 4 >= need))  # fmt: skip
         if len(rows):
-            ids = sliding(data, 8)[positions(starts[rows] + 13, count, 8)].view(_U64)
-            put("publisher_id", rows, h["publisher"])
-            id_counts[rows] = count
-            id_parts.append((rows, ids.astype(np.uint64)))
-            out.accepted[rows] = True
-    # Publish v1, simple entries of one size (what clients send one message at a time)
-    rows = np.flatnonzero((key == PUBLISH_KEY) & ones & (size + 4 >= 25))
-    if len(rows):
-        h = heads(rows, PUBLISH_HEAD)
-        count, word = h["count"].astype(np.int64), h["word"].astype(np.int64)
-        stride = 12 + word
-        ok = (count > 0) & (word < 0x80000000) & (13 + count * stride == 4 + size[rows])
-        rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher"][ok]
-        if len(rows):
-            where = positions(starts[rows] + 13, count, stride)
-            if messages:  # (frames whose messages are elsewhere: their positions)
-                first = np.cumsum(count) - count
-                for row, at in messages.items():
-                    j = int(np.searchsorted(rows, row))
-                    if j < len(rows) and rows[j] == row and len(at) == count[j]:
-                        where[first[j] : first[j] + count[j]] = at
-            message = sliding(data, 12)[where].view([("id", ">u8"), ("word", ">u4")])
-            frame_of = np.repeat(np.arange(len(rows)), count)
-            bad = message["word"].astype(np.int64) + 12 != stride[frame_of]
-            good = np.ones(len(rows), dtype=bool)
-            good[frame_of[bad]] = False
-            keep = good[frame_of]
-            rows, count = rows[good], count[good]
-            put("publisher_id", rows, publisher[good])
-            put("record_count", rows, count)
-            id_counts[rows] = count
-            id_parts.append((rows, message["id"][keep].astype(np.uint64)))
-            out.accepted[rows] = True
-    # Deliver v1 and v2, whole (the walk only takes frames that are)
-    for v, (need, layout) in DELIVER_HEADS.items():
-        rows = np.flatnonzero((key == DELIVER_KEY) & (version == v) & (size + 4 >= need))
-        if not len(rows):
-            continue
-        h = heads(rows, layout)
-        entries = h["entries"].astype(np.int64)
-        data_length = h["data_length"].astype(np.int64)
-        ok = ((h["magic"] >> 4 == 5) & (entries * 4 <= data_length)
-              & (h["records"] <= entries * 0xFFFF) & (4 + size[rows] - need >= data_length))  # fmt: skip
-        rows, h, data_length = rows[ok], h[ok], data_length[ok]
-        if not len(rows):
-            continue
-        put("subscription_id", rows, h["sid"])
-        if v == 2:
-            put("committed_chunk_id", rows, h["committed"])
-        put("chunk_id", rows, h["chunk_id"])
-        put("chunk_timestamp_ms", rows, h["timestamp"])
-        put("num_entries", rows, h["entries"])
-        put("chunk_type", rows, h["chunk_type"])
-        put("record_count", rows, h["records"])
-        if whole_chunk:
-            for name, part in (("magic_version", "magic"), ("epoch", "epoch"), ("crc", "crc"),
-                               ("data_length", "data_length"), ("bloom_size", "bloom_size"),
-                               ("trailer_length", "trailer_length")):  # fmt: skip
-                put(name, rows, h[part])
-            put("reserved", rows,
-                (h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])  # fmt: skip
-        checked = np.ones(len(rows), dtype=bool) if crc_limit is None else (
-            size[rows] <= crc_limit)  # fmt: skip
-        if checked.any():
-            mine = np.flatnonzero(checked)
-            mv = memoryview(data)
-            known = crcs or {}
-            computed = [
-                known[row] if row in known else zlib.crc32(mv[a : a + length])
-                for row, a, length in zip(rows[mine].tolist(), (starts[rows[mine]] + need).tolist(),
-                                          data_length[mine].tolist())
-            ]  # fmt: skip
-            crc[rows[mine]] = np.asarray(computed, dtype=np.int64) == h["crc"][mine]
-        out.accepted[rows] = True
-    out.fields = {name: (values[name], valid[name]) for name in names}
-    # the ids of each kind, one after the other, in one pool
-    base = 0
-    for rows, ids in id_parts:
-        counts = id_counts[rows]
-        id_starts[rows] = base + np.cumsum(counts) - counts
-        base += len(ids)
-    out.id_counts, out.id_starts = id_counts, id_starts
-    out.id_values = (np.concatenate([ids for _, ids in id_parts]) if id_parts
+            _delivers(g, rows, layout, crc_limit, crcs or {})
+    return g.columns()
+
+
+@dataclass(slots=True)
+class _Gathered:
+    """decode's work: the frames' bytes and starts, their headers, and the columns the
+    readers of each kind fill."""
+
+    data: np.ndarray
+    starts: np.ndarray
+    key: np.ndarray
+    version: np.ndarray
+    size: np.ndarray
+    accepted: np.ndarray
+    values: dict[str, np.ndarray]
+    valid: dict[str, np.ndarray]
+    id_counts: np.ndarray
+    id_parts: list  # (frame numbers, their ids) of each kind
+    crc: np.ndarray
+    windows: dict  # width -> the data as items of that width (sliding)
+    whole_chunk: bool
+
+    @classmethod
+    def of(cls, data: np.ndarray, starts: np.ndarray, whole_chunk: bool) -> _Gathered:
+        n = len(starts)
+        head = sliding(data, FRAME_HEAD.itemsize)[starts].view(FRAME_HEAD)
+        names = {**FIELD_COLUMNS, **(CHUNK_COLUMNS if whole_chunk else {})}
+        return cls(data, starts, head["key"].astype(np.int64), head["version"].astype(np.int64),
+                   head["size"].astype(np.int64), np.zeros(n, dtype=bool),
+                   {name: np.zeros(n, dtype=dtype) for name, dtype in names.items()},
+                   {name: np.zeros(n, dtype=bool) for name in names},
+                   np.full(n, -1, dtype=np.int64), [], np.full(n, -1, dtype=np.int8), {},
+                   whole_chunk)  # fmt: skip
+
+    def heads(self, rows: np.ndarray, layout: np.dtype) -> np.ndarray:
+        """The heads of frames `rows` as `layout` (its bytes from each frame's start)."""
+        return self.items(layout.itemsize)[self.starts[rows]].view(layout)
+
+    def items(self, width: int) -> np.ndarray:
+        if width not in self.windows:
+            self.windows[width] = sliding(self.data, width)
+        return self.windows[width]
+
+    def put(self, name: str, rows: np.ndarray, column: np.ndarray) -> None:
+        self.values[name][rows] = column
+        self.valid[name][rows] = True
+
+    def columns(self) -> HotColumns:
+        """The columns, the ids of each kind one after the other in one pool."""
+        id_starts = np.zeros(len(self.starts), dtype=np.int64)
+        base = 0
+        for rows, ids in self.id_parts:
+            counts = self.id_counts[rows]
+            id_starts[rows] = base + np.cumsum(counts) - counts
+            base += len(ids)
+        id_values = (np.concatenate([ids for _, ids in self.id_parts]) if self.id_parts
                      else np.zeros(0, dtype=np.uint64))  # fmt: skip
-    out.crc = crc
-    return out
+        fields = {name: (self.values[name], self.valid[name]) for name in self.values}
+        return HotColumns(self.key, self.version, self.size, self.accepted, fields,
+                          self.id_counts, id_starts, id_values, self.crc)  # fmt: skip
+
+
+def _credits(g: _Gathered, rows: np.ndarray) -> None:
+    if len(rows):
+        h = g.heads(rows, CREDIT_HEAD)
+        g.put("subscription_id", rows, h["subscription_id"])
+        g.put("credit", rows, h["credit"])
+        g.accepted[rows] = True
+
+
+def _confirms(g: _Gathered, rows: np.ndarray) -> None:
+    if not len(rows):
+        return
+    h = g.heads(rows, CONFIRM_HEAD)
+    count = h["count"].astype(np.int64)
+    ok = (count >= 0) & (FIRST_ID + CONFIRM_ID.itemsize * count == g.size[rows] + 4)
+    rows, h, count = rows[ok], h[ok], count[ok]
+    if len(rows):
+        where = positions(g.starts[rows] + FIRST_ID, count, CONFIRM_ID.itemsize)
+        ids = g.items(CONFIRM_ID.itemsize)[where].view(CONFIRM_ID)
+        g.put("publisher_id", rows, h["publisher_id"])
+        g.id_counts[rows] = count
+        g.id_parts.append((rows, ids.astype(np.uint64)))
+        g.accepted[rows] = True
+
+
+def _publishes(g: _Gathered, rows: np.ndarray, messages: dict[int, np.ndarray] | None) -> None:
+    """Publish v1, simple entries of one size (what clients send one message at a time)."""
+    if not len(rows):
+        return
+    h = g.heads(rows, PUBLISH_HEAD)
+    count, word = h["count"].astype(np.int64), h["entry_word"].astype(np.int64)
+    stride = MESSAGE.itemsize + word
+    ok = (count > 0) & (word < 0x80000000) & (FIRST_ID + count * stride == 4 + g.size[rows])
+    rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher_id"][ok]
+    if not len(rows):
+        return
+    where = positions(g.starts[rows] + FIRST_ID, count, stride)
+    if messages:  # (frames whose messages are elsewhere: their positions)
+        first = np.cumsum(count) - count
+        for row, at in messages.items():
+            j = int(np.searchsorted(rows, row))
+            if j < len(rows) and rows[j] == row and len(at) == count[j]:
+                where[first[j] : first[j] + count[j]] = at
+    message = g.items(MESSAGE.itemsize)[where].view(MESSAGE)
+    frame_of = np.repeat(np.arange(len(rows)), count)
+    bad = message["entry_word"].astype(np.int64) + MESSAGE.itemsize != stride[frame_of]
+    good = np.ones(len(rows), dtype=bool)
+    good[frame_of[bad]] = False
+    keep = good[frame_of]
+    rows, count = rows[good], count[good]
+    g.put("publisher_id", rows, publisher[good])
+    g.put("record_count", rows, count)
+    g.id_counts[rows] = count
+    g.id_parts.append((rows, message["publishing_id"][keep].astype(np.uint64)))
+    g.accepted[rows] = True
+
+
+def _delivers(g: _Gathered, rows: np.ndarray, layout: np.dtype, crc_limit: int | None,
+              crcs: dict[int, int]) -> None:  # fmt: skip
+    """Deliver of one version, whole (the walk only takes frames that are)."""
+    need = layout.itemsize  # (where the chunk data starts)
+    h = g.heads(rows, layout)
+    entries = h["num_entries"].astype(np.int64)
+    data_length = h["data_length"].astype(np.int64)
+    ok = ((h["magic_version"] >> 4 == 5) & (entries * 4 <= data_length)
+          & (h["num_records"] <= entries * 0xFFFF) & (4 + g.size[rows] - need >= data_length))  # fmt: skip
+    rows, h, data_length = rows[ok], h[ok], data_length[ok]
+    if not len(rows):
+        return
+    for column, name in DELIVER_COLUMNS.items():
+        g.put(column, rows, h[name])
+    if "committed_chunk_id" in layout.names:
+        g.put("committed_chunk_id", rows, h["committed_chunk_id"])
+    if g.whole_chunk:
+        for name in CHUNK_COLUMNS:
+            if name != "reserved":
+                g.put(name, rows, h[name])
+        g.put("reserved", rows,
+              (h["reserved_high"].astype(np.int64) << 8) | h["reserved_low"])  # fmt: skip
+    checked = np.ones(len(rows), dtype=bool) if crc_limit is None else (
+        g.size[rows] <= crc_limit)  # fmt: skip
+    if checked.any():
+        mine = np.flatnonzero(checked)
+        mv = memoryview(g.data)
+        computed = [
+            crcs[row] if row in crcs else zlib.crc32(mv[a : a + length])
+            for row, a, length in zip(rows[mine].tolist(), (g.starts[rows[mine]] + need).tolist(),
+                                      data_length[mine].tolist())
+        ]  # fmt: skip
+        g.crc[rows[mine]] = np.asarray(computed, dtype=np.int64) == h["crc"][mine]
+    g.accepted[rows] = True
 
 
 def positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int) -> np.ndarray:
@@ -311,19 +330,16 @@ class HotChunk:
     columns: HotColumns
 
 
-def chunk(columns: HotColumns, a: int, keep: np.ndarray, row: np.ndarray, slot: np.ndarray,
-          ts_ns: np.ndarray, stream_offset: np.ndarray, connection: str,
-          direction: str) -> HotChunk:  # fmt: skip
-    """The frames a, a + 1, ... of `columns` where `keep` (one flag each) holds, as a
-    HotChunk (`row`, `slot`, `ts_ns`, `stream_offset`: theirs)."""
+def select(columns: HotColumns, a: int, keep: np.ndarray) -> HotColumns:
+    """The frames a, a + 1, ... of `columns` where `keep` (one flag each) holds."""
     c = _frames(columns, a, a + len(keep))
-    if not keep.all():
-        c = HotColumns(
-            c.key[keep], c.version[keep], c.size[keep], c.accepted[keep],
-            {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
-            c.id_counts[keep], c.id_starts[keep], c.id_values, c.crc[keep],
-        )  # fmt: skip
-    return HotChunk(row, slot, ts_ns, stream_offset, connection, DIRECTIONS.index(direction), c)
+    if keep.all():
+        return c
+    return HotColumns(
+        c.key[keep], c.version[keep], c.size[keep], c.accepted[keep],
+        {name: (v[keep], ok[keep]) for name, (v, ok) in c.fields.items()},
+        c.id_counts[keep], c.id_starts[keep], c.id_values, c.crc[keep],
+    )  # fmt: skip
 
 
 def _frames(c: HotColumns, a: int, b: int) -> HotColumns:

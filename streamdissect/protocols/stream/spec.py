@@ -34,11 +34,14 @@ from streamdissect.protocols.stream.primitives import (
 
 
 class PublishMessagesType(WireType):
-    """Publish's `count:i32` + messages; decoded by a hand-written hot path in codec.py."""
+    """Publish's `count:i32` + messages; decoded by a hand-written hot path in codec.py. A v1
+    message starts with its publishing id and its entry's first word (`message_head`: a
+    simple entry's 0:1,size:31; a sub-batch sets the top bit)."""
 
     name = "publish_messages"
     column = "list<struct<publishing_id:uint64,filter_value:string,entry:binary>>"
     min_size = 4
+    message_head = (("publishing_id", U64), ("entry_word", U32))
 
 
 class ChunkHeaderType(WireType):

@@ -1,8 +1,7 @@
-"""The analyze report made from lean frames (the bulk engine's tuples of fields for Publish,
-Credit, PublishConfirm, Heartbeat and Deliver heads, no records), and the one made from hot
-frames as columns (HotFrames, analysis.runs), are the report made from records by the
-streaming engine, byte for byte: on the corpus, on made-worse copies, on odd hot frames
-(other versions, wrong lengths, impossible counts) and on the fuzz findings."""
+"""The analyze report made from hot frames as columns (HotFrames, each collector's on_hot) is the report
+made from records by the streaming engine, byte for byte, and so are analyze()'s tables: on
+the corpus, on made-worse copies, on odd hot frames (other versions, wrong lengths,
+impossible counts) and on the fuzz findings."""
 
 from __future__ import annotations
 
@@ -14,15 +13,16 @@ from test_analysis_runs import assert_same_tables, ledgers_at_once
 from test_bulk_engine import REGRESSIONS, WORSE, _frame, frames_capture
 
 from streamdissect.analysis.driver import analyze_events
+from streamdissect.capture import blocks
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector
-from streamdissect.protocols.stream.analysis import runs
+from streamdissect.protocols.stream.analysis import hot_input
 
 OPTIONS = {"publish_messages": False, "deliver_keep_limit": 0}
 
 
-MODES = {"records": {}, "lean": {"lean": True}, "columns": {"columns": True}}
+MODES = {"records": {}, "columns": {"columns": True}}
 
 
 def report(path: Path, engine: str, mode: str, helper: bool = False) -> str:
@@ -36,24 +36,18 @@ def report(path: Path, engine: str, mode: str, helper: bool = False) -> str:
 
 def assert_same_report(path: Path, helper: bool = False) -> None:
     reference = report(path, "stream", "records")
-    for block in (bulk.BLOCK, 9_000):
+    for block in (blocks.BLOCK, 9_000):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bulk, "BLOCK", block)
-            for mode in ("lean", "columns"):
-                assert report(path, "bulk", mode) == reference, (mode, block)
-                if mode == "columns":  # (every run over columns, however short)
-                    patch.setattr(runs, "SHORT_RUN", 0)
-                    assert report(path, "bulk", mode) == reference, (mode, block, "columns")
-                    patch.undo()
-                    patch.setattr(bulk, "BLOCK", block)
-                if helper and block < path.stat().st_size:  # (the helper reads more)
-                    patch.setattr(bulk, "_can_fork", lambda: True)
-                    assert report(path, "bulk", mode, helper=True) == reference, (mode, "helper")
-
-
-def lean_kinds(path: Path) -> set[int]:
-    return {ev[0] for ev in Dissector(engine="bulk", lean=True, **OPTIONS).run(str(path))
-            if ev.__class__ is tuple}  # fmt: skip
+            patch.setattr(blocks, "BLOCK", block)
+            assert report(path, "bulk", "columns") == reference, block
+            # (every run over columns, however short)
+            patch.setattr(hot_input, "SHORT_RUN", 0)
+            assert report(path, "bulk", "columns") == reference, (block, "short runs")
+            patch.undo()
+            patch.setattr(blocks, "BLOCK", block)
+            if helper and block < path.stat().st_size:  # (the helper reads more)
+                patch.setattr(bulk, "can_fork", lambda: True)
+                assert report(path, "bulk", "columns", helper=True) == reference, "helper"
 
 
 @pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
@@ -69,12 +63,11 @@ def run_kinds(path: Path) -> set[int]:
             if ev.__class__ is HotFrames for k in ev.key}  # fmt: skip
 
 
-def test_lean_frames_and_runs_are_made():
-    kinds, runs = set(), set()
+def test_runs_are_made():
+    kinds = set()
     for path in worsen.corpus_captures():
-        kinds |= lean_kinds(path)
-        runs |= run_kinds(path)
-    assert kinds == runs == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
+        kinds |= run_kinds(path)
+    assert kinds == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
 
 
 def test_the_ledger_takes_ascending_ids_at_once(monkeypatch):
@@ -101,7 +94,8 @@ def test_fuzz_findings_report_same(path):
 
 
 def test_odd_hot_frames_report_same(tmp_path):
-    """Well-formed ones become lean frames, odd ones records (and malformed reports)."""
+    """Well-formed ones become hot frames as columns, odd ones records (and malformed
+    reports)."""
     import struct
 
     # an Osiris chunk header (facts §3): one entry of one record, 12 data bytes
@@ -143,14 +137,14 @@ def test_odd_hot_frames_report_same(tmp_path):
                + b"abcd"),
     ]  # fmt: skip
     path = frames_capture(tmp_path / "odd.pcap", frames)
-    assert lean_kinds(path) == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
+    assert run_kinds(path) == {0x0002, 0x0003, 0x0008, 0x0009, 0x0017}
     assert_same_report(path)
 
 
 def test_publishes_and_confirms_report_same(tmp_path):
     """Publish ids going up one by one (ranges), out of order, repeated, going down; confirms
     of them, of some twice and of unknown ids: the confirm ledger's runs and its general
-    path, from lean frames and from records."""
+    path, from hot frames as columns and from records."""
     import struct
 
     def publish(ids: list[int]) -> bytes:
@@ -168,7 +162,7 @@ def test_publishes_and_confirms_report_same(tmp_path):
                confirm([99]), confirm([13, 14, 15, 16]), confirm([13]), confirm([0]),
                confirm([2**64 - 2, 2**64 - 1]), confirm([2**64 - 1, 0])]  # fmt: skip
     path = frames_capture(tmp_path / "publish.pcap", frames)
-    assert {0x0002, 0x0003} <= lean_kinds(path)
+    assert {0x0002, 0x0003} <= run_kinds(path)
     assert_same_report(path)
 
 

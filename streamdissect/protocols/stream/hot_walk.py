@@ -1,0 +1,150 @@
+"""Columns mode, one direction's walk of a block: the hot frames noted, not decoded.
+
+From where the frame walk (framing.walk) stands, the hot frames that follow (Publish,
+PublishConfirm, Credit, Heartbeat, Deliver: hot.HOT_KEYS, whole within the block, within the
+frame limit) have only their stream offsets noted, a run at a time, each run's place among
+the block's events kept (None slots); hot_block decodes them at the block's end. The walk
+takes the first other frame. Frames of one size and key one after the other are checked a
+batch at a time (EqualRuns).
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+
+from streamdissect.framing.framer import HEADER, Framer
+from streamdissect.framing.walk import Walk
+from streamdissect.protocols.stream import layouts
+from streamdissect.tcp.vectorized import InOrder
+
+_size_key = layouts.SIZE_KEY.struct().unpack_from
+FRAME_HEAD = layouts.FRAME.dtype(layouts.HEAD_BYTES)  # (viewing HEAD_BYTES-wide items)
+
+
+class HotWalk:
+    """The hot frames of one direction's walk of a block: the keys taken, the stream offsets
+    of the frames noted, and their runs (first event slot, count) and where each ends;
+    `big`: indexes into `starts` of frames above LimitCheck.low (within the frame limit)."""
+
+    __slots__ = ("big", "ends", "equal", "events", "framer", "keys", "low", "runs", "segments",
+                 "starts")  # fmt: skip
+
+    def __init__(self, keys: frozenset, segments: InOrder, framer: Framer, w: Walk,
+                 frame_heads: np.ndarray) -> None:  # fmt: skip
+        """`frame_heads`: the block buffer as HEAD_BYTES-wide items (blocks.sliding)."""
+        self.keys = keys
+        self.starts = array("q")
+        self.ends: list[int] = []
+        self.big: list[int] = []
+        self.runs: list[tuple[int, int]] = []
+        self.segments = segments
+        self.framer = framer
+        self.events = w.events.items  # the block's (row, slot, event) items
+        self.low = w.check.low
+        self.equal = EqualRuns(segments, frame_heads, self.starts)
+
+    def run(self, pos: int, jj: int) -> tuple[int, int]:
+        """The hot frames from stream offset `pos` (segment jj) noted; where the walk goes on
+        (the framer's offset moved there) and its segment."""
+        segments = self.segments
+        buf, so, lo, po, read, send = (segments.buf, segments.so, segments.lo, segments.po,
+                                       segments.read, segments.send)  # fmt: skip
+        hot_keys, starts, low, equal = self.keys, self.starts, self.low, self.equal
+        note = starts.append
+        last = len(so) - 1
+        p = pos
+        noted = len(starts)
+        limit = self.framer.frame_limit  # (no hot frame changes it)
+        j = jj
+        seg_end = so[j] + lo[j]
+        shift = po[j] - so[j]
+        last_size = last_key = -1
+        streak = 0
+        while True:
+            if p + HEADER <= seg_end:
+                size, key = _size_key(buf, shift + p)
+            elif p + HEADER > send:
+                break
+            elif p >= seg_end:  # the next segment (they follow each other)
+                j = j + 1 if p == seg_end and j < last else bisect_right(so, p, j) - 1
+                seg_end = so[j] + lo[j]
+                shift = po[j] - so[j]
+                continue
+            else:  # a header across two segments
+                size, key = _size_key(read(p, p + HEADER))
+            end = p + 4 + size
+            if key in hot_keys and 4 <= size <= low and end <= send:
+                note(p)
+                if size != last_size or key != last_key:
+                    last_size, last_key, streak = size, key, 0
+                elif streak < 2:
+                    streak += 1
+                else:  # the fourth of a kind: more of them may follow (EqualRuns)
+                    after = equal.follow(end, size, key, send)
+                    streak = 0 if after == end else 2
+                    end = after
+                    if end >= seg_end:
+                        j = bisect_right(so, end, j) - 1 if end < send else last
+                        seg_end = so[j] + lo[j]
+                        shift = po[j] - so[j]
+                p = end
+                continue
+            if key not in hot_keys or size < 4 or end > send or size > limit:
+                break
+            self.big.append(len(starts))  # within this limit; LimitCheck learns of it
+            note(p)
+            p = end
+        if p == pos:
+            return pos, jj
+        count = len(starts) - noted
+        self.ends.append(p)  # (a run's frames follow each other: their sizes)
+        self.runs.append((len(self.events), count))
+        self.events.extend(repeat(None, count))  # their places among the events
+        self.framer.offset = p
+        return p, bisect_right(so, p - 1, jj) - 1
+
+
+class EqualRuns:
+    """Frames of one size and key one after the other (a client's Publish of one message
+    each, a consumer's Credits) checked a batch at a time with numpy, not walked one by one:
+    their headers gathered from where their offsets say they are. The batch grows while the
+    frames keep coming, and starts small again after a miss."""
+
+    __slots__ = ("batch", "heads", "lo", "po", "read", "so", "starts")
+
+    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array) -> None:
+        self.so, self.lo, self.po = segments.so_a, segments.lo_a, segments.po_a
+        self.heads = heads  # the block buffer as HEAD_BYTES-wide items (blocks.sliding)
+        self.starts = starts
+        self.read: Any = segments.read  # (a header across two segments)
+        self.batch = 8
+
+    def follow(self, p: int, size: int, key: int, send: int) -> int:
+        """From stream offset `p`, where a frame like the last might start: note those that
+        do (whole before `send`) and return where they end."""
+        step = 4 + size
+        while True:
+            n = min(self.batch, (send - p) // step)
+            if n <= 0:
+                return p
+            at = p + step * np.arange(n, dtype=np.int64)
+            seg = np.searchsorted(self.so, at, side="right") - 1
+            within = at - self.so[seg]
+            head = self.heads[self.po[seg] + within].view(FRAME_HEAD)
+            same = (head["size"] == size) & (head["key"] == key)
+            for k in np.flatnonzero(within + HEADER > self.lo[seg]).tolist():  # (few)
+                a = int(at[k])
+                same[k] = _size_key(self.read(a, a + HEADER)) == (size, key)
+            m = n if same.all() else int(np.argmin(same))
+            if m:
+                self.starts.frombytes(at[:m].tobytes())
+                p += m * step
+            if m < n:
+                self.batch = 8
+                return p
+            self.batch = min(self.batch * 4, 4096)
