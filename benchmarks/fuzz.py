@@ -22,7 +22,7 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           pipeline (capture readers, link/IP/TCP headers, reassembler, framer, codec) with
           every event turned into its jsonl and text output; the frames as Arrow batches
           (frame_batches, in batches of BATCH_ROWS) must hold the record rows (frame_row),
-          and turned back into events (tables.events) give the collectors' tables of the
+          and turned back into events (protocols.stream.frame_events) give the collectors' tables of the
           records (where every frame's time fits the table's int64); a plain pcap
           is also cut into 2-4 rotated pieces and stitched (streamdissect.rotated), which
           must not fail.
@@ -86,13 +86,13 @@ from streamdissect.protocols.stream import (
     record_from_dict,
 )
 from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
+from streamdissect.protocols.stream.frame_events import frame_events
 from streamdissect.protocols.stream.frame_table import frame_row
 from streamdissect.protocols.stream.framing import StreamFramer
 from streamdissect.protocols.stream.summary import frame_summary as summary
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
-from streamdissect.tables.events import frame_events
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"

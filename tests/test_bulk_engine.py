@@ -62,7 +62,9 @@ def test_corpus_same_as_stream(path, publish_messages):
 def test_walk_without_fast_path_same_as_stream(path, monkeypatch):
     """The frame walk with no protocol fast path (framing.walk.PlainFrames: the framer
     decodes every frame) gives the streaming engine's events too."""
-    monkeypatch.setattr(bulk, "FAST_PATH", PlainFrames)
+    from streamdissect.protocols.registry import protocol
+
+    monkeypatch.setattr(type(protocol("stream")), "fast_path", PlainFrames)
     assert_same(path, columns=True)
 
 

@@ -15,10 +15,10 @@ import worsen
 from streamdissect.analysis import analyze_events
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols.stream.analysis import hot_input
+from streamdissect.protocols.stream.frame_events import frame_events
 from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frame_batches, frames_arrow
-from streamdissect.tables.events import frame_events
 
 PORTS = (5552, 5553)
 CAPTURES = worsen.corpus_captures()

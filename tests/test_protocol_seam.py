@@ -261,7 +261,7 @@ def test_stream_pairing_is_the_latency_tables_pairing():
     call (but Tune, paired by its own rule) has a pairing key, and every answered request's
     response carries the request's key."""
     # (through the driver: a collector module imported first meets the driver half made)
-    from streamdissect.analysis.driver import NOT_CALLS, LatencyCollector
+    from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
 
     calls = keyed = answered = 0
     for path in worsen.corpus_captures():

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamdissect.analysis.fields import get
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
-from streamdissect.protocols.stream.analysis.collectors import Collectors
-from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
-from streamdissect.protocols.stream.hot import HotFrames
+from streamdissect.protocols import registry
 from streamdissect.tables.convert import dataframe
 
 if TYPE_CHECKING:
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
 class Analysis:
     """What one capture (or a rotated set read as one) says; every table a DataFrame."""
 
-    def __init__(self, collectors: Collectors, tcp_connections: list, anomalies: list,
+    def __init__(self, collectors: Any, tcp_connections: list, anomalies: list,
                  first_ns: int | None, last_ns: int | None) -> None:
         self._c = collectors
         self._tcp_connections = tcp_connections
@@ -107,23 +105,28 @@ class _Event:
 
 
 def analyze_events(events: Iterable, tcp_connections_after=list,
-                   at_once_ms: float = AT_ONCE_MS, report_only: bool = False,
-                   tables: Collection[str] | None = None, end_ns: int | None = None) -> Analysis:
+                   at_once_ms: float | None = None, report_only: bool = False,
+                   tables: Collection[str] | None = None, end_ns: int | None = None,
+                   protocol: str | None = None) -> Analysis:
     """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames) and
     anomalies.
 
     `report_only`: keep only what the analyze report shows (no per-id publishes table, no
     backlog series, no credit balance series, no Deliver CRC check), which is what keeps a
     large capture quick. `tables`: make only these (the others are empty). `end_ns`: the
-    capture's end, where stalls still open end (by default the last frame's time)."""
-    collectors = Collectors.made(at_once_ms, report_only, tables)
+    capture's end, where stalls still open end (by default the last frame's time).
+    `protocol`: whose analyses (protocols.registry; None, the default protocol);
+    `at_once_ms` None: its own default."""
+    collectors = registry.protocol(protocol).analysis(
+        at_once_ms=at_once_ms, report_only=report_only, tables=tables)
+    hot_class = collectors.hot_class
     anomalies = AnomalyLog()
     first_ns = last_ns = None
     # what to call for a record of a class whose records all get the same calls
     handlers_of_class: dict = {}
     on_hot = collectors.hot_handlers()
     for ev in events:
-        if ev.__class__ is HotFrames:  # hot frames as columns (Dissector `columns`)
+        if ev.__class__ is hot_class:  # hot frames as columns (Dissector `columns`)
             for handler in on_hot:
                 handler(ev)
             last_ns = int(ev.ts_ns[-1])
@@ -153,8 +156,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns)
 
 
-def analyze(paths: str | Sequence[str], ports: Sequence[int] = (5552,), heuristic: bool = True,
-            max_frame: int | None = None, at_once_ms: float = AT_ONCE_MS,
+def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heuristic: bool = True,
+            max_frame: int | None = None, at_once_ms: float | None = None,
             on_read=None, report_only: bool = False, engine: str = "auto",
             helper_process: bool | None = None, watch=None, on_dissector=None) -> Analysis:
     """Read a capture (several paths: one capture in time order) and run every analysis.

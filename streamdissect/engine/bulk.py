@@ -58,7 +58,6 @@ from streamdissect.capture.packet_columns import (
 from streamdissect.capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
 from streamdissect.engine.anomalies import Anomaly
 from streamdissect.framing.walk import BlockEvents, LimitCheck, Walk, walk
-from streamdissect.protocols.stream.fast_path import StreamFastPath
 from streamdissect.tcp import vectorized
 from streamdissect.tcp.connection import TcpConnection
 from streamdissect.tcp.vectorized import InOrder
@@ -67,10 +66,6 @@ if TYPE_CHECKING:
     from streamdissect.engine.state import DissectionState
 
 __all__ = ["BulkPcap", "pcap_magic"]
-# The protocol's fast path in the frame walk, made per run: (state, where its room starts in
-# a block buffer) -> what framing.walk.PlainFrames offers (PlainFrames itself: the framer
-# decodes every frame).
-FAST_PATH: type = StreamFastPath
 
 
 @dataclass(slots=True)
@@ -113,8 +108,11 @@ class BulkPcap:
             self.layout = PacketLayout.of(self.order, self.frac_ns, linktype)
             block = min(blocks.BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
             patch_start = block + RECORD_HEADER_SIZE + MAX_PACKET + packet_columns.PAD
-            self.fast = FAST_PATH(state, patch_start)
-            size = patch_start + FAST_PATH.ROOM
+            # The protocol's fast path in the frame walk, made per run: (state, where its
+            # room starts in a block buffer) -> what framing.walk.PlainFrames offers.
+            fast_path = state.fast_path
+            self.fast = fast_path(state, patch_start)
+            size = patch_start + fast_path.ROOM
             reading = Reading(self.path, self.order, block)
             if state.helper_process and block == blocks.BLOCK and can_fork():  # (over a block)
                 yield from self._with_helper(reading, size)

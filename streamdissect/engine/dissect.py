@@ -40,8 +40,7 @@ class Dissector(DissectionState):
         if isinstance(paths, str):
             paths = [paths]
         paths = list(paths)
-        fast = all(protocol.fast_path is not None for protocol in self.protocols)
-        if self.engine != "stream" and len(paths) == 1 and fast:
+        if self.engine != "stream" and len(paths) == 1 and self.fast_path is not None:
             magic = pcap_magic(paths[0])
             if magic is not None:
                 self._bulk = True

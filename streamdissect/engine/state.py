@@ -168,6 +168,10 @@ class DissectionState:
         self.engine = engine
         self.protocols = registry.chosen(protocols)
         self.port_protocols = registry.server_ports(self.protocols, ports)
+        # The bulk engine's frame walk takes one fast path: the chosen protocols must share it
+        # (None: the exact per-packet engine reads every input).
+        paths = {p.fast_path for p in self.protocols}
+        self.fast_path: type | None = paths.pop() if len(paths) == 1 else None
         self.ports = frozenset(self.port_protocols)
         self.protocol_of: dict[str, Protocol] = {}  # connection id -> its protocol
         self.heuristic = heuristic

@@ -6,7 +6,7 @@
 - `chain_frames`: a piece's frames of its chain parts, renamed and moved, with their place
   (`_piece`, `_row`) for putting a chain's frames back in capture order.
 - `chain_tables`: a chain's frames from every piece and across every cut, in order, turned
-  back into events (tables.events) and analysed by the collectors a whole capture's events
+  back into events (protocols.stream.frame_events) and analysed by the collectors a whole capture's events
   go to (analysis.driver.analyze_events).
 """
 
@@ -235,7 +235,7 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | 
 
     from streamdissect.analysis.driver import analyze_events
     from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
-    from streamdissect.tables.events import frame_events
+    from streamdissect.protocols.stream.frame_events import frame_events
 
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
     frames = in_order(kept, cut)

@@ -26,10 +26,10 @@ class StreamProtocol(Protocol):
 
     @property
     def fast_path(self) -> Any:
-        """The hot frames as columns (HotFrames), walked by engine/bulk.py."""
-        from streamdissect.protocols.stream import hot
+        """The bulk walk's hot frames as columns (HotFrames; engine/bulk.py makes it per run)."""
+        from streamdissect.protocols.stream.fast_path import StreamFastPath
 
-        return hot
+        return StreamFastPath
 
     def looks_like(self, data: bytes) -> bool | None:
         return looks_like_stream(data)
@@ -78,6 +78,16 @@ class StreamProtocol(Protocol):
         from streamdissect.protocols.stream.frame_table import FrameColumns
 
         return FrameColumns(show_secrets)
+
+    def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
+                 tables: Any = None) -> Any:  # fmt: skip
+        """The Stream's collector set (analysis/collectors.py); `at_once_ms` None: the credit
+        analysis' own default."""
+        from streamdissect.protocols.stream.analysis.collectors import Collectors
+
+        if at_once_ms is None:
+            return Collectors.made(report_only=report_only, tables=tables)
+        return Collectors.made(at_once_ms, report_only, tables)
 
 
 STREAM = StreamProtocol()

@@ -21,6 +21,7 @@ from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS, CreditCol
 from streamdissect.protocols.stream.analysis.errors import ErrorCollector
 from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
 from streamdissect.protocols.stream.analysis.lifecycle import LifecycleCollector
+from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.protocols.stream.records import RECORD_CLASSES
 
 # The collector (attribute of Collectors) that makes each table.
@@ -40,6 +41,8 @@ class Collectors:
     throughput: ThroughputCollector = field(default_factory=ThroughputCollector)
     lifecycle: LifecycleCollector = field(default_factory=LifecycleCollector)
     errors: ErrorCollector = field(default_factory=ErrorCollector)
+    # the fast path's columns event: the driver gives it to the collectors' on_hot
+    hot_class: type = HotFrames
     # the collectors fed (None: all); the others are left empty
     active: tuple | None = None
     _by_command: dict = field(default_factory=dict)

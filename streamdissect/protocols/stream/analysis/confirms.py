@@ -29,7 +29,7 @@ from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.codes import code_name
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, PUBLISH_KEY, HotFrames
 from streamdissect.protocols.stream.publish import id_run
-from streamdissect.tables.schema import BACKLOG, PUBLISHES
+from streamdissect.protocols.stream.tables import BACKLOG, PUBLISHES
 
 
 @dataclass(slots=True)

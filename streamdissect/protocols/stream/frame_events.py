@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamdissect.engine.state import FrameEvent
+from streamdissect.protocols.stream.frame_table import CHUNK_COLUMNS
 from streamdissect.protocols.stream.hot import (
     CONFIRM_KEY,
     CREDIT_KEY,
@@ -33,7 +34,6 @@ from streamdissect.protocols.stream.hot import (
     HotFrames,
 )
 from streamdissect.tables import schema
-from streamdissect.tables.batches import CHUNK_COLUMNS
 
 # The typed columns each hot kind must have (an id as a u8: the wire's) to be taken as a
 # hot frame; Heartbeat has none.
