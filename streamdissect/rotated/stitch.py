@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamdissect.engine.anomalies import Anomaly
-from streamdissect.engine.state import TUNE_KEY, ConnectionSummary, FrameEvent
+from streamdissect.engine.state import ConnectionSummary, FrameEvent
+from streamdissect.protocols.stream.protocol import TUNE_KEY
 from streamdissect.rotated.facts import (
     HEAD_LIMIT,
     PartFacts,
