@@ -18,8 +18,7 @@ import stat
 import struct
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -129,8 +128,7 @@ BLOCK_REGION, BAD_REGION, CUT_REGION = 0, 1, 2
 Region = tuple[int, int, int, array]
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
+class Reading(NamedTuple):
     """How a classic pcap file is read: its path, byte order ("<" or ">"), block size."""
 
     path: str
@@ -190,8 +188,7 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(mmap, "MAP_SHARED") and (cpus or 1) >= 2
 
 
-@dataclass(frozen=True, slots=True)
-class SharedSlots:
+class SharedSlots(NamedTuple):
     """SLOTS buffers in shared memory, `stride` bytes apart: the file's bytes from each
     slot's start."""
 

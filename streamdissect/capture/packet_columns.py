@@ -10,8 +10,8 @@ columns (~250 bytes a packet, temporaries included) grow past ~16 MiB.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -63,8 +63,7 @@ def _header_dtype(order: str, link: tuple, ip: tuple = _IPV4_TCP) -> np.dtype:
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": at})
 
 
-@dataclass(frozen=True, slots=True)
-class PacketLayout:
+class PacketLayout(NamedTuple):
     """How a file's packets are read: its link type and LINK_LAYOUTS entry (None: no packet
     is parsed as columns), nanoseconds per timestamp fraction, and the IPv4 and IPv6 header
     layouts gathered from every record start."""
@@ -91,8 +90,7 @@ class PacketLayout:
         return tuple(sliding(memory, at, size, dtype.itemsize) for dtype in self.dtypes)
 
 
-@dataclass(slots=True)
-class Parsed:
+class Parsed(NamedTuple):
     """What parse_packets finds without any state: per packet (row), its captured length,
     time, TCP flags, sequence and acknowledgement numbers, payload start and length in the
     buffer, TCP payload length on the wire, whether it was parsed here (else one by one)
@@ -114,7 +112,7 @@ class Parsed:
     flow_first: np.ndarray
 
 
-_PER_PACKET = tuple(f.name for f in fields(Parsed))[:10]
+_PER_PACKET = Parsed._fields[:10]
 # The columns of a helper's slot (one int64 row each): the per-packet ones, then FLOW_COLUMNS
 # on, three per flow, then the record starts; for blocks of at most MAX_ROWS records.
 FLOW_COLUMNS = len(_PER_PACKET)

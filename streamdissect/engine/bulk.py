@@ -27,8 +27,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -68,8 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["BulkPcap", "pcap_magic"]
 
 
-@dataclass(slots=True)
-class BlockBuffer:
+class BlockBuffer(NamedTuple):
     """A buffer blocks are read into: the buffer (a bytearray, or a view of a helper's
     slot), as a memoryview, and the views the packet parser and the fast path gather from."""
 

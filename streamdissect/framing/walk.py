@@ -20,7 +20,7 @@ import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from streamdissect.framing.framer import (
     DELIVER_HEAD,
@@ -169,8 +169,7 @@ class PlainFrames:
         pass
 
 
-@dataclass(slots=True)
-class Walk:
+class Walk(NamedTuple):
     """One connection's walk of a block: its events, its LimitCheck, and the protocol's
     fast path for the block (`direction(framer, segments, walk, pos)` -> a FastPath)."""
 

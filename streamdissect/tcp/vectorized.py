@@ -15,7 +15,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -144,8 +144,7 @@ def exact(table: FlowTable, piece: Packets, rows: list[int], sink: RowSink) -> N
         sink.tag(r)
 
 
-@dataclass(slots=True)
-class DirectionPlan:
+class DirectionPlan(NamedTuple):
     """The regular rows of one direction of a connection: where they are among its rows,
     the sequence number of the direction's stream offset 0 of the block (`base`), each
     one's offset from it, end and wire length, which are in order and which retransmitted,
@@ -162,8 +161,7 @@ class DirectionPlan:
     flags: np.ndarray
 
 
-@dataclass(slots=True)
-class ConnectionPlan:
+class ConnectionPlan(NamedTuple):
     """A connection's rows of a block: how far they are regular (rows[:regular]), and each
     direction's plan."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,8 +33,7 @@ _FRAME_HEAD = layouts.FRAME.dtype(hot.HEAD_BYTES)
 _MESSAGE = hot.MESSAGE.itemsize
 
 
-@dataclass(slots=True)
-class BufferViews:
+class BufferViews(NamedTuple):
     """A block buffer as items of the widths the readers gather (blocks.sliding): frame
     heads (HEAD_BYTES) and Publish message heads (id, entry word)."""
 

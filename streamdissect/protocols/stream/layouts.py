@@ -14,9 +14,8 @@ a numpy layout (`Layout.dtype`; numpy is imported only there, the codec needs no
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamdissect.protocols.stream import osiris
 from streamdissect.protocols.stream.primitives import (
@@ -41,8 +40,7 @@ CHUNK_HEADER_FIELDS = (*zip(osiris.HEADER_FIELDS[:-1], map(_BY_CODE.get, _CODES[
                 ("reserved_high", _BY_CODE[_CODES[-2]]), ("reserved_low", _BY_CODE[_CODES[-1]]))  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """Fixed-width fields one after the other from a frame's start: (name, wire type)."""
 
     fields: tuple[tuple[str, IntType], ...]

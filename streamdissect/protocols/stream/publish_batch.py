@@ -8,8 +8,8 @@ the place the walk kept for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,8 +63,7 @@ def publishes(framer: Framer, items: list, segments: InOrder, views: BufferViews
         events.place_out(row, slot)
 
 
-@dataclass(slots=True)
-class _Messages:
+class _Messages(NamedTuple):
     """The messages of some v1 Publish frames as their heads say: how many, how far apart
     (all alike), where the first starts (stream offset)."""
 
