@@ -98,7 +98,7 @@ def test_a_columns_report_that_differs_is_a_finding(tmp_path, monkeypatch):
 def test_a_framer_that_depends_on_segmentation_is_a_finding(monkeypatch):
     """With every Deliver kept by its head (the report's framing), a frame that comes in
     pieces is decoded from its head as a whole one is: the harness sees when it is not."""
-    from streamdissect.framing.framer import framer as framing
+    from streamdissect.framing import framer as framing
 
     # the stream with the most Delivers (their frame headers: key 8, version 1)
     stream = max(fuzz.corpus_streams(), key=lambda s: s.count(b"\x00\x08\x00\x01"))
