@@ -95,8 +95,7 @@ def test_big_frames_across_cuts(over_limit_capture, tmp_path):
     """Publish frames of 400 kB and Deliver chunks above the negotiated frame max, cut
     mid-frame: a later piece's frames above the limit negotiated in an earlier one are
     frame_too_large there too, as in the whole file (the limit is carried across the cut).
-    (The streaming engine, the reference: the bulk one may keep the server's Tune as the
-    limit when both Tunes are walked in one block, depending on where blocks fall.)"""
+    (The streaming engine, the reference; the next test holds the bulk one to it.)"""
     capture = over_limit_capture
     analysis = analyze(str(capture), ports=PORTS, report_only=True, helper_process=False,
                        engine="stream")  # fmt: skip
@@ -161,3 +160,25 @@ def test_damaged_captures_cut_in_pieces_still_give_every_table(damage, tmp_path)
     assert len(names) == len(set(names)) == len(expected.connections)
     chunks = got["deliveries"].num_rows  # (a cut by snaplen has no record counts)
     assert chunks >= 0.8 * len(expected.deliveries)
+
+
+@pytest.mark.parametrize("block", [None, 1 << 20, 70_000, 9_000])
+def test_the_bulk_engine_takes_the_clients_tune_as_the_stream_engine_does(
+        over_limit_capture, block, monkeypatch):  # fmt: skip
+    """Both Tunes of a connection walked in one block (the server's offer of 1 MiB, then the
+    client's answer of 256 KiB): the limit is the client's answer, as frame by frame, so the
+    same Delivers are frame_too_large with either engine, wherever blocks fall."""
+    from streamdissect.capture import blocks
+
+    def too_large(engine: str) -> list[tuple]:
+        analysis = analyze(str(over_limit_capture), ports=PORTS, report_only=True,
+                           helper_process=False, engine=engine)  # fmt: skip
+        rows = analysis.anomalies.query("kind == 'frame_too_large'")
+        return sorted(zip(rows["connection"], rows["stream_offset"], rows["detail"]))
+
+    expected = too_large("stream")
+    assert expected and all(f"frame max {LOWERED_FRAME_MAX}" in d for _, _, d in expected)
+    if block is not None:
+        monkeypatch.setattr(blocks, "BLOCK", block)
+        monkeypatch.setattr(blocks, "FIRST_BLOCK", min(block, blocks.FIRST_BLOCK))
+    assert too_large("bulk") == expected

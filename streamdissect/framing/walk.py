@@ -51,6 +51,10 @@ class LimitCheck:
     def wrong(self) -> bool:
         if self.tail:
             return True
+        if len({side for _, _, side, _ in self.changes}) > 1:
+            # Tunes of both directions (an offer and its answer): each direction's walk set
+            # the limit on its own clock, so the one left is not the later one in time
+            return True
         changes = sorted(self.changes)
         for row, pos, side, size in self.big:
             limit = self.initial
