@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need (Debian packages, the project with its
 # test extras), starts both real brokers on 127.0.0.1, then runs the whole test suite.
-# Extra arguments go to pytest. Brokers stay up afterwards (stop: scripts/brokers.sh stop).
+# Extra arguments go to pytest (a part: -m "not spark", tests/test_probe.py, -k ...); having
+# installed everything, a test whose resource is still missing fails (--require-resources).
+# Exit code: pytest's, but a selection that matches no test is said and exits 0, while the
+# whole suite collecting nothing is a failure. Brokers stay up (stop: scripts/brokers.sh stop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
@@ -15,4 +18,15 @@ fi
 python3 -m compileall -q streamdissect
 bash scripts/brokers.sh start
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$(command -v python3)"
-python3 -m pytest -q "$@"
+status=0
+python3 -m pytest -q --require-resources "$@" || status=$?
+if [ "$status" -eq 5 ]; then  # (pytest: no test collected)
+  if [ $# -gt 0 ]; then
+    echo "test.sh: no test matches: $*" >&2
+    status=0
+  else
+    echo "test.sh: the suite collected no test" >&2
+    status=1
+  fi
+fi
+exit "$status"

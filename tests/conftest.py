@@ -1,14 +1,177 @@
-"""Fixtures more than one test module uses."""
+"""What more than one test module shares: the markers of what a test needs beyond
+`pip install -e '.[test]'` (and the skip, with its reason, when that is missing), the real
+capture made worse, the captures recorded here, the Spark session and the Wireshark plugin.
+
+Markers (pyproject.toml) come from the fixtures a test uses (NEEDS_BY_FIXTURE) and from a
+short table of modules and tests (NEEDS); a single test may carry its own `@pytest.mark.x`.
+A marked test whose resource is missing is skipped with the reason, or fails under
+`--require-resources` (scripts/test.sh, which installs them all); an unmarked test is never
+skipped for a missing resource: `pytest -m "not broker and not spark and not browser and not
+live and not tshark"` runs where only the package and its test extras are installed.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
+import os
+import shutil
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import NamedTuple
+from unittest import mock
 
 import pytest
+import worsen
+from frame_rows import Row, frame_rows
+from reportlib import SLOW, make_report
+
+from streamdissect.engine.dissect import Dissector
+
+RESOURCES = ("broker", "spark", "browser", "live", "tshark")
+BROKER_PORTS = (5552, 5553, 5551, 5554)  # 3.10, 4.0, and their TLS listeners
+
+# What a test needs, by a fixture it uses (directly or through another fixture)
+NEEDS_BY_FIXTURE = {
+    "big_capture": ("broker", "live", "slow"),
+    "spark": ("spark",),
+    "spark_command": ("spark",),
+    "plugin": ("tshark",),
+}
+# What a test needs that no fixture says: "module" (every test of it) or "module::test"
+# (every parametrisation of the test); NEEDS_NOTHING, the tests of such a module that don't.
+NEEDS = {
+    "test_brokers.py": ("broker",),
+    "test_compare.py": ("broker",),
+    "test_probe.py": ("broker",),
+    "test_probe.py::test_pcap_reads_back_like_a_tcpdump_capture_of_the_same_session": ("live",),
+    "test_scapy_broker.py": ("broker",),
+    "test_scapy_broker.py::test_live_sniff_on_lo_decodes_the_conversation": ("live",),
+    "test_cli_live.py": ("broker", "live"),
+    "test_spark_job.py": ("spark",),
+    "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source": ("spark",),
+    "test_report_browser.py": ("browser",),
+    "test_wireshark.py": ("tshark",),
+    "test_wireshark_hostile.py": ("tshark",),
+    "test_wireshark_table.py::test_a_command_added_to_the_table_reaches_the_plugin": ("tshark",),
+    # editcap (Wireshark's) writes the pcapng copies
+    "test_bulk_engine.py::test_other_link_layers_and_formats_same_as_stream": ("tshark",),
+    "test_capture.py::test_pcapng_and_gzip_copies_read_the_same": ("tshark",),
+    "test_cli_daily.py::test_standard_input_equals_the_file": ("tshark",),
+    "test_frame_batches.py::test_pcapng_gzip_and_rotated_sets_give_the_same_frames": ("tshark",),
+    "test_framing_worsened.py::test_pcapng_and_gzip_copies_give_identical_output": ("tshark",),
+}
+NEEDS_NOTHING = {
+    "test_compare.py::test_there_are_4_0_captures",
+    "test_probe.py::test_uri_parts_and_display_without_password",
+    "test_probe.py::test_bad_uri_is_a_usage_error_that_does_not_repeat_the_password",
+    "test_probe.py::test_closed_port_fails_at_connect_within_the_timeout",
+    "test_cli_live.py::test_sources_are_files_or_an_interface",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--require-resources",
+        action="store_true",
+        help="a test whose broker, Spark, browser, live capture or tshark is missing fails "
+        "instead of being skipped (scripts/test.sh, which installs them all)",
+    )
+
+
+def needs(item: pytest.Item) -> set[str]:
+    """The markers the tables give a test."""
+    test = f"{item.path.name}::{item.originalname}"
+    found = {m for name in item.fixturenames for m in NEEDS_BY_FIXTURE.get(name, ())}
+    if test not in NEEDS_NOTHING:
+        found.update(NEEDS.get(item.path.name, ()))
+    return found | set(NEEDS.get(test, ()))
+
+
+@pytest.hookimpl(tryfirst=True)  # (before -m selects by them)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in sorted(needs(item)):
+            item.add_marker(getattr(pytest.mark, name))
+
+
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def _may_capture() -> bool:
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+@functools.cache
+def missing(resource: str) -> str | None:
+    """Why `resource` is not there, or None."""
+    if resource == "broker":
+        down = ",".join(str(port) for port in BROKER_PORTS if not _answers(port))
+        return f"nothing answers on 127.0.0.1:{down} (scripts/brokers.sh start)" if down else None
+    if resource == "spark":
+        found = os.environ.get("JAVA_HOME") or shutil.which("java")
+        return None if found else "no Java for Spark (java on PATH or JAVA_HOME)"
+    if resource == "browser":
+        found = shutil.which("chromium") or shutil.which("chromium-browser")
+        return None if found else "no chromium on PATH (scripts/test.sh installs it)"
+    if resource == "live":
+        if not shutil.which("tcpdump"):
+            return "no tcpdump on PATH"
+        return None if _may_capture() else "no right to capture packets (root or CAP_NET_RAW)"
+    if resource == "tshark":
+        lacking = " or ".join(tool for tool in ("tshark", "editcap") if not shutil.which(tool))
+        return f"no {lacking} on PATH (scripts/brokers.sh installs them)" if lacking else None
+    raise ValueError(resource)
+
+
+def pytest_runtest_setup(item):
+    for resource in RESOURCES:
+        if item.get_closest_marker(resource) and (reason := missing(resource)):
+            if item.config.getoption("require_resources"):
+                pytest.fail(f"{resource}: {reason}", pytrace=False)
+            pytest.skip(f"{resource}: {reason}")
+
+
+# --- the real capture, made worse by the tests ----------------------------------------------
+
+
+class RealCapture(NamedTuple):
+    """The corpus's largest capture (worsen.real_capture): its file, link type and packets."""
+
+    path: Path
+    linktype: int
+    packets: list[worsen.Packet]
+
+
+@pytest.fixture(scope="session")
+def real() -> RealCapture:
+    path = worsen.real_capture()
+    return RealCapture(path, *worsen.read_pcap(path))
+
+
+@pytest.fixture(scope="session")
+def real_frames(real) -> list[Row]:
+    """The real capture's frames as the record path gives them; it has no anomaly."""
+    frames, anomalies = frame_rows(Dissector().run(str(real.path)))
+    assert frames and not anomalies
+    return frames
+
+
+# --- frames larger than a segment, recorded against the real broker -------------------------
 
 MESSAGES, MESSAGE_SIZE = 24, 100_000
 CLIENT = textwrap.dedent(f"""
@@ -65,4 +228,77 @@ def big_capture(tmp_path_factory) -> Path:
     Publish frames of 400 kB, Deliver chunks above 64 KiB."""
     path = tmp_path_factory.mktemp("big") / "big.pcap"
     record_on_lo(path, CLIENT)
+    return path
+
+
+# --- Spark, the report and Wireshark ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def _spark_stopped_at_the_end():
+    yield
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+@pytest.fixture
+def spark(_spark_stopped_at_the_end):
+    """The local Spark session (local[2]) of this test session: one JVM, one session, made
+    again only after a test stopped it."""
+    from streamdissect.spark import session
+
+    return session("local[2]")
+
+
+@contextlib.contextmanager
+def _session_kept():
+    """What stops the Spark session within stops nothing: `streamdissect spark` run in this
+    process (main()) stops the session its job ran on, the tests' shared one."""
+    from pyspark.sql import SparkSession
+
+    with mock.patch.object(SparkSession, "stop", lambda self: None):
+        yield
+
+
+@pytest.fixture
+def spark_kept(spark):
+    """The shared session, kept running through the test whatever stops it."""
+    with _session_kept():
+        yield spark
+
+
+@pytest.fixture(scope="session")
+def spark_command(_spark_stopped_at_the_end):
+    """`streamdissect spark ARGS...` run in this process, as the command line runs it, on the
+    shared local session: (exit code, standard output). A JVM and its Python workers start
+    once, not once a job."""
+    from streamdissect.cli import main
+
+    def run(*args) -> tuple[int, str]:
+        out = io.StringIO()
+        with _session_kept(), contextlib.redirect_stdout(out):
+            code = main(["spark", *map(str, args)])
+        return code, out.getvalue()
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def slow_report(tmp_path_factory) -> Path:
+    """`streamdissect report` of the slow consumer's capture, made once: its HTML file."""
+    directory = tmp_path_factory.mktemp("slow-report")
+    make_report(directory, str(SLOW))
+    return directory / "report.html"
+
+
+@pytest.fixture(scope="session")
+def plugin(tmp_path_factory) -> Path:
+    """The generated Wireshark dissector, written once."""
+    from streamdissect.wireshark import generate
+
+    path = tmp_path_factory.mktemp("wireshark") / "rabbitmq_stream.lua"
+    path.write_text(generate())
     return path

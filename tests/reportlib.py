@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import worsen
-from test_bulk_engine import _eth_tcp
 
 CAPTURES = worsen.CAPTURES
+SLOW = CAPTURES / "rstream-slow-consumer-3.10.pcap"
+ROOT = CAPTURES.parent
+CLI = [sys.executable, "-m", "streamdissect"]
 SECTIONS = ("summary", "connections", "latency", "confirms", "backlog", "credit", "consumers",
             "throughput", "errors", "anomalies")  # fmt: skip
 PORTS = (5552, 5553)  # (the 3.10 and the 4.0 broker of the corpus)
@@ -30,10 +34,10 @@ def sleeps(capture: Path) -> list[tuple[int, int]]:
 
 
 def _connection(sport: int, dport: int, payloads: list[bytes]) -> list:
-    packets = [(T0, _eth_tcp(sport, dport, 999, 0, 0x02, b""), 54)]
+    packets = [(T0, worsen.eth_tcp(sport, dport, 999, 0, 0x02, b""), 54)]
     seq = 1000
     for i, payload in enumerate(payloads):
-        data = _eth_tcp(sport, dport, seq, 5000, 0x18, payload)
+        data = worsen.eth_tcp(sport, dport, seq, 5000, 0x18, payload)
         packets.append((T0 + (i + 1) * 1_000_000, data, len(data)))
         seq += len(payload)
     return packets
@@ -111,3 +115,14 @@ class ReportPage(HTMLParser):
         """A table's body rows as {heading: cell text} (plus its data- attributes)."""
         (head, *body) = self.tables[table]
         return [{**dict(zip(head[1], cells)), **attrs} for attrs, cells in body]
+
+
+def make_report(directory: Path, *args: str) -> tuple[ReportPage, subprocess.CompletedProcess]:
+    """`streamdissect report ARGS -o DIRECTORY/report.html` in a process of its own, which
+    succeeds without a traceback: the page, and the run."""
+    out = directory / "report.html"
+    run = subprocess.run([*CLI, "report", *args, "-o", str(out)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
+    return ReportPage(out.read_text(encoding="utf-8")), run

@@ -9,11 +9,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import worsen
 
 from streamdissect.analysis import analyze
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-TRUTHS = sorted(CAPTURES.glob("*.truth.json"))
+CAPTURES = worsen.CAPTURES
+TRUTHS = worsen.corpus_truths()
 
 
 def test_corpus_is_present():

@@ -21,13 +21,6 @@ def read_all(path: Path) -> tuple[list[tuple[int, int, bytes, int]], list[tuple]
     return packets, anomalies
 
 
-@pytest.fixture(scope="module")
-def real() -> tuple[Path, int, list[worsen.Packet]]:
-    path = worsen.real_capture()
-    linktype, packets = worsen.read_pcap(path)
-    return path, linktype, packets
-
-
 def test_classic_pcap_gives_every_packet_with_ns_timestamps(real):
     path, linktype, expected = real
     packets, anomalies = read_all(path)

@@ -4,9 +4,10 @@ that goes away early is no error."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+import worsen
+
+CAPTURES = worsen.CAPTURES
 CAPTURE = CAPTURES / "rstream-slow-consumer-3.10.pcap"
 BIG = CAPTURES / "rstream-consume-credit-3.10.pcap"  # > 64 KiB of jsonl with --payloads
 

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+import worsen
 
 from streamdissect.protocols.stream import (
     MESSAGES,
@@ -24,8 +25,8 @@ from streamdissect.protocols.stream import (
     encode_record,
 )
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-TRUTHS = sorted(CAPTURES.glob("*.truth.json"))
+CAPTURES = worsen.CAPTURES
+TRUTHS = worsen.corpus_truths()
 
 
 def tcp_payloads(path: Path) -> list[tuple[int, int, int, bytes]]:

@@ -12,11 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
-from probe_support import CA, ROOT, no_traceback, run, streams, uri
+import worsen
+from probe_support import CA, no_traceback, run, streams, uri
 
-CAPTURES_4_0 = sorted((ROOT / "captures").glob("*-4.0.pcap"))
-DELIVER_V2 = ROOT / "captures" / "raw-deliver-v2-4.0.pcap"
-RBFLY = ROOT / "captures" / "rbfly-filter-4.0.pcap"
+CAPTURES_4_0 = [path for path in worsen.corpus_captures() if path.stem.endswith("-4.0")]
+DELIVER_V2 = worsen.CAPTURES / "raw-deliver-v2-4.0.pcap"
+RBFLY = worsen.CAPTURES / "rbfly-filter-4.0.pcap"
 
 
 def compare(capture: Path, *args: str) -> tuple[int, dict]:

@@ -11,19 +11,13 @@ import pytest
 import worsen
 
 from streamdissect.cli import main
-from streamdissect.engine.dissect import FrameEvent, dissect
+from streamdissect.engine.dissect import FrameEvent
 
 AUTH = worsen.CAPTURES / "rstream-auth-failure-3.10.pcap"
 
 
-@pytest.fixture(scope="module")
-def real():
-    path = worsen.real_capture()
-    return path, [e for e in dissect(str(path)) if isinstance(e, FrameEvent)]
-
-
-def test_text_one_line_per_frame(real, capsys):
-    path, frames = real
+def test_text_one_line_per_frame(real, real_frames, capsys):
+    path, frames = real.path, real_frames
     assert main(["frames", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(frames)
@@ -34,8 +28,8 @@ def test_text_one_line_per_frame(real, capsys):
     assert any("Deliver" in line and "record_count=" in line for line in lines)
 
 
-def test_jsonl_fields(real, capsys):
-    path, frames = real
+def test_jsonl_fields(real, real_frames, capsys):
+    path, frames = real.path, real_frames
     assert main(["frames", str(path), "--format", "jsonl"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == len(frames)
@@ -84,8 +78,7 @@ def test_sasl_password_redacted_unless_asked(capsys):
 
 
 def test_anomalies_stderr_in_text_and_records_in_jsonl(real, tmp_path, capsys):
-    path, _ = real
-    linktype, packets = worsen.read_pcap(path)
+    path, linktype, packets = real
     mid = worsen.write_pcap(tmp_path / "m.pcap", linktype, worsen.midstream(packets, 30))
     assert main(["frames", str(mid)]) == 0
     captured = capsys.readouterr()
@@ -118,7 +111,7 @@ def test_unreadable_input_exits_non_zero_without_traceback(tmp_path):
 
 
 def test_truncated_file_still_exits_zero(real, tmp_path, capsys):
-    path, _ = real
+    path = real.path
     data = path.read_bytes()
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(data[: len(data) - 7])
@@ -127,16 +120,16 @@ def test_truncated_file_still_exits_zero(real, tmp_path, capsys):
 
 
 def test_closed_stdout_does_not_traceback(real):
-    path, _ = real
+    path = real.path
     command = f"{sys.executable} -m streamdissect.cli frames --format jsonl {path} | head -1"
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
     assert result.stdout.count("\n") == 1
     assert "Traceback" not in result.stderr and "Broken pipe" not in result.stderr
 
 
-def test_port_and_max_frame_options(real, tmp_path, capsys):
-    path, frames = real
-    linktype, packets = worsen.read_pcap(path)
+def test_port_and_max_frame_options(real, real_frames, tmp_path, capsys):
+    path, linktype, packets = real
+    frames = real_frames
     moved = worsen.write_pcap(
         tmp_path / "p.pcap", linktype, worsen.rewrite_port(packets, 5552, 7000)
     )
@@ -164,7 +157,7 @@ def _hot_and_generic(path) -> tuple[str, str, int]:
     import json
 
     from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
-    from streamdissect.engine.dissect import Dissector, FrameEvent
+    from streamdissect.engine.dissect import Dissector
 
     events = list(Dissector(ports=(5552, 5553), publish_messages=False).run(str(path)))
     written = io.StringIO()
@@ -181,7 +174,7 @@ def _hot_and_generic(path) -> tuple[str, str, int]:
 
 @pytest.mark.parametrize(
     "path",
-    sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
+    worsen.corpus_captures()
     + sorted((Path(__file__).parent / "regressions").glob("*.pcap")),
     ids=lambda p: p.stem,
 )
@@ -193,7 +186,7 @@ def test_hot_jsonl_lines_are_the_generic_bytes(path):
 
 
 def test_hot_lines_cover_the_bulk_of_real_traffic():
-    path = Path(__file__).parent.parent / "captures" / "rstream-slow-consumer-3.10.pcap"
+    path = worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap"
     written, generic, fast = _hot_and_generic(path)
     assert written == generic and fast > 100
 
@@ -228,7 +221,7 @@ def _odd_hot_capture(tmp_path):
 
 @pytest.mark.parametrize(
     "path",
-    sorted((Path(__file__).parent.parent / "captures").glob("*.pcap"))
+    worsen.corpus_captures()
     + sorted((Path(__file__).parent / "regressions").glob("*.pcap")) + ["odd"],
     ids=lambda p: getattr(p, "stem", p),
 )

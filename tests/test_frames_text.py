@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "raw-server-close-3.10.pcap"
+import worsen
+
+CAPTURE = worsen.CAPTURES / "raw-server-close-3.10.pcap"
 
 
 def test_unknown_command_shows_its_key_and_the_broker_close_follows():

@@ -12,12 +12,14 @@ import worsen
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
 
-TRUTH_FILES = sorted(worsen.CAPTURES.glob("*.truth.json"))
+TRUTH_FILES = worsen.corpus_truths()
 
 
 def test_the_corpus_has_truth_files():
     # A missing corpus must fail, not silently skip the test below.
     assert TRUTH_FILES, f"no *.truth.json in {worsen.CAPTURES}"
+    captures = [path.name for path in worsen.corpus_captures()]
+    assert captures == sorted(json.loads(path.read_text())["capture"] for path in TRUTH_FILES)
 
 
 @pytest.mark.parametrize("truth_path", TRUTH_FILES, ids=lambda p: p.name)

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import worsen
+from frame_rows import frame_rows
 
 from streamdissect.capture import CaptureError
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent, dissect
 
 
-@pytest.fixture(scope="module")
-def real():
-    path = worsen.real_capture()
-    linktype, packets = worsen.read_pcap(path)
-    return path, linktype, packets
-
-
 def frames_of(events) -> list[tuple]:
-    return [
-        (
-            e.connection,
-            e.direction,
-            e.stream_offset,
-            json.dumps(e.record.to_dict(), sort_keys=True, default=str),
-        )
-        for e in events
-        if isinstance(e, FrameEvent)
-    ]
+    return frame_rows(events)[0]
 
 
 def test_dissect_api_and_tables(real):

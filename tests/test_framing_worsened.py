@@ -8,31 +8,17 @@ from pathlib import Path
 
 import pytest
 import worsen
+from frame_rows import frame_rows
 
-from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.engine.dissect import Anomaly, Dissector
 
 Frame = tuple[str, str, int, str]  # connection, direction, stream offset, record as JSON
 
 
 def run(path: Path) -> tuple[list[Frame], list[Anomaly], Dissector]:
     dissector = Dissector()
-    frames, anomalies = [], []
-    for event in dissector.run(str(path)):
-        if isinstance(event, FrameEvent):
-            record = json.dumps(event.record.to_dict(), sort_keys=True, default=str)
-            frames.append((event.connection, event.direction, event.stream_offset, record))
-        else:
-            anomalies.append(event)
+    frames, anomalies = frame_rows(dissector.run(str(path)))
     return frames, anomalies, dissector
-
-
-@pytest.fixture(scope="module")
-def real():
-    path = worsen.real_capture()
-    linktype, packets = worsen.read_pcap(path)
-    frames, anomalies, _ = run(path)
-    assert frames and not anomalies
-    return path, linktype, packets, frames
 
 
 def header_of(frame: Frame) -> tuple:
@@ -48,16 +34,18 @@ def header_of(frame: Frame) -> tuple:
         (lambda p: worsen.duplicate(worsen.reorder(p)), "out_of_order"),
     ],
 )
-def test_reordered_and_duplicated_give_every_frame_once(real, tmp_path, transform, kind):
-    _, linktype, packets, original = real
+def test_reordered_and_duplicated_give_every_frame_once(
+    real, real_frames, tmp_path, transform, kind
+):
+    (_, linktype, packets), original = real, real_frames
     frames, anomalies, _ = run(worsen.write_pcap(tmp_path / "w.pcap", linktype, transform(packets)))
     assert frames == original or Counter(frames) == Counter(original)
     kinds = {a.kind for a in anomalies}
     assert kind in kinds and not kinds & {"gap", "resync", "malformed"}
 
 
-def test_pcapng_and_gzip_copies_give_identical_output(real, tmp_path):
-    path, _, _, original = real
+def test_pcapng_and_gzip_copies_give_identical_output(real, real_frames, tmp_path):
+    path, original = real.path, real_frames
     ng = worsen.to_pcapng(path, tmp_path / "x.pcapng")
     for copy in (
         ng,
@@ -83,8 +71,8 @@ def direction_key(frame: Frame) -> tuple[int, int]:
     return ports if frame[1] == "c2s" else ports[::-1]
 
 
-def test_midstream_start_gives_every_frame_after_the_cut(real, tmp_path):
-    _, linktype, packets, original = real
+def test_midstream_start_gives_every_frame_after_the_cut(real, real_frames, tmp_path):
+    (_, linktype, packets), original = real, real_frames
     cut = len(packets) // 3
     kept = worsen.midstream(packets, cut)
     # where each direction's stream now begins, in the original's offsets
@@ -108,8 +96,8 @@ def test_midstream_start_gives_every_frame_after_the_cut(real, tmp_path):
     assert kinds["midstream_start"] >= 1
 
 
-def test_dropped_segment_gives_every_frame_not_touching_the_hole(real, tmp_path):
-    _, linktype, packets, original = real
+def test_dropped_segment_gives_every_frame_not_touching_the_hole(real, real_frames, tmp_path):
+    (_, linktype, packets), original = real, real_frames
     segments = worsen.data_segments(packets)
     victim = segments[len(segments) // 2]
     t = worsen.tcp_of(packets[victim][1])
@@ -134,8 +122,8 @@ def test_dropped_segment_gives_every_frame_not_touching_the_hole(real, tmp_path)
     assert gaps == [(hole[0], hole[1] - hole[0])]
 
 
-def test_snaplen_96_gives_every_captured_frame_header_marked_truncated(real, tmp_path):
-    _, linktype, packets, original = real
+def test_snaplen_96_gives_every_captured_frame_header_marked_truncated(real, real_frames, tmp_path):
+    (_, linktype, packets), original = real, real_frames
     snapped = worsen.snaplen(packets, 96)
     starts = stream_starts(packets)
     captured: dict[tuple, list[tuple[int, int]]] = {}

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 import worsen
+from frame_rows import frame_rows
 
 from streamdissect.analysis import analyze_events
 from streamdissect.capture import CaptureError
 from streamdissect.cli import main
 from streamdissect.cli.frames import jsonl_writer
-from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.engine.dissect import Anomaly, Dissector
 from streamdissect.protocols.stream import (
     Malformed,
     MalformedEntry,
@@ -35,23 +36,7 @@ ENGINES = ["auto", "stream"] if "engine" in Dissector.__init__.__code__.co_varna
 def run(path: Path, engine: str | None = None, **options) -> tuple[list[tuple], list[Anomaly]]:
     if engine is not None:
         options["engine"] = engine
-    frames, anomalies = [], []
-    for event in Dissector(**options).run(str(path)):
-        if isinstance(event, FrameEvent):
-            record = json.dumps(event.record.to_dict(), sort_keys=True, default=str)
-            frames.append((event.connection, event.direction, event.stream_offset, record))
-        else:
-            anomalies.append(event)
-    return frames, anomalies
-
-
-@pytest.fixture(scope="module")
-def real():
-    path = worsen.real_capture()
-    linktype, packets = worsen.read_pcap(path)
-    frames, anomalies = run(path)
-    assert frames and not anomalies
-    return path, linktype, packets, frames
+    return frame_rows(Dissector(**options).run(str(path)))
 
 
 def data_packets(packets: list) -> list[int]:
@@ -82,18 +67,18 @@ def pcap_file(tmp_path: Path, linktype: int, packets: list, **options) -> Path:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_file_header_snaplen_2_31_changes_nothing(real, tmp_path, engine):
-    _, linktype, packets, original = real
+def test_file_header_snaplen_2_31_changes_nothing(real, real_frames, tmp_path, engine):
+    (_, linktype, packets), original = real, real_frames
     frames, anomalies = run(pcap_file(tmp_path, linktype, packets, snaplen=2**31), engine)
     assert frames == original and anomalies == []
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("caplen", [0x80000000, 0xFFFFFFFF, 0x7FFFFFFF, 300 * 1024])
-def test_negative_or_absurd_record_length_mid_file(real, tmp_path, engine, caplen):
+def test_negative_or_absurd_record_length_mid_file(real, real_frames, tmp_path, engine, caplen):
     """The record header of packet n lies: packets before it are dissected, the file stops
     there with bad_record, and the connections still end cleanly (truncated/gap)."""
-    _, linktype, packets, original = real
+    (_, linktype, packets), original = real, real_frames
     n = len(packets) // 2
     content = bytearray(worsen.pcap_bytes(linktype, packets))
     pos = 24 + sum(16 + len(d) for _, d, _ in packets[:n])
@@ -107,8 +92,8 @@ def test_negative_or_absurd_record_length_mid_file(real, tmp_path, engine, caple
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_record_length_beyond_the_end_of_the_file(real, tmp_path, engine):
-    _, linktype, packets, original = real
+def test_record_length_beyond_the_end_of_the_file(real, real_frames, tmp_path, engine):
+    (_, linktype, packets), original = real, real_frames
     content = worsen.pcap_bytes(linktype, packets) + struct.pack("<IIII", 1, 0, 5000, 5000)
     path = tmp_path / "beyond.pcap"
     path.write_bytes(content + b"\x00" * 100)
@@ -135,8 +120,8 @@ def _pcapng(linktype: int, packets: list, extra: dict[int, bytes]) -> bytes:
     return b"".join(out)
 
 
-def test_pcapng_unknown_blocks_everywhere_are_skipped(real, tmp_path):
-    _, linktype, packets, original = real
+def test_pcapng_unknown_blocks_everywhere_are_skipped(real, real_frames, tmp_path):
+    (_, linktype, packets), original = real, real_frames
     junk = {
         i: struct.pack("<II", 0x0BAD0000 + i, 20) + b"unknown!" + struct.pack("<I", 20)
         for i in range(0, len(packets), 3)
@@ -148,8 +133,8 @@ def test_pcapng_unknown_blocks_everywhere_are_skipped(real, tmp_path):
 
 
 @pytest.mark.parametrize("length", [13, 8, 0, 0xFFFFFFFF])
-def test_pcapng_block_with_a_bad_length_mid_file(real, tmp_path, length):
-    _, linktype, packets, original = real
+def test_pcapng_block_with_a_bad_length_mid_file(real, real_frames, tmp_path, length):
+    (_, linktype, packets), original = real, real_frames
     n = len(packets) // 2
     bad = struct.pack("<II", 0x0BAD, length) + b"\x00" * 16
     path = tmp_path / "x.pcapng"
@@ -180,9 +165,9 @@ def test_not_a_capture_is_a_clear_error(tmp_path):
     ],
 )
 def test_bad_ip_or_tcp_header_is_an_anomaly_and_the_rest_goes_on(
-    real, tmp_path, engine, what, at, value, kind
+    real, real_frames, tmp_path, engine, what, at, value, kind
 ):
-    _, linktype, packets, original = real
+    (_, linktype, packets), original = real, real_frames
     n = data_packets(packets)[len(data_packets(packets)) // 2]
     frames, anomalies = run(pcap_file(tmp_path, linktype, patched(packets, n, at, value)), engine)
     bad = [a for a in anomalies if a.kind == kind]
@@ -194,8 +179,8 @@ def test_bad_ip_or_tcp_header_is_an_anomaly_and_the_rest_goes_on(
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_ipv6_extension_header_loop_is_bounded(real, tmp_path, engine):
-    _, linktype, packets, original = real
+def test_ipv6_extension_header_loop_is_bounded(real, real_frames, tmp_path, engine):
+    (_, linktype, packets), original = real, real_frames
     looping = worsen.as_ipv6(packets[0][1], (60,) * 50)  # 50 destination-options headers
     hostile = packets[:5] + [(packets[4][0], looping, len(looping))] + packets[5:]
     frames, anomalies = run(pcap_file(tmp_path, linktype, hostile), engine)
@@ -208,9 +193,9 @@ def test_ipv6_extension_header_loop_is_bounded(real, tmp_path, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_frame_claiming_0xffffffff_bytes(real, tmp_path, engine, capsys):
+def test_frame_claiming_0xffffffff_bytes(real, real_frames, tmp_path, engine, capsys):
     """Resync after it, nothing buffered for it, and a frame_too_large row in jsonl."""
-    _, linktype, packets, original = real
+    (_, linktype, packets), original = real, real_frames
     n = data_packets(packets)[len(data_packets(packets)) // 2]
     tcp = worsen.tcp_of(packets[n][1])
     path = pcap_file(tmp_path, linktype, patched(packets, n, tcp.payload_at, b"\xff\xff\xff\xff"))
@@ -346,23 +331,16 @@ def test_size_above_max_frame_is_frame_too_large_then_resync():
     assert c.max_buffered <= (1 << 20) + 64
 
 
-def _eth_tcp(sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes) -> bytes:
-    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 0x50, flags, 65535, 0, 0)
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000, 64, 6,
-                     0, bytes([127, 0, 0, 1]), bytes([127, 0, 0, 2]))  # fmt: skip
-    return b"\x00" * 12 + b"\x08\x00" + ip + tcp + payload
-
-
 def test_out_of_order_cap_is_an_anomaly_in_jsonl_and_in_the_analyze_table(tmp_path):
     """A hole at the start of a direction, then more out-of-order data than the cap."""
     heartbeat = encode_record(make_record("Heartbeat"))
     packets, ts = [], 1_700_000_000 * 10**9
-    packets.append((ts, _eth_tcp(40000, 5552, 999, 0, 0x02, b""), 54))
-    packets.append((ts + 1000, _eth_tcp(5552, 40000, 4999, 1000, 0x12, b""), 54))
+    packets.append((ts, worsen.eth_tcp(40000, 5552, 999, 0, 0x02, b""), 54))
+    packets.append((ts + 1000, worsen.eth_tcp(5552, 40000, 4999, 1000, 0x12, b""), 54))
     seq = 1000 + 100  # 100 bytes never captured
     for i in range(40):
         chunk = heartbeat * 125  # 1000 bytes
-        packets.append((ts + 2000 + i, _eth_tcp(40000, 5552, seq, 5000, 0x18, chunk),
+        packets.append((ts + 2000 + i, worsen.eth_tcp(40000, 5552, seq, 5000, 0x18, chunk),
                         54 + len(chunk)))  # fmt: skip
         seq += len(chunk)
     path = worsen.write_pcap(tmp_path / "ooo.pcap", 1, packets)

@@ -12,6 +12,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+import worsen
 from matplotlib.dates import num2date
 from matplotlib.figure import Figure
 from reportlib import CAPTURES, PORTS, sleeps, truth_of
@@ -24,7 +25,7 @@ from streamdissect.tables.export import write_tables
 
 matplotlib.use("Agg")
 
-CORPUS = sorted(CAPTURES.glob("*.pcap"))
+CORPUS = worsen.corpus_captures()
 SLOW = CAPTURES / "rstream-slow-consumer-3.10.pcap"
 MS = 1_000_000
 

@@ -8,34 +8,24 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+import worsen
 from reportlib import (
-    CAPTURES,
+    CLI,
+    ROOT,
     SECTIONS,
+    SLOW,
     ReportPage,
     damaged_capture,
+    make_report,
     other_traffic_capture,
     sleeps,
     truth_of,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "streamdissect"]
-CORPUS = sorted(CAPTURES.glob("*.pcap"))
-SLOW = CAPTURES / "rstream-slow-consumer-3.10.pcap"
-
-
-def make_report(tmp_path: Path, *args: str) -> tuple[ReportPage, subprocess.CompletedProcess]:
-    out = tmp_path / "report.html"
-    run = subprocess.run([*CLI, "report", *args, "-o", str(out)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "Traceback" not in run.stderr
-    return ReportPage(out.read_text(encoding="utf-8")), run
+CORPUS = worsen.corpus_captures()
 
 
 def assert_self_contained(page: ReportPage) -> None:
@@ -81,8 +71,8 @@ def test_every_section_for_every_capture(tmp_path, capture):
         assert "Errored publishes" in summary
 
 
-def test_the_slow_consumers_stalls_are_its_sleeps(tmp_path):
-    page, _ = make_report(tmp_path, str(SLOW))
+def test_the_slow_consumers_stalls_are_its_sleeps(slow_report):
+    page = ReportPage(slow_report.read_text(encoding="utf-8"))
     stalls = page.rows("stalls")
     recorded = sleeps(SLOW)
     ended_by_credit = [s for s in stalls if s["ended by"] == "credit"]
@@ -119,12 +109,12 @@ def test_three_frames(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
-def test_a_directory_of_tables_gives_the_same_report(tmp_path, fmt):
+def test_a_directory_of_tables_gives_the_same_report(tmp_path, fmt, slow_report):
     tables = tmp_path / "tables"
     subprocess.run([*CLI, "analyze", "--format", fmt, "-o", str(tables), str(SLOW)], cwd=ROOT,
                    check=True, capture_output=True)  # fmt: skip
     from_dir, _ = make_report(tmp_path, "--parquet", str(tables))
-    from_capture, _ = make_report(tmp_path, str(SLOW))
+    from_capture = ReportPage(slow_report.read_text(encoding="utf-8"))
     assert_self_contained(from_dir)
     for table in ("stalls", "connections", "errors", "latency", "confirms", "credit"):
         if table in from_capture.tables:

@@ -17,7 +17,7 @@ from streamdissect.rotated.local import TABLES, analyze_set, to_arrow
 from streamdissect.rotated.stitch import plan
 
 PORTS = (5552, 5553)
-CAPTURES = sorted(worsen.CAPTURES.glob("*.pcap"))
+CAPTURES = worsen.corpus_captures()
 
 
 def rows(arrow) -> list[str]:

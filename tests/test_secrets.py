@@ -17,13 +17,14 @@ import warnings
 from pathlib import Path
 
 import pytest
+import worsen
 
 from streamdissect import analysis
 from streamdissect.cli import build_parser, main
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols.stream import decode_frame, encode_record
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+CAPTURES = worsen.CAPTURES
 WRONG = (CAPTURES / "rstream-auth-failure-3.10.pcap", b"wrong-secret-pw")
 GUEST = (CAPTURES / "rstream-publish-confirm-3.10.pcap", b"\x00guest\x00guest")
 
@@ -75,9 +76,10 @@ def written(directory: Path) -> str:
 # compare reads the capture and replays it against the real 3.10 broker
 NO_CAPTURE = {"probe"}
 LIVE_BROKER = "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+NEEDS = {"spark": pytest.mark.spark, "compare": pytest.mark.broker, "wireshark": pytest.mark.tshark}
 
 
-def cli_runs() -> list[tuple[str, list[str]]]:
+def cli_runs() -> list:
     runs = []
     for name, parser in subcommands().items():
         if name in NO_CAPTURE:
@@ -99,7 +101,7 @@ def cli_runs() -> list[tuple[str, list[str]]]:
                     fmt_options = [*base, *([] if fmt is None else ["--format", fmt,
                                                                     *_files(fmt)])]  # fmt: skip
                     runs.append((name, [action.option_strings[0], *fmt_options]))
-    return runs
+    return [pytest.param(name, options, marks=NEEDS.get(name, ())) for name, options in runs]
 
 
 @pytest.fixture(params=[WRONG, GUEST], ids=["wrong-password", "guest"])
@@ -110,8 +112,11 @@ def capture(request) -> tuple[Path, bytes]:
 
 
 @pytest.mark.parametrize("name, options", cli_runs(), ids=lambda v: str(v))
-def test_every_cli_output_hides_the_password(capture, name, options, capsys, caplog, tmp_path):
+def test_every_cli_output_hides_the_password(capture, name, options, capsys, caplog, tmp_path,
+                                             request):
     path, secret = capture
+    if name == "spark":  # (on the tests' shared Spark session, which its job does not stop)
+        request.getfixturevalue("spark_kept")
     caplog.set_level(logging.DEBUG)
     options = [str(tmp_path / "out") if o == "OUT" else o for o in options]
     with warnings.catch_warnings(record=True) as caught:

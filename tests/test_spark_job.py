@@ -1,4 +1,5 @@
-"""`streamdissect spark` in real local Spark: its Parquet tables equal what `streamdissect
+"""`streamdissect spark` in real local Spark (run in this process, on the tests' shared
+session; spark-submit in a process of its own): its Parquet tables equal what `streamdissect
 analyze --format json` says of the same captures read as one set, table by table (counts
 exact, percentiles equal to rounding), in the layout `analyze --format parquet` writes."""
 
@@ -55,12 +56,10 @@ def plain(value):
     return value
 
 
-def spark_job(inputs, out, *extra) -> None:
-    run = subprocess.run([*CLI, "spark", *map(str, inputs), "--out", str(out), "--master",
-                          "local[2]", *extra], capture_output=True, text=True, timeout=600,
-                         check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "wrote" in run.stdout
+def spark_job(spark_command, inputs, out, *extra) -> None:
+    code, printed = spark_command(*inputs, "--out", out, "--master", "local[2]", *extra)
+    assert code == 0
+    assert "wrote" in printed
 
 
 def analyze_report(files) -> dict:
@@ -69,14 +68,19 @@ def analyze_report(files) -> dict:
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("job")
-    spark_job(FILES, out)
-    return out, analyze_report(FILES)
+def files_report():
+    return analyze_report(FILES)
 
 
 @pytest.fixture(scope="module")
-def rotated_job(tmp_path_factory):
+def job(tmp_path_factory, spark_command, files_report):
+    out = tmp_path_factory.mktemp("job")
+    spark_job(spark_command, FILES, out)
+    return out, files_report
+
+
+@pytest.fixture(scope="module")
+def rotated_job(tmp_path_factory, spark_command, files_report):
     """The same captures, two of them cut into rotated pieces (3 and 5), in one directory
     with the others: the figures are those of the whole files."""
     folder = tmp_path_factory.mktemp("archive")
@@ -85,8 +89,8 @@ def rotated_job(tmp_path_factory):
     for path in (FILES[0], FILES[3]):
         (folder / path.name).write_bytes(path.read_bytes())
     out = tmp_path_factory.mktemp("rotated-job")
-    spark_job([folder], out, "--tables", ",".join((*TABLES, "frames", "requests")))
-    return out, analyze_report(FILES)
+    spark_job(spark_command, [folder], out, "--tables", ",".join((*TABLES, "frames", "requests")))
+    return out, files_report
 
 
 @pytest.mark.parametrize("key", sorted(PAIRS))
@@ -124,7 +128,7 @@ def test_rotated_pieces_give_the_requests_of_the_whole_files(rotated_job):
 PER_ID = ("connections", "deliveries", "publishes", "backlog", "credit_balance")
 
 
-def test_rotated_pieces_give_the_per_id_tables_of_the_whole_file(tmp_path):
+def test_rotated_pieces_give_the_per_id_tables_of_the_whole_file(spark_command, tmp_path):
     """The per-id tables on request (every publishing id, the backlog and the credit
     balance after each change, what the report draws): a capture of publishes and one of a
     slow consumer, cut in pieces, give those of analyze() of the whole files, and the
@@ -132,7 +136,7 @@ def test_rotated_pieces_give_the_per_id_tables_of_the_whole_file(tmp_path):
     folder = tmp_path / "archive"
     rotate.cut(FILES[1], 4, folder / "slow", offset=1)
     rotate.cut(FILES[2], 3, folder / "confirm")
-    spark_job([folder], tmp_path / "out", "--tables", ",".join(PER_ID))
+    spark_job(spark_command, [folder], tmp_path / "out", "--tables", ",".join(PER_ID))
     for table in PER_ID:
         got = pq.read_table(tmp_path / "out" / table).to_pylist()
         expected = [row for f in FILES[1:3] for row in analyze(str(f)).arrow(table).to_pylist()]
@@ -187,7 +191,7 @@ def test_spark_submit_runs_the_job(tmp_path):
     assert len(pd.read_parquet(tmp_path / "out" / "connections")) == len(report["connections"])
 
 
-def test_the_job_goes_on_over_bad_files_and_reports_them(tmp_path):
+def test_the_job_goes_on_over_bad_files_and_reports_them(spark_command, tmp_path):
     """A corrupt, an empty and a non-capture file beside a good one: the job completes, its
     anomalies table names the two unreadable files and the damage in the corrupt one, and
     the good file's figures are whole."""
@@ -199,7 +203,7 @@ def test_the_job_goes_on_over_bad_files_and_reports_them(tmp_path):
     (folder / "corrupt.pcap").write_bytes(data[: len(data) // 2] + b"\xff" * 40)
     (folder / "empty.pcap").write_bytes(b"")
     (folder / "notes.txt").write_bytes(b"not a capture at all\n" * 20)
-    spark_job([folder], tmp_path / "out")
+    spark_job(spark_command, [folder], tmp_path / "out")
     anomalies = pd.read_parquet(tmp_path / "out" / "anomalies")
     unreadable = anomalies[anomalies["kind"] == "unreadable_file"]
     named = {detail.split(":")[0] for detail in unreadable["detail"]}

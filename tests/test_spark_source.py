@@ -21,15 +21,6 @@ from streamdissect.tables.batches import frames_arrow
 CAPTURES = worsen.corpus_captures()
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from streamdissect.spark import session
-
-    spark = session("local[2]")
-    yield spark
-    spark.stop()
-
-
 def plain(value):
     """A Spark value as the core's Arrow rows have it (decimal(20,0) back to int)."""
     if isinstance(value, Decimal):
@@ -147,7 +138,7 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
     rotate.cut(whole, 4, rotated, offset=1)
     local = sorted(map(str, rows_of(spark.read.format("streamdissect").load(str(folder)))))
     run_job(spark, [str(folder)], str(tmp_path / "local"), ("latency", "confirms", "stalls"))
-    spark.stop()  # (one session a process: this test comes last in the module)
+    spark.stop()  # (one session a process; the next test to ask for `spark` makes it again)
     with LocalCluster(workers=2, cores=1, log_dir=str(tmp_path / "logs")) as cluster:
         remote = session(cluster.master_url)
         try:

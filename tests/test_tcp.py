@@ -161,13 +161,6 @@ def streams_of(path: Path) -> tuple[dict, list[str]]:
     return {k: r.stream for k, r in h.sinks.items()}, h.kinds()
 
 
-@pytest.fixture(scope="module")
-def real():
-    path = worsen.real_capture()
-    linktype, packets = worsen.read_pcap(path)
-    return path, linktype, packets
-
-
 @pytest.mark.parametrize(
     "transform, expected_kind",
     [(worsen.reorder, "out_of_order"), (worsen.duplicate, "retransmission")],

@@ -7,6 +7,7 @@ captures' truth files; nothing here is expected from the dissector's own output.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -17,14 +18,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import tshark_pdml
-from tshark_pdml import Pdu, pdus
+import worsen
+from tshark_pdml import Pdu
 
 from streamdissect.analysis import analyze
 from streamdissect.protocols.stream import spec
 from streamdissect.protocols.stream.analysis.latency import NOT_CALLS
-from streamdissect.wireshark import generate
 
-CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap"))
+CAPTURES = worsen.corpus_captures()
 # Names a frames line carries besides the fields: what tshark shows as header or not at all.
 META = {"ts_ns", "connection", "direction", "stream_offset", "command", "response", "code_name",
         "truncated", "key", "version", "size", "correlation_id", "code"}  # fmt: skip
@@ -35,26 +36,24 @@ CHUNK_NAMES = {"chunk_id": "first_offset"}
 BYTES = {"challenge", "sasl_data"}
 
 
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("wireshark") / "rabbitmq_stream.lua"
-    path.write_text(generate())
-    return path
-
-
 def streamdissect(*args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "streamdissect", *args], capture_output=True,
                           text=True, check=True)  # fmt: skip
     return done.stdout
 
 
+# (a capture's jsonl and its trees are made once, for the tests of both tables)
+pdus = functools.cache(tshark_pdml.pdus)
+
+
+@functools.cache
 def jsonl(capture: Path) -> list[dict]:
     return [json.loads(line) for line in streamdissect("frames", "--format", "jsonl",
                                                           str(capture)).splitlines()]  # fmt: skip
 
 
 def test_tshark_is_installed_with_lua():
-    """Not a skip when missing: the test command installs it (scripts/brokers.sh)."""
+    """The test command installs it (scripts/brokers.sh): missing, it fails there."""
     version = subprocess.run([tshark_pdml.tshark(), "--version"], capture_output=True,
                              text=True, check=True).stdout  # fmt: skip
     assert "with Lua" in version

@@ -10,7 +10,6 @@ import gzip
 import random
 import struct
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import tshark_pdml
@@ -22,16 +21,8 @@ from tshark_pdml import connection_capture, pdus
 
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME
 from streamdissect.protocols.stream import Malformed, Unknown, decode_frame
-from streamdissect.wireshark import generate
 
 fuzz = load()
-
-
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("hostile") / "rabbitmq_stream.lua"
-    path.write_text(generate())
-    return path
 
 
 def whole(frame: bytes) -> bytes | None:

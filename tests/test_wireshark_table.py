@@ -172,11 +172,6 @@ def test_what_the_plugin_cannot_show_stops_generation(monkeypatch, fields, deriv
 # --- ports and the heuristic ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory) -> Path:
-    return write(tmp_path_factory.mktemp("table"), generate())
-
-
 def test_ports_preference_and_heuristic(plugin, tmp_path):
     """A broker on 5553 is found by the heuristic; with the heuristic off, only when the
     ports preference names 5553; a capture moved to port 15552 is found too."""

@@ -84,6 +84,14 @@ def tcp_of(data: bytes) -> Tcp | None:
     )
 
 
+def eth_tcp(sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes) -> bytes:
+    """An Ethernet + IPv4 frame from 127.0.0.1 to 127.0.0.2 carrying one TCP segment."""
+    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 0x50, flags, 65535, 0, 0)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000, 64, 6,
+                     0, bytes([127, 0, 0, 1]), bytes([127, 0, 0, 2]))  # fmt: skip
+    return b"\x00" * 12 + b"\x08\x00" + ip + tcp + payload
+
+
 def data_segments(packets: list[Packet]) -> list[int]:
     """Indices of packets that carry TCP payload."""
     return [i for i, (_, d, _) in enumerate(packets) if (t := tcp_of(d)) and t.payload_len]
@@ -200,10 +208,14 @@ CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
 
 def corpus_captures() -> list[Path]:
-    """The real captures of the corpus (each beside its truth file)."""
-    return sorted(
-        p.with_name(p.name.replace(".truth.json", ".pcap")) for p in CAPTURES.glob("*.truth.json")
-    )
+    """The real captures shipped in captures/ (each beside its truth file:
+    test_framing_corpus checks that)."""
+    return sorted(CAPTURES.glob("*.pcap"))
+
+
+def corpus_truths() -> list[Path]:
+    """The corpus's truth files: what the clients that made the captures saw."""
+    return sorted(CAPTURES.glob("*.truth.json"))
 
 
 def real_capture() -> Path:
