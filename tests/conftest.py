@@ -39,6 +39,9 @@ BROKER_PORTS = (5552, 5553, 5551, 5554)  # 3.10, 4.0, and their TLS listeners
 # What a test needs, by a fixture it uses (directly or through another fixture)
 NEEDS_BY_FIXTURE = {
     "big_capture": ("broker", "live", "slow"),
+    "over_limit_capture": ("broker", "live", "slow"),  # test_rotated.py
+    "batch_capture": ("broker", "live", "slow"),  # test_scapy_broker.py
+    "concurrent_capture": ("broker", "live"),  # test_wireshark_concurrent.py
     "spark": ("spark",),
     "spark_command": ("spark",),
     "plugin": ("tshark",),
