@@ -1,13 +1,14 @@
 """What more than one test module shares: the markers of what a test needs beyond
 `pip install -e '.[test]'` (and the skip, with its reason, when that is missing), the real
-capture made worse, the captures recorded here, the Spark session and the Wireshark plugin.
+capture made worse, the captures recorded here, the Spark session, the slow consumer's report
+and the Wireshark plugin.
 
-Markers (pyproject.toml) come from the fixtures a test uses (NEEDS_BY_FIXTURE) and from a
-short table of modules and tests (NEEDS); a single test may carry its own `@pytest.mark.x`.
+Markers (pyproject.toml) come from the fixtures a test uses (NEEDS_BY_FIXTURE) and from short
+tables of modules and tests (NEEDS, SLOW_TESTS); a single test may carry its own mark.
 A marked test whose resource is missing is skipped with the reason, or fails under
-`--require-resources` (scripts/test.sh, which installs them all); an unmarked test is never
-skipped for a missing resource: `pytest -m "not broker and not spark and not browser and not
-live and not tshark"` runs where only the package and its test extras are installed.
+`--require-resources` (scripts/test.sh, which installs them all); a test that skips without a
+marker saying it may fails: `pytest -m "not broker and not spark and not browser and not live
+and not tshark"` runs, and skips nothing, where only the package and its test extras are.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from unittest import mock
 import pytest
 import worsen
 from frame_rows import Row, frame_rows
-from reportlib import SLOW, make_report
+from reportlib import SLOW, ReportPage, figures_kept, make_report
 
 from streamdissect.engine.dissect import Dissector
 
@@ -38,7 +39,7 @@ BROKER_PORTS = (5552, 5553, 5551, 5554)  # 3.10, 4.0, and their TLS listeners
 
 # What a test needs, by a fixture it uses (directly or through another fixture)
 NEEDS_BY_FIXTURE = {
-    "big_capture": ("broker", "live", "slow"),
+    "big_capture": ("broker", "live"),
     "spark": ("spark",),
     "spark_command": ("spark",),
     "plugin": ("tshark",),
@@ -73,6 +74,16 @@ NEEDS_NOTHING = {
     "test_probe.py::test_closed_port_fails_at_connect_within_the_timeout",
     "test_cli_live.py::test_sources_are_files_or_an_interface",
 }
+# The tests of more than about 10 s (measured on 2 cores, the machine otherwise idle)
+SLOW_TESTS = {
+    "test_fuzz.py::test_short_campaign_finds_nothing",
+    "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source",
+    "test_report_figures.py::test_three_million_rows_are_drawn_as_a_few_thousand_points",
+    "test_report_figures.py::test_the_html_report_of_three_million_rows_stays_small",
+    "test_spark_job.py::test_spark_submit_runs_the_job",
+    "test_spark_source.py::test_a_standalone_cluster_reads_what_local_spark_reads",
+    "test_spark_source.py::test_frames_equal_the_core_batches_file_by_file",
+}
 
 
 def pytest_addoption(parser):
@@ -90,11 +101,26 @@ def needs(item: pytest.Item) -> set[str]:
     found = {m for name in item.fixturenames for m in NEEDS_BY_FIXTURE.get(name, ())}
     if test not in NEEDS_NOTHING:
         found.update(NEEDS.get(item.path.name, ()))
+    if test in SLOW_TESTS:
+        found.add("slow")
     return found | set(NEEDS.get(test, ()))
+
+
+def gone(items: list[pytest.Item]) -> list[str]:
+    """The tables' tests that their module, collected, no longer has (renamed, deleted)."""
+    modules = {item.path.name: item.module for item in items if isinstance(item, pytest.Function)}
+    found = []
+    for key in (*NEEDS, *NEEDS_NOTHING, *SLOW_TESTS):
+        module, _, test = key.partition("::")
+        if test and module in modules and not hasattr(modules[module], test):
+            found.append(key)
+    return found
 
 
 @pytest.hookimpl(tryfirst=True)  # (before -m selects by them)
 def pytest_collection_modifyitems(config, items):
+    if stale := gone(items):
+        raise pytest.UsageError(f"tests/conftest.py names tests that are gone: {stale}")
     for item in items:
         for name in sorted(needs(item)):
             item.add_marker(getattr(pytest.mark, name))
@@ -146,7 +172,20 @@ def pytest_runtest_setup(item):
             pytest.skip(f"{resource}: {reason}")
 
 
-# --- the real capture, made worse by the tests ----------------------------------------------
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that skips itself fails unless a marker says why it may: a resource marker,
+    or skip/skipif (xfail is no skip)."""
+    report = (yield).get_result()
+    allowed = (*RESOURCES, "skip", "skipif")
+    if report.skipped and not hasattr(report, "wasxfail"):
+        if not any(item.get_closest_marker(name) for name in allowed):
+            said = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+            report.outcome = "failed"
+            report.longrepr = f"skipped, but no marker says it may be ({said})"
+
+
+# --- the real capture, made worse by the tests ------------------------------------------------
 
 
 class RealCapture(NamedTuple):
@@ -171,7 +210,7 @@ def real_frames(real) -> list[Row]:
     return frames
 
 
-# --- frames larger than a segment, recorded against the real broker -------------------------
+# --- frames larger than a segment, recorded against the real broker ---------------------------
 
 MESSAGES, MESSAGE_SIZE = 24, 100_000
 CLIENT = textwrap.dedent(f"""
@@ -222,7 +261,7 @@ def big_capture(tmp_path_factory) -> Path:
     return path
 
 
-# --- Spark, the report and Wireshark ----------------------------------------------------------------------
+# --- Spark, the report and Wireshark ----------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -283,6 +322,28 @@ def slow_report(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("slow-report")
     make_report(directory, str(SLOW))
     return directory / "report.html"
+
+
+@pytest.fixture(scope="session")
+def corpus_report(tmp_path_factory):
+    """`streamdissect report CAPTURE --port 5552 --port 5553 -o FILE` run in this process
+    (main()), once a capture, for the tests of its page and of its figures: (the page, what it
+    wrote to stderr, {section anchor: the Figure drawn into the page})."""
+    from streamdissect.cli import main
+
+    directory = tmp_path_factory.mktemp("corpus-reports")
+
+    @functools.cache
+    def report_of(capture: Path) -> tuple[ReportPage, str, dict]:
+        out, said = directory / f"{capture.stem}.html", io.StringIO()
+        with figures_kept() as figures, contextlib.redirect_stderr(said):
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = main(["report", str(capture), "--port", "5552", "--port", "5553",
+                             "-o", str(out)])  # fmt: skip
+        assert code == 0, said.getvalue()
+        return ReportPage(out.read_text(encoding="utf-8")), said.getvalue(), figures
+
+    return report_of
 
 
 @pytest.fixture(scope="session")
