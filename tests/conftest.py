@@ -30,7 +30,7 @@ from unittest import mock
 import pytest
 import worsen
 from frame_rows import Row, frame_rows
-from reportlib import SLOW, make_report
+from reportlib import SLOW, ReportPage, figures_kept, make_report
 
 from streamdissect.engine.dissect import Dissector
 
@@ -81,6 +81,7 @@ NEEDS_NOTHING = {
 SLOW_TESTS = {
     "test_fuzz.py::test_short_campaign_finds_nothing",
     "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source",
+    "test_report_figures.py::test_three_million_rows_are_drawn_as_a_few_thousand_points",
     "test_report_figures.py::test_the_html_report_of_three_million_rows_stays_small",
     "test_spark_job.py::test_spark_submit_runs_the_job",
     "test_spark_source.py::test_a_standalone_cluster_reads_what_local_spark_reads",
@@ -333,6 +334,28 @@ def slow_report(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("slow-report")
     make_report(directory, str(SLOW))
     return directory / "report.html"
+
+
+@pytest.fixture(scope="session")
+def corpus_report(tmp_path_factory):
+    """`streamdissect report CAPTURE --port 5552 --port 5553 -o FILE` run in this process
+    (main()), once a capture, for the tests of its page and of its figures: (the page, what it
+    wrote to stderr, {section anchor: the Figure drawn into the page})."""
+    from streamdissect.cli import main
+
+    directory = tmp_path_factory.mktemp("corpus-reports")
+
+    @functools.cache
+    def report_of(capture: Path) -> tuple[ReportPage, str, dict]:
+        out, said = directory / f"{capture.stem}.html", io.StringIO()
+        with figures_kept() as figures, contextlib.redirect_stderr(said):
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = main(["report", str(capture), "--port", "5552", "--port", "5553",
+                             "-o", str(out)])  # fmt: skip
+        assert code == 0, said.getvalue()
+        return ReportPage(out.read_text(encoding="utf-8")), said.getvalue(), figures
+
+    return report_of
 
 
 @pytest.fixture(scope="session")

@@ -3,13 +3,17 @@ client-side truth of the corpus, and a reader of the HTML report's structure."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 import worsen
 
 CAPTURES = worsen.CAPTURES
@@ -126,3 +130,23 @@ def make_report(directory: Path, *args: str) -> tuple[ReportPage, subprocess.Com
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr
     return ReportPage(out.read_text(encoding="utf-8")), run
+
+
+@contextlib.contextmanager
+def figures_kept() -> Iterator[dict]:
+    """Within, the report keeps the figure each of its sections draws: {anchor: Figure}."""
+    from streamdissect import report
+    from streamdissect.report import html
+
+    drawn: dict = {}
+
+    def keeping(section):
+        def figure(data, **options):
+            drawn[section.anchor] = section.figure(data, **options)
+            return drawn[section.anchor]
+
+        return dataclasses.replace(section, figure=figure)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(html, "SECTIONS", tuple(keeping(s) for s in report.SECTIONS))
+        yield drawn

@@ -42,8 +42,9 @@ def assert_self_contained(page: ReportPage) -> None:
 
 
 @pytest.mark.parametrize("capture", CORPUS, ids=lambda p: p.stem)
-def test_every_section_for_every_capture(tmp_path, capture):
-    page, _ = make_report(tmp_path, str(capture), "--port", "5552", "--port", "5553")
+def test_every_section_for_every_capture(capture, corpus_report):
+    page, said, _ = corpus_report(capture)
+    assert "Traceback" not in said
     truth = truth_of(capture)
     assert_self_contained(page)
     for anchor in SECTIONS:

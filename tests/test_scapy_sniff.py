@@ -3,6 +3,7 @@ the wire's bytes, gaps shown and never zero-filled, bad input never an exception
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 import subprocess
@@ -44,6 +45,7 @@ def port_5553():
     unbind_port(5553)
 
 
+@functools.cache  # (a capture's frames and sniff are made once, for the tests of both)
 def reference_frames(path: Path) -> dict[tuple[str, str], list[dict]]:
     """`streamdissect frames --format jsonl`, per connection and direction."""
     out = subprocess.run(
@@ -95,6 +97,7 @@ def scapy_fields(frame: StreamFrame) -> dict[str, Any]:
     return got
 
 
+@functools.cache
 def sniffed(path: Path) -> tuple[list[Any], dict[tuple[str, str], list[StreamFrame]]]:
     packets = sniff(offline=str(path), session=TCPSession)
     frames: dict[tuple[str, str], list[StreamFrame]] = defaultdict(list)
