@@ -84,10 +84,10 @@ class StreamProtocol(Protocol):
         """The Stream's collector set (analysis/collectors.py); `at_once_ms` None: the credit
         analysis' own default."""
         from streamdissect.protocols.stream.analysis.collectors import Collectors
+        from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
 
-        if at_once_ms is None:
-            return Collectors.made(report_only=report_only, tables=tables)
-        return Collectors.made(at_once_ms, report_only, tables)
+        return Collectors.made(AT_ONCE_MS if at_once_ms is None else at_once_ms,
+                               report_only, tables)  # fmt: skip
 
 
 STREAM = StreamProtocol()
