@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import pickle
 import re
 import signal
 import stat
@@ -29,22 +30,6 @@ from streamdissect.capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEA
 # ~0.1 s less CPU than 4 MiB ones on the 621 MB benchmark capture (benchmarks/README.md),
 # for ~16.3 MiB of buffer, or 3 x that with the helper.
 BLOCK = 16 << 20
-
-
-def pcap_magic(path: str) -> int | None:
-    """The pcap magic when `path` is a plain (not gzip'd) classic pcap file, else None (a
-    pipe, which must not be read here, is no file)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as f:
-            head = f.read(FILE_HEADER_SIZE)
-    except OSError:
-        return None
-    if len(head) < FILE_HEADER_SIZE:
-        return None
-    magic = struct.unpack_from("<I", head)[0]
-    return magic if magic in PCAP_MAGICS else None
 
 
 # Run patterns compiled per block at most (~85 us each): a file of many sizes, each twice in
@@ -120,63 +105,132 @@ def _with_runs(starts: array, runs: array) -> array:
     return out
 
 
-BLOCK_REGION, BAD_REGION, CUT_REGION = 0, 1, 2
-# One item of a file's layout: (kind, file offset, length, record starts within the block).
-# BLOCK_REGION: whole records in [offset, offset + length); BAD_REGION: a record claiming
-# `length` captured bytes (> MAX_PACKET) at offset; CUT_REGION: the file ends `length` bytes
-# into a record at offset.
-Region = tuple[int, int, int, array]
+# What a walk of a capture's bytes finds, in order: (kind, payload) pieces.
+# BLOCK_REGION: record starts (classic pcap record headers) in the read buffer; ANOMALY: a
+# file's anomaly (kind, ts_ns, file offset, detail); PACKETS: packets the reference reader's
+# code took one by one (capture.pcap.Packet tuples, their data as bytes); LAYOUT: how the
+# records of the regions after it are read (Layout); FILE: the next file of a set begins
+# (its number); MERGE: (file number, file offset): from that record on, the set's files
+# overlap in time and are merged the reference way.
+BLOCK_REGION, ANOMALY, PACKETS, LAYOUT, FILE, MERGE = 0, 1, 2, 3, 4, 5
+
+
+class Layout(NamedTuple):
+    """How a region's records are read: byte order, nanoseconds per fraction of a second,
+    link type, and what to add to a record's start for its block's file offset."""
+
+    order: str
+    frac_ns: int
+    linktype: int
+    shift: int
+
+
+class PcapWalk:
+    """Walks a classic pcap file's records (after its header): walk_records, and the file's
+    anomalies as the reference reader (capture.pcap) reports them."""
+
+    def __init__(self, order: str, frac_ns: int, linktype: int) -> None:
+        self.layout = Layout(order, frac_ns, linktype, 0)
+        self.u32 = struct.Struct(order + "I").unpack_from
+        self.head = struct.Struct(order + "II").unpack_from
+        self.last_ts: int | None = None
+
+    def walk(self, buf: Any, pos: int, end: int, offset_of: int) -> tuple[list, int, bool]:
+        """(pieces, position after them, stopped) for the records in buf[pos:end]."""
+        starts, pos, bad = walk_records(buf, pos, end, self.u32)
+        pieces: list = []
+        if starts:
+            sec, frac = self.head(buf, starts[-1])
+            self.last_ts = sec * 1_000_000_000 + frac * self.layout.frac_ns
+            pieces.append((BLOCK_REGION, np.frombuffer(starts, dtype=np.int64)))
+        if bad:
+            detail = f"captured length {self.u32(buf, pos + 8)[0]} > cap"
+            pieces.append((ANOMALY, ("bad_record", self.last_ts, pos + offset_of, detail)))
+        return pieces, pos, bad
+
+    def finish(self, buf: Any, pos: int, end: int, offset_of: int, damage: str | None) -> list:
+        """The anomaly of a file that ends `end - pos` bytes into a record."""
+        rest = end - pos
+        if not rest and not damage:
+            return []
+        what = "record header cut" if rest < RECORD_HEADER_SIZE else "record data cut"
+        return [(ANOMALY, ("truncated_file", self.last_ts, pos + offset_of, damage or what))]
 
 
 class Reading(NamedTuple):
-    """How a classic pcap file is read: its path, byte order ("<" or ">"), block size."""
+    """How a capture is read: its files' walks (capture.sources.Source, in order) and the
+    largest block size."""
 
-    path: str
-    order: str
+    sources: list
     block: int
 
 
-def layout(f: Any, reading: Reading, buf: bytearray) -> Iterator[Region]:
-    """Where the records of a classic pcap file are, block by block, reading the file `f`
-    (positioned after its header) into `buf`. A BLOCK_REGION's bytes are at buf[:length]
-    while it is handled."""
-    u32 = struct.Struct(reading.order + "I").unpack_from
-    block = reading.block
-    mv = memoryview(buf)
-    base = FILE_HEADER_SIZE  # file offset of buf[0]
-    have = 0
-    # A small first read, each next one twice the last: a file that starts mid-connection
-    # (a piece of a rotated capture) has its first block's connections go through the exact
-    # code, so that block is kept short.
-    want = min(FIRST_READ, block)
-    while True:
-        got = f.readinto(mv[have : have + want])
-        want = min(want * 2, block)
-        end = have + got
-        starts, pos, bad = walk_records(buf, 0, end, u32)
-        if starts:
-            yield BLOCK_REGION, base, pos, starts
-        if bad:
-            yield BAD_REGION, base + pos, u32(buf, pos + 8)[0], array("q")
-            return
-        rest = end - pos
-        if not got:
-            if rest:
-                yield CUT_REGION, base + pos, rest, array("q")
-            return
-        buf[:rest] = buf[pos:end]
-        base += pos
-        have = rest
-
-
-# kind, slot, offset, length, n, and the number of flows when the helper parsed the block's
-# packets (its `parse`) into the slot, else -1. Parsed, the block's n record starts are
-# there too; else n bytes of starts follow on the pipe. (In shared memory they do not fill
-# the pipe: the helper runs ahead by up to SLOTS blocks.)
+# kind, slot, file offset of the slot's first byte, raw bytes read (progress), n, and the
+# number of flows when the helper parsed the block's packets (its `parse`) into the slot,
+# else -1. Parsed, the block's n record starts are there too; else n bytes of starts follow
+# on the pipe; other kinds: n bytes of their pickled payload.
 _ITEM = struct.Struct("<BBQQQq")
 FIRST_BLOCK = 1 << 20  # the helper's first read; each next one twice the last, up to BLOCK
-FIRST_READ = 1 << 18  # the first read without a helper (see layout)
+FIRST_READ = 1 << 18  # the first read without a helper (see read_blocks)
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
+
+
+def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[[], int],
+                first: int) -> Iterator[tuple]:  # fmt: skip
+    """The pieces of every file of `reading`, as (kind, slot, base, read, payload): a
+    BLOCK_REGION's record starts are relative to its slot, whose first byte is at file offset
+    `base`; `read`: raw bytes read since the last one (progress). Each read goes to slot
+    take() at `slot * stride`; a slot is handed to take() again only once its block is
+    dissected (the caller's business). A small first read (`first`), each next one twice the
+    last: a file that starts mid-connection (a piece of a rotated set) has its first block's
+    connections go through the exact code, so that block is kept short."""
+    block = reading.block
+    slot = take()
+    for number, source in enumerate(reading.sources):
+        if source.skip:
+            continue
+        yield FILE, slot, 0, 0, number
+        walker = source.walker
+        if walker.layout is not None:
+            yield LAYOUT, slot, 0, 0, walker.layout
+        base = source.data_start  # file offset of the slot's first byte
+        have = 0
+        size = min(first, block)
+        while True:
+            at = slot * stride
+            got = source.bytes.readinto(view[at + have : at + have + size])
+            size = min(2 * size, block)
+            end = at + have + got
+            if got:
+                pieces, pos, stopped = walker.walk(view.obj, at, end, base - at)
+            else:
+                pos, stopped = at, True
+                pieces = walker.finish(view.obj, at, end, base - at, source.bytes.damage)
+            blocks_in_slot = False
+            for kind, payload in source.checked(pieces, walker, view.obj, base - at):
+                if kind == BLOCK_REGION:
+                    blocks_in_slot = True
+                    yield kind, slot, base, source.read_since(), payload - at
+                else:
+                    yield kind, slot, base, 0, payload
+                if kind == MERGE:
+                    return
+            if stopped:
+                break
+            rest = end - pos
+            following = take() if blocks_in_slot else slot
+            to = following * stride
+            view[to : to + rest] = view[pos:end]
+            slot = following
+            base += pos - at
+            have = rest
+    yield FILE, slot, 0, 0, -1  # (the end: the slot is free)
+
+
+def layout(reading: Reading, buf: bytearray) -> Iterator[tuple]:
+    """The pieces of the capture read into one buffer, in this process (read_blocks): a
+    BLOCK_REGION's bytes are at buf[:...] while it is handled."""
+    return read_blocks(reading, memoryview(buf), len(buf), lambda: 0, FIRST_READ)
 
 
 def can_fork() -> bool:
@@ -196,19 +250,18 @@ class SharedSlots(NamedTuple):
     stride: int
 
 
-# (slot, record starts in it) -> the number of flows of the block's packets parsed into
-# the slot, or -1 (not parsed)
-Parse = Callable[[int, np.ndarray], int]
+# (slot, record starts in it, their layout) -> the number of flows of the block's packets
+# parsed into the slot, or -1 (not parsed)
+Parse = Callable[[int, np.ndarray, Layout], int]
 
 
 def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = None):
-    """Blocks of the file read, and their record boundaries found, by a forked helper process
-    (another CPU) into shared slots: (kind, slot, file offset, length, starts, flows) for
-    the parent to dissect in place; a slot goes back to the helper when the parent asks for
-    the next block. `parse`, run by the helper, may parse the block's packets into the
-    slot. `starts`: the record starts as bytes, or, for a block parsed (flows >= 0), their
-    number."""
-    path = reading.path
+    """The pieces of the capture (read_blocks) read by a forked helper process (another
+    CPU) into shared slots: (kind, slot, base, read, payload, flows) for the parent to
+    dissect in place; a slot goes back to the helper when the parent asks for the next
+    piece. `parse`, run by the helper, may parse a block's packets into the slot. A
+    BLOCK_REGION's payload: its record starts as bytes, or, for a block parsed (flows >= 0),
+    their number."""
     data_r, data_w = os.pipe()
     free_r, free_w = os.pipe()
     pid = os.fork()
@@ -231,15 +284,18 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
                 head = src.read(_ITEM.size)
                 if len(head) < _ITEM.size:
                     break
-                kind, slot, base, length, n, flows = _ITEM.unpack(head)
-                yield kind, slot, base, length, n if flows >= 0 else src.read(n), flows
+                kind, slot, base, read, n, flows = _ITEM.unpack(head)
                 if kind == BLOCK_REGION:
+                    yield kind, slot, base, read, n if flows >= 0 else src.read(n), flows
                     with contextlib.suppress(BrokenPipeError):  # (it may be done already)
                         free.write(bytes((slot,)))  # dissected: the helper may fill it again
+                else:
+                    yield kind, slot, base, read, pickle.loads(src.read(n)), -1
         _, status = os.waitpid(pid, 0)
         done = True
         if status:
-            raise OSError(f"{path}: the record-layout helper failed (status {status})")
+            raise OSError(f"{reading.sources[0].path}: the capture-reading helper failed "
+                          f"(status {status})")  # fmt: skip
     finally:
         if not done:
             with contextlib.suppress(OSError):
@@ -249,12 +305,10 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
 
 def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
             parse: Parse | None) -> None:  # fmt: skip
-    """The helper process: reads the file into free slots, finds their records, writes
+    """The helper process: reads the capture into free slots, finds their records, writes
     what it found to the data pipe, and takes back the slots the parent is done with from
     the free pipe (`pipes`: the data pipe's write end, the free pipe's read end)."""
     data_w, free_r = pipes
-    u32 = struct.Struct(reading.order + "I").unpack_from
-    shared, slot_size, block = slots.memory, slots.stride, reading.block
     free = list(range(SLOTS))
 
     def take() -> int:
@@ -265,49 +319,31 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
             raise EOFError("the parent went away")
         return got[0]
 
-    with open(data_w, "wb", buffering=0) as out, open(reading.path, "rb", buffering=0) as f:
-        view = memoryview(shared)
-        f.seek(FILE_HEADER_SIZE)
-        base = FILE_HEADER_SIZE  # file offset of the slot's first byte
-        have = 0
-        slot = take()
-        # The parent waits for the first block: it is small, and the next ones twice as
-        # big, up to `block` (the helper reads and parses faster than the parent dissects).
-        size = min(FIRST_BLOCK, block)
-        while True:
-            at = slot * slot_size
-            got = f.readinto(view[at + have : at + have + size])
-            size = min(2 * size, block)
-            end = have + got
-            starts, pos, bad = walk_records(shared, at, at + end, u32)
-            pos -= at
-            if starts:
-                rows = np.frombuffer(starts, dtype=np.int64)
-                if at:
-                    rows = rows - at
-                flows = -1 if parse is None else parse(slot, rows)
+    layout_now: Layout | None = None
+    parsed_read = None  # (slot, base) of the read whose first region the slot's columns hold
+    view = memoryview(slots.memory)
+    with open(data_w, "wb", buffering=0) as out:
+        for kind, slot, base, read, payload in read_blocks(reading, view, slots.stride, take,
+                                                           FIRST_BLOCK):  # fmt: skip
+            if kind == BLOCK_REGION:
+                # A slot's columns hold one region: a read that has several (pcapng blocks
+                # between runs of packets) has the others parsed by the parent.
+                flows = -1
+                if parse is not None and parsed_read != (slot, base):
+                    parsed_read = (slot, base)
+                    flows = parse(slot, payload, layout_now)
                 if flows >= 0:
-                    out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(rows), flows))
+                    out.write(_ITEM.pack(kind, slot, base, read, len(payload), flows))
                 else:
-                    data = rows.tobytes()
-                    out.write(_ITEM.pack(BLOCK_REGION, slot, base, pos, len(data), flows) + data)
-            if bad:
-                cap = u32(shared, at + pos + 8)[0]
-                out.write(_ITEM.pack(BAD_REGION, slot, base + pos, cap, 0, -1))
-                return
-            rest = end - pos
-            if not got:
-                if rest:
-                    out.write(_ITEM.pack(CUT_REGION, slot, base + pos, rest, 0, -1))
-                return
-            following = take()
-            to = following * slot_size
-            view[to : to + rest] = view[at + pos : at + end]
-            if not starts:
+                    data = payload.tobytes()
+                    out.write(_ITEM.pack(kind, slot, base, read, len(data), -1) + data)
+                continue
+            if kind == LAYOUT:
+                layout_now = payload
+            elif kind == FILE and payload < 0:
                 free.append(slot)
-            slot = following
-            base += pos
-            have = rest
+            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+            out.write(_ITEM.pack(kind, slot, base, read, len(data), -1) + data)
 
 
 def sliding(memory: Any, at: int, size: int, width: int) -> np.ndarray:

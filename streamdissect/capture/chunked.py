@@ -38,6 +38,10 @@ class ChunkedFile:
                 on_read = None
         # gzip is detected by its magic, not by the file name.
         self.is_gzip = raw.read(2) == GZIP_MAGIC
+        # the bytes it holds, when known before reading it (not a pipe's, nor gzip'd ones)
+        self.size: int | None = None
+        if not isinstance(raw, Pipe) and not self.is_gzip:
+            self.size = os.fstat(raw.fileno()).st_size
         raw.seek(0)
         self._file: BinaryIO | Gunzip = Gunzip(raw) if self.is_gzip else raw
         self._raw = raw
@@ -93,6 +97,32 @@ class ChunkedFile:
             if isinstance(self._file, Gunzip) and self._file.cut and not self.damage:
                 self.damage = "gzip stream cut short"
         return data
+
+    def readinto(self, view: memoryview) -> int:
+        """The next bytes into `view`, as many as one read gives (a pipe's: what has come);
+        0 at the end. The bulk engine's reads: after the header, straight into its blocks."""
+        have = len(self.buf) - self.pos
+        if have:  # (what ensure() read ahead comes first)
+            n = min(have, len(view))
+            view[:n] = self.view[self.pos : self.pos + n]
+            self.pos += n
+            return n
+        if isinstance(self._file, (Gunzip, Pipe)):
+            data = self._read(len(view))
+            view[: len(data)] = data
+            return len(data)
+        if self.eof:
+            return 0
+        try:
+            n = self._file.readinto(view)
+        except OSError as exc:
+            self.damage, n = f"read error: {exc}", 0
+        if self._on_read is not None and n:
+            self._on_read(n)
+            self._raw_position += n
+        if not n:
+            self.eof = True
+        return n
 
     def ensure(self, need: int) -> bool:
         """Make `need` bytes available at `pos`; False when the file ends first."""

@@ -25,26 +25,32 @@ def open_capture(
     """
     src = ChunkedFile(path, on_read)
     try:
-        if not src.ensure(4):
-            raise CaptureError(
-                f"{path}: not a capture file ({'empty' if not src.available else 'too short'})"
-            )
-        magic = struct.unpack_from("<I", src.buf, src.pos)[0]
-        if magic in PCAP_MAGICS:
-            packets = read_pcap(src, magic, on_anomaly)
-        elif magic == SECTION_HEADER:
-            packets = read_pcapng(src, on_anomaly)
-        else:
-            what = "gzip'd data" if src.is_gzip else "data"
-            raise CaptureError(
-                f"{path}: not a pcap or pcapng capture ({what} starts with {bytes(src.buf[:4]).hex()})"
-            )
+        magic = capture_magic(src)
+        packets = read_pcap(src, magic, on_anomaly) if magic in PCAP_MAGICS else read_pcapng(
+            src, on_anomaly)
         # The header is checked now so a bad file fails here, not at the first packet.
         first = next(packets, None)
     except BaseException:
         src.close()
         raise
     return _stream(src, first, packets)
+
+
+def capture_magic(src: ChunkedFile) -> int:
+    """The first four bytes of a capture (a pcap magic or pcapng's section header type),
+    read without moving on; CaptureError when they are neither."""
+    path = src.path
+    if not src.ensure(4):
+        raise CaptureError(
+            f"{path}: not a capture file ({'empty' if not src.available else 'too short'})"
+        )
+    magic = struct.unpack_from("<I", src.buf, src.pos)[0]
+    if magic not in PCAP_MAGICS and magic != SECTION_HEADER:
+        what = "gzip'd data" if src.is_gzip else "data"
+        raise CaptureError(
+            f"{path}: not a pcap or pcapng capture ({what} starts with {bytes(src.buf[:4]).hex()})"
+        )
+    return magic
 
 
 def _stream(src: ChunkedFile, first: Packet | None, rest: Iterator[Packet]) -> Iterator[Packet]:

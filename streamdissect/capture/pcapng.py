@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 from streamdissect.capture.chunked import ChunkedFile
 from streamdissect.capture.errors import AnomalyReport, CaptureError
@@ -16,6 +17,7 @@ INTERFACE_DESCRIPTION = 1
 OBSOLETE_PACKET = 2
 SIMPLE_PACKET = 3
 ENHANCED_PACKET = 6
+PACKET_BLOCKS = (ENHANCED_PACKET, SIMPLE_PACKET, OBSOLETE_PACKET)
 BYTE_ORDER_MAGIC = 0x1A2B3C4D
 OPT_END, OPT_TSRESOL, OPT_TSOFFSET = 0, 9, 14
 DEFAULT_TSRESOL = 6  # microseconds when an interface does not say
@@ -51,81 +53,110 @@ def _interface_options(body: memoryview, order: str) -> tuple[int, int]:
     return tsresol, tsoffset
 
 
-def read_pcapng(src: ChunkedFile, report: AnomalyReport) -> Iterator[Packet]:
-    order = "<"
-    # per interface of the current section: (link type, snaplen, ts converter)
-    interfaces: list[tuple[int, int, object]] = []
-    last_ts: int | None = None
-    first = True
-    while True:
-        block_offset = src.offset
-        if not src.ensure(12):
-            if src.available or src.damage:
-                report("truncated_file", last_ts, block_offset, src.damage or "block header cut")
-            return
-        head = src.view[src.pos : src.pos + 12]
+class PcapngBlocks:
+    """What a pcapng reader knows between blocks (the section's byte order, its interfaces,
+    the last packet's time) and what it makes of each block. The reference reader below and
+    the bulk engine's block walk (capture.pcapng_walk) both take blocks through it."""
+
+    def __init__(self, path: str, report: AnomalyReport) -> None:
+        self.path = path
+        self.report = report
+        self.order = "<"
+        # per interface of the current section: (link type, snaplen, ts converter, if_tsresol,
+        # if_tsoffset)
+        self.interfaces: list[tuple] = []
+        self.last_ts: int | None = None
+        self.first = True
+
+    def head(self, head: Any, offset: int) -> tuple[int, int] | None:
+        """(block type, block length) from a block's first 12 bytes; None when nothing tells
+        where the next block starts (reported: the rest of the file is lost). CaptureError
+        when the file does not start as pcapng."""
         block_type = struct.unpack_from("<I", head)[0]
         if block_type == SECTION_HEADER:
             # The byte-order magic decides how every length in this section is read.
             magic = struct.unpack_from("<I", head, 8)[0]
             if magic == BYTE_ORDER_MAGIC:
-                order = "<"
+                self.order = "<"
             elif magic == 0x4D3C2B1A:
-                order = ">"
-            elif first:
-                raise CaptureError(f"{src.path}: pcapng section header has a bad byte-order magic")
+                self.order = ">"
+            elif self.first:
+                raise CaptureError(f"{self.path}: pcapng section header has a bad byte-order magic")
             else:
-                report("bad_block", last_ts, block_offset, "section header byte-order magic")
-                return
-            interfaces = []
-        elif first:
-            raise CaptureError(f"{src.path}: pcapng file does not start with a section header")
+                self.report("bad_block", self.last_ts, offset, "section header byte-order magic")
+                return None
+            self.interfaces = []
+        elif self.first:
+            raise CaptureError(f"{self.path}: pcapng file does not start with a section header")
         else:
-            block_type = struct.unpack_from(order + "I", head)[0]
-        first = False
-        block_len = struct.unpack_from(order + "I", head, 4)[0]
+            block_type = struct.unpack_from(self.order + "I", head)[0]
+        self.first = False
+        block_len = struct.unpack_from(self.order + "I", head, 4)[0]
         if block_len < 12 or block_len % 4:
-            # Nothing tells where the next block starts: the rest of the file is lost.
-            report("bad_block", last_ts, block_offset, f"block length {block_len}")
-            return
-        packet_block = block_type in (ENHANCED_PACKET, SIMPLE_PACKET, OBSOLETE_PACKET)
+            self.report("bad_block", self.last_ts, offset, f"block length {block_len}")
+            return None
+        return block_type, block_len
+
+    def oversized(self, block_type: int, block_len: int, offset: int) -> bool:
+        """Is the block longer than any real one of its kind? (Reported: it is skipped.)"""
+        packet_block = block_type in PACKET_BLOCKS
         if block_len > (MAX_PACKET + 64 if packet_block else MAX_BLOCK):
-            report("bad_block", last_ts, block_offset, f"block length {block_len} > cap")
+            self.report("bad_block", self.last_ts, offset, f"block length {block_len} > cap")
+            return True
+        return False
+
+    def block(self, block_type: int, block: memoryview, offset: int) -> Packet | None:
+        """The packet of a whole block (its data a view of `block`), or None."""
+        body = block[8 : len(block) - 4]
+        if block_type == INTERFACE_DESCRIPTION:
+            if len(body) < 8:
+                self.report("bad_block", self.last_ts, offset, "interface block too short")
+                return None
+            linktype, _reserved, snaplen = struct.unpack_from(self.order + "HHI", body)
+            tsresol, tsoffset = _interface_options(body, self.order)
+            self.interfaces.append((linktype, snaplen, ts_converter(tsresol, tsoffset), tsresol,
+                                    tsoffset))  # fmt: skip
+            return None
+        if block_type not in PACKET_BLOCKS:
+            return None  # statistics, name resolution, custom, unknown: not ours
+        fields = _packet_fields(block_type, body, self.order, self.interfaces)
+        if isinstance(fields, str):
+            self.report("bad_block", self.last_ts, offset, fields)
+            return None
+        iface, ts_hi, ts_lo, caplen, wirelen, data_start = fields
+        linktype, _snaplen, to_ns = self.interfaces[iface][:3]
+        if ts_hi is not None:
+            self.last_ts = to_ns((ts_hi << 32) | ts_lo)
+        # A simple packet block has no time: it inherits the previous packet's.
+        return (self.last_ts or 0, linktype, body[data_start : data_start + caplen],
+                max(wirelen, caplen), offset)  # fmt: skip
+
+
+def read_pcapng(src: ChunkedFile, report: AnomalyReport) -> Iterator[Packet]:
+    blocks = PcapngBlocks(src.path, report)
+    while True:
+        block_offset = src.offset
+        if not src.ensure(12):
+            if src.available or src.damage:
+                report("truncated_file", blocks.last_ts, block_offset,
+                       src.damage or "block header cut")  # fmt: skip
+            return
+        head = blocks.head(src.view[src.pos : src.pos + 12], block_offset)
+        if head is None:
+            return  # (nothing tells where the next block starts: the rest is lost)
+        block_type, block_len = head
+        if blocks.oversized(block_type, block_len, block_offset):
             if not src.skip(block_len):
-                report("truncated_file", last_ts, src.offset, src.damage or "block cut")
+                report("truncated_file", blocks.last_ts, src.offset, src.damage or "block cut")
                 return
             continue
         block = src.take(block_len)
         if block is None:
-            report("truncated_file", last_ts, block_offset, src.damage or "block cut")
+            report("truncated_file", blocks.last_ts, block_offset, src.damage or "block cut")
             return
-        body = block[8 : block_len - 4]
-        if block_type == INTERFACE_DESCRIPTION:
-            if len(body) < 8:
-                report("bad_block", last_ts, block_offset, "interface block too short")
-                continue
-            linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", body)
-            tsresol, tsoffset = _interface_options(body, order)
-            interfaces.append((linktype, snaplen, ts_converter(tsresol, tsoffset)))
-            continue
-        if not packet_block:
-            continue  # statistics, name resolution, custom, unknown: not ours
-        fields = _packet_fields(block_type, body, order, interfaces)
-        if isinstance(fields, str):
-            report("bad_block", last_ts, block_offset, fields)
-            continue
-        iface, ts_hi, ts_lo, caplen, wirelen, data_start = fields
-        linktype, _snaplen, to_ns = interfaces[iface]
-        if ts_hi is not None:
-            last_ts = to_ns((ts_hi << 32) | ts_lo)  # type: ignore[operator]
-        # A simple packet block has no time: it inherits the previous packet's.
-        yield (
-            last_ts or 0,
-            linktype,
-            body[data_start : data_start + caplen],
-            max(wirelen, caplen),
-            block_offset,
-        )
+        packet = blocks.block(block_type, block, block_offset)
+        if packet is not None:
+            yield packet
 
 
 def _packet_fields(block_type: int, body: memoryview, order: str,

@@ -23,25 +23,29 @@ Tune of one direction could have mattered to the other, walked on its own clock
 from __future__ import annotations
 
 import contextlib
+import heapq
 import mmap
-import os
-import struct
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from streamdissect.capture import blocks, packet_columns
+from streamdissect.capture import blocks, open_capture, packet_columns
 from streamdissect.capture.blocks import (
-    BAD_REGION,
+    ANOMALY,
     BLOCK_REGION,
+    FILE,
+    LAYOUT,
+    MERGE,
+    PACKETS,
     SLOTS,
+    Layout,
     Reading,
     SharedSlots,
     can_fork,
     helper_layout,
     layout,
-    pcap_magic,
 )
 from streamdissect.capture.limits import MAX_PACKET
 from streamdissect.capture.packet_columns import (
@@ -54,8 +58,10 @@ from streamdissect.capture.packet_columns import (
     slot_columns,
     write_parsed,
 )
-from streamdissect.capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
+from streamdissect.capture.pcap import RECORD_HEADER_SIZE
+from streamdissect.capture.sources import Source
 from streamdissect.engine.anomalies import Anomaly
+from streamdissect.engine.stream import dissect_packet
 from streamdissect.framing.walk import BlockEvents, LimitCheck, Walk, walk
 from streamdissect.tcp import vectorized
 from streamdissect.tcp.connection import TcpConnection
@@ -64,30 +70,36 @@ from streamdissect.tcp.vectorized import InOrder
 if TYPE_CHECKING:
     from streamdissect.engine.state import DissectionState
 
-__all__ = ["BulkPcap", "pcap_magic"]
+__all__ = ["BulkCapture"]
 
 
 class BlockBuffer(NamedTuple):
     """A buffer blocks are read into: the buffer (a bytearray, or a view of a helper's
-    slot), as a memoryview, and the views the packet parser and the fast path gather from."""
+    slot), as a memoryview, where it starts in its memory, and the views the fast path
+    gathers from."""
 
     buf: Any
     mv: memoryview
-    headers: tuple
+    memory: Any
+    at: int
+    size: int
     views: Any
 
 
-class BulkPcap:
-    """Runs one plain pcap file through a dissection state, block by block."""
+class BulkCapture:
+    """Runs a capture (capture.sources: one file or a set, any format and any kind of
+    file) through a dissection state, block by block."""
 
-    def __init__(self, state: DissectionState, path: str, magic: int) -> None:
+    def __init__(self, state: DissectionState, sources: list[Source]) -> None:
         self.state = state
-        self.path = path
-        self.order, self.frac_ns = PCAP_MAGICS[magic]
+        self.sources = sources
+        self.path = sources[0].path  # the file being read (its anomalies name it)
         self.rows_before = 0  # packets of earlier blocks (global packet numbers)
         self.last_ts: int | None = None
         self.anomalies_made = 0  # state.anomalies_made when the last block's were collected
         self.layout: PacketLayout | None = None
+        self.shift = 0  # (the layout's: a record's start to its block's file offset)
+        self.headers: dict = {}  # (slot, layout) -> the layout's views of the slot
         self.fast: Any = None
         self.buffer: BlockBuffer | None = None  # the block's
         self.events: BlockEvents | None = None  # the block's
@@ -100,25 +112,28 @@ class BulkPcap:
         """The events in order, a list at a time (a block's, then the end's): the caller
         chains them in C (itertools.chain), without a generator step per event."""
         state = self.state
-        with open(self.path, "rb", buffering=0) as f:
-            header = f.read(FILE_HEADER_SIZE)
-            linktype = struct.unpack_from(self.order + "I", header, 20)[0] & 0x0FFFFFFF
-            self.layout = PacketLayout.of(self.order, self.frac_ns, linktype)
-            block = min(blocks.BLOCK, max(os.fstat(f.fileno()).st_size, 1 << 16))
+        try:
+            if state.out:  # (anomalies told when a set's files were opened)
+                yield self._drained()
+            sizes = [_size(s) for s in self.sources]
+            block = blocks.BLOCK if None in sizes else min(blocks.BLOCK, max(sum(sizes), 1 << 16))
             patch_start = block + RECORD_HEADER_SIZE + MAX_PACKET + packet_columns.PAD
             # The protocol's fast path in the frame walk, made per run: (state, where its
             # room starts in a block buffer) -> what framing.walk.PlainFrames offers.
             fast_path = state.fast_path
             self.fast = fast_path(state, patch_start)
             size = patch_start + fast_path.ROOM
-            reading = Reading(self.path, self.order, block)
+            reading = Reading(self.sources, block)
             if state.helper_process and block == blocks.BLOCK and can_fork():  # (over a block)
                 yield from self._with_helper(reading, size)
             else:
                 buffer = self._buffer(bytearray(size), 0, size)
-                regions = ((k, 0, b, n, s, -1) for k, b, n, s in layout(f, reading, buffer.buf))
-                yield from self._regions(regions, [buffer])
-        yield list(state.finish_capture(self.last_ts or 0))
+                pieces = ((*piece, -1) for piece in layout(reading, buffer.buf))
+                yield from self._pieces(pieces, [buffer])
+            yield list(state.finish_capture(self.last_ts or 0))
+        finally:
+            for source in self.sources:
+                source.close()
 
     def _with_helper(self, reading: Reading, size: int) -> Iterator[list]:
         """The blocks read and walked by a forked helper into SLOTS shared buffers, each
@@ -128,12 +143,13 @@ class BulkPcap:
         try:
             buffers = [self._buffer(shared, k * stride, size) for k in range(SLOTS)]
             self.columns = [slot_columns(shared, k * stride + size) for k in range(SLOTS)]
-            parse = _HelperParse(self.layout, [b.headers for b in buffers], self.columns)
-            regions = helper_layout(reading, SharedSlots(shared, stride), parse)
-            yield from self._regions(regions, buffers)
+            parse = _HelperParse(self, buffers, self.columns)
+            pieces = helper_layout(reading, SharedSlots(shared, stride), parse)
+            yield from self._pieces(pieces, buffers)
         finally:
             # (no view of the shared memory may stay for it to close)
             self.buffer = buffers = parse = self.columns = self.events = self.walk = None
+            self.headers = {}
             self.fast.use(None, None, None)
             with contextlib.suppress(BufferError):
                 shared.close()
@@ -142,34 +158,83 @@ class BulkPcap:
         """memory[at : at + size] as a block buffer."""
         mv = memoryview(memory)[at : at + size]
         whole = memory if at == 0 and len(memory) == size else mv
-        return BlockBuffer(whole, mv, self.layout.views(memory, at, size),
-                           self.fast.views(memory, at, size))  # fmt: skip
+        return BlockBuffer(whole, mv, memory, at, size, self.fast.views(memory, at, size))
 
-    def _regions(self, regions: Iterator, buffers: list) -> Iterator[list]:
+    def headers_of(self, slot: int, buffer: BlockBuffer) -> tuple:
+        """The packet parser's views of a slot's buffer for the layout in force."""
+        key = (slot, self.layout)
+        views = self.headers.get(key)
+        if views is None:
+            views = self.headers[key] = self.layout.views(buffer.memory, buffer.at, buffer.size)
+        return views
+
+    def _pieces(self, pieces: Iterator, buffers: list) -> Iterator[list]:
         state = self.state
-        for kind, slot, base, length, starts, flows in regions:
+        for kind, slot, base, read, payload, flows in pieces:
             if kind == BLOCK_REGION:
                 self.buffer = buffer = buffers[slot]
                 self.fast.use(buffer.buf, buffer.mv, buffer.views)
-                if state.on_read is not None:
-                    state.on_read(length)
+                if state.on_read is not None and read:
+                    state.on_read(read)
+                base += self.shift
                 if flows >= 0:  # parsed by the helper (one piece: at most MAX_ROWS records)
-                    yield self._block(*read_parsed(self.columns[slot], starts, flows), base)
+                    yield self._block(*read_parsed(self.columns[slot], payload, flows), base)
                     continue
-                starts = np.frombuffer(starts, dtype=np.int64)
+                starts = np.frombuffer(payload, dtype=np.int64)
+                headers = self.headers_of(slot, buffer)
                 rows = packet_columns.MAX_ROWS
                 for at in range(0, len(starts), rows):
                     piece = starts[at : at + rows]
-                    yield self._block(piece, parse_packets(buffer.headers, piece, self.layout),
-                                      base)  # fmt: skip
-            elif kind == BAD_REGION:
-                state.file_anomaly(self.path, "bad_record", self.last_ts, base,
-                                   f"captured length {length} > cap")  # fmt: skip
-                return
-            else:
-                what = "record header cut" if length < RECORD_HEADER_SIZE else "record data cut"
-                state.file_anomaly(self.path, "truncated_file", self.last_ts, base, what)
-                return
+                    yield self._block(piece, parse_packets(headers, piece, self.layout), base)
+            elif kind == LAYOUT:
+                self.layout = PacketLayout.of(payload.order, payload.frac_ns, payload.linktype)
+                self.shift = payload.shift
+            elif kind == FILE:
+                if payload >= 0:
+                    self.path = self.sources[payload].path
+            elif kind == ANOMALY:
+                state.file_anomaly(self.path, *payload)
+                yield self._drained()
+            elif kind == PACKETS:
+                yield self._exact(payload)
+            elif kind == MERGE:
+                yield from self._merged(*payload)
+
+    # --- packets between blocks ----------------------------------------------------------
+
+    def _exact(self, packets_: list) -> list:
+        """Packets (capture.pcap.Packet) through the exact per-packet code, between blocks."""
+        state = self.state
+        segment = state.flows.segment
+        for ts, linktype, data, _wire_len, offset in packets_:
+            state.at_row(self.rows_before)
+            self.rows_before += 1
+            dissect_packet(state, segment, ts, linktype, data, offset)
+            self.last_ts = ts
+        return self._drained()
+
+    def _drained(self) -> list:
+        """What the state has made outside a block (its anomalies now in the table)."""
+        state = self.state
+        made = state.out[:]
+        state.out.clear()
+        if self.anomalies_made != state.anomalies_made:
+            self.anomalies_made = state.anomalies_made
+            state.anomalies.extend([ev for ev in made if ev.__class__ is Anomaly])
+        return made
+
+    def _merged(self, number: int, offset: int) -> Iterator[list]:
+        """From file `number`'s record at `offset` on, the set's files overlap in time: the
+        rest merged in time order the reference way (engine.stream), packet by packet."""
+        rest = []
+        for source in self.sources[number:]:
+            if source.skip:
+                continue
+            told = offset if source.number == number else source.quiet_before
+            report = _told_after(self.state.file_reporter(source.path), told)
+            rest.append(p for p in open_capture(source.path, report) if p[4] >= told)
+        for packet in heapq.merge(*rest, key=itemgetter(0)):
+            yield self._exact([packet])
 
     # --- one block -------------------------------------------------------------------
 
@@ -259,11 +324,32 @@ class _HelperParse:
     written into the slot's columns: the number of flows, or -1 when the block has more
     records than the columns hold."""
 
-    def __init__(self, layout: PacketLayout, headers: list, columns: list) -> None:
-        self.layout, self.headers, self.columns = layout, headers, columns
+    def __init__(self, engine: BulkCapture, buffers: list, columns: list) -> None:
+        self.engine, self.buffers, self.columns = engine, buffers, columns
+        self.layouts: dict = {}
 
-    def __call__(self, slot: int, starts: np.ndarray) -> int:
+    def __call__(self, slot: int, starts: np.ndarray, layout: Layout) -> int:
         if len(starts) > packet_columns.MAX_ROWS:
             return -1
-        parsed = parse_packets(self.headers[slot], starts, self.layout)
+        engine = self.engine
+        engine.layout = self.layouts.get(layout)
+        if engine.layout is None:
+            engine.layout = self.layouts[layout] = PacketLayout.of(*layout[:3])
+        headers = engine.headers_of(slot, self.buffers[slot])
+        parsed = parse_packets(headers, starts, engine.layout)
         return write_parsed(self.columns[slot], parsed, starts)
+
+
+def _size(source: Source) -> int | None:
+    """The bytes the file holds, None when unknown before reading it (a pipe, gzip)."""
+    return source.bytes.size
+
+
+def _told_after(report: Any, told: int) -> Any:
+    """`report`, but for the anomalies before file offset `told` (told already)."""
+
+    def after(kind: str, ts_ns: int | None, offset: int, detail: str) -> None:
+        if offset >= told:
+            report(kind, ts_ns, offset, detail)
+
+    return after

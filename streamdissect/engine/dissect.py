@@ -18,7 +18,8 @@ from typing import Any
 
 from streamdissect.engine import stream
 from streamdissect.engine.anomalies import Anomaly
-from streamdissect.engine.bulk import BulkPcap, pcap_magic
+from streamdissect.capture.sources import open_sources
+from streamdissect.engine.bulk import BulkCapture
 from streamdissect.engine.state import (
     ConnectionSummary,
     DissectionState,
@@ -40,12 +41,13 @@ class Dissector(DissectionState):
         if isinstance(paths, str):
             paths = [paths]
         paths = list(paths)
-        if self.engine != "stream" and len(paths) == 1 and self.fast_path is not None:
-            magic = pcap_magic(paths[0])
-            if magic is not None:
-                self._bulk = True
+        if self.engine != "stream" and paths and self.fast_path is not None:
+            self._bulk = True  # (set first: anomalies told on opening wait for their turn)
+            sources = open_sources(paths, self._file_reporter)
+            if sources is not None:
                 self.start_flows()
-                return chain.from_iterable(BulkPcap(self, paths[0], magic).batches())
+                return chain.from_iterable(BulkCapture(self, sources).batches())
+            self._bulk = False
         return stream.run(self, paths)  # (opens every file now: errors raise here)
 
 

@@ -401,6 +401,10 @@ class DissectionState:
             return
         self._anomaly(ts_ns, owner.id, owner.direction(side), kind, offset, length, detail)
 
+    def file_reporter(self, path: str):
+        """Where a capture file's anomalies go: report(kind, ts_ns, offset, detail)."""
+        return self._file_reporter(path)
+
     def _file_reporter(self, path: str):
         def report(kind: str, ts_ns: int | None, offset: int, detail: str) -> None:
             self._anomaly(ts_ns, None, None, kind, offset, 0, f"{path}: {detail}")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter
+from typing import Any
 
-from streamdissect.capture import PacketProblem, open_capture, tcp_segment
+from streamdissect.capture import PacketProblem, Segment, open_capture, tcp_segment
 from streamdissect.capture.pcap import Packet
 from streamdissect.engine.anomalies import Anomaly
 from streamdissect.engine.state import DissectionState, FrameEvent
@@ -26,19 +27,26 @@ def _packets(state: DissectionState, paths: list[str]) -> Iterator[Packet]:
     return heapq.merge(*sources, key=itemgetter(0))
 
 
+def dissect_packet(state: DissectionState, segment: Callable[[Segment, int], None], ts: int,
+                   linktype: int, data: Any, file_offset: int) -> None:  # fmt: skip
+    """One packet, the exact way: its TCP segment to `segment` (the flows' table), or the
+    anomaly of a packet that is no TCP segment we can read."""
+    try:
+        seg = tcp_segment(linktype, data)
+    except PacketProblem as problem:
+        state.anomaly(ts, problem.kind, file_offset, len(data), problem.detail)
+        return
+    if seg is not None:
+        segment(seg, ts)
+
+
 def _run(state: DissectionState, packets: Iterator[Packet]) -> Iterator[FrameEvent | Anomaly]:
     out = state._out
     flows = state.start_flows()
     segment = flows.segment
     ts = 0
     for ts, linktype, data, _wire_len, file_offset in packets:
-        try:
-            seg = tcp_segment(linktype, data)
-        except PacketProblem as problem:
-            state._anomaly(ts, None, None, problem.kind, file_offset, len(data), problem.detail)
-            seg = None
-        if seg is not None:
-            segment(seg, ts)
+        dissect_packet(state, segment, ts, linktype, data, file_offset)
         if out:
             yield from out
             out.clear()
