@@ -185,10 +185,12 @@ def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[
     last: a file that starts mid-connection (a piece of a rotated set) has its first block's
     connections go through the exact code, so that block is kept short."""
     block = reading.block
-    slot = take()
+    slot = None  # (taken when a file begins: the last one's may still be dissected)
     for number, source in enumerate(reading.sources):
         if source.skip:
             continue
+        if slot is None:
+            slot = take()
         yield FILE, slot, 0, 0, number
         walker = source.walker
         if walker.layout is not None:
@@ -216,6 +218,7 @@ def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[
                 if kind == MERGE:
                     return
             if stopped:
+                slot = None if blocks_in_slot else slot
                 break
             rest = end - pos
             following = take() if blocks_in_slot else slot
@@ -224,7 +227,7 @@ def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[
             slot = following
             base += pos - at
             have = rest
-    yield FILE, slot, 0, 0, -1  # (the end: the slot is free)
+
 
 
 def layout(reading: Reading, buf: bytearray) -> Iterator[tuple]:
@@ -280,15 +283,20 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
     done = False
     try:
         with open(data_r, "rb", buffering=1 << 16) as src, open(free_w, "wb", buffering=0) as free:
+            held = None  # (slot, base): the read whose slot is being dissected
             while True:
                 head = src.read(_ITEM.size)
                 if len(head) < _ITEM.size:
                     break
                 kind, slot, base, read, n, flows = _ITEM.unpack(head)
                 if kind == BLOCK_REGION:
+                    # A read's regions (several, in pcapng) are dissected before its slot
+                    # goes back to the helper, once, when the next read's first one comes.
+                    if held is not None and held != (slot, base):
+                        with contextlib.suppress(BrokenPipeError):  # (it may be done already)
+                            free.write(bytes((held[0],)))
+                    held = (slot, base)
                     yield kind, slot, base, read, n if flows >= 0 else src.read(n), flows
-                    with contextlib.suppress(BrokenPipeError):  # (it may be done already)
-                        free.write(bytes((slot,)))  # dissected: the helper may fill it again
                 else:
                     yield kind, slot, base, read, pickle.loads(src.read(n)), -1
         _, status = os.waitpid(pid, 0)
@@ -340,8 +348,6 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
                 continue
             if kind == LAYOUT:
                 layout_now = payload
-            elif kind == FILE and payload < 0:
-                free.append(slot)
             data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
             out.write(_ITEM.pack(kind, slot, base, read, len(data), -1) + data)
 

@@ -174,11 +174,14 @@ class PcapngWalk:
             scale, offset_ns = 10 ** (9 - exponent), tsoffset * NS
             low = max(0, -(offset_ns // scale))  # (the smallest units giving a time >= 0)
             high = (TS_END - 1 - offset_ns) // scale
-            if high < low or high >= 1 << 64:
+            # (a time int64 arithmetic may miss goes the exact way, in Python's integers)
+            if high < low or abs(offset_ns) >= 1 << 62 or high * scale >= 1 << 63:
                 continue
             self.scale[i], self.offset_ns[i] = scale, offset_ns
             self.units_min[i], self.units_max[i] = low, high
-        if self.layout is not None:
+        if self.layout is not None and self.layout.order != self.blocks.order:
+            self.layout, self.regular = None, frozenset()  # (a section in the other order)
+        elif self.layout is not None:
             self._regular_for(self.layout.linktype)
 
     def _regular_for(self, linktype: int) -> None:

@@ -232,7 +232,7 @@ class BulkCapture:
                 continue
             told = offset if source.number == number else source.quiet_before
             report = _told_after(self.state.file_reporter(source.path), told)
-            rest.append(p for p in open_capture(source.path, report) if p[4] >= told)
+            rest.append(_from_offset(open_capture(source.path, report), told))
         for packet in heapq.merge(*rest, key=itemgetter(0)):
             yield self._exact([packet])
 
@@ -343,6 +343,11 @@ class _HelperParse:
 def _size(source: Source) -> int | None:
     """The bytes the file holds, None when unknown before reading it (a pipe, gzip)."""
     return source.bytes.size
+
+
+def _from_offset(packets: Iterator, offset: int) -> Iterator:
+    """The packets at file offset `offset` or after."""
+    return (p for p in packets if p[4] >= offset)
 
 
 def _told_after(report: Any, told: int) -> Any:
