@@ -271,8 +271,9 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
     if pid == 0:  # the helper: no return from here
         code = 0
         try:
-            os.close(data_r)
-            os.close(free_w)
+            # Only what it reads and its two pipes stay open: a write end of the pipe it
+            # reads (a live capture's copier holds one here) would keep it from ending.
+            _close_all_but({0, 1, 2, data_w, free_r, *(s.bytes.fileno() for s in reading.sources)})
             _helper(reading, slots, (data_w, free_r), parse)
         except BaseException:  # noqa: BLE001 - the parent sees a short stream
             code = 1
@@ -309,6 +310,16 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+
+
+def _close_all_but(keep: set[int]) -> None:
+    """Close every file descriptor of this process but those in `keep`."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
 
 
 def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],

@@ -8,6 +8,7 @@ must copy them (bytes(view)) so an old chunk is not pinned.
 from __future__ import annotations
 
 import os
+import select
 import stat
 import sys
 import zlib
@@ -58,6 +59,10 @@ class ChunkedFile:
         self._on_read = on_read
         self._raw_position = 0
 
+    def fileno(self) -> int:
+        """The descriptor its bytes are read from."""
+        return self._raw.fileno()
+
     def close(self) -> None:
         self._file.close()
         self._raw.close()
@@ -107,7 +112,9 @@ class ChunkedFile:
             view[:n] = self.view[self.pos : self.pos + n]
             self.pos += n
             return n
-        if isinstance(self._file, (Gunzip, Pipe)):
+        if isinstance(self._file, Pipe):
+            return self._file.readinto(view)
+        if isinstance(self._file, Gunzip):
             data = self._read(len(view))
             view[: len(data)] = data
             return len(data)
@@ -194,6 +201,22 @@ class Pipe:
         self._position += len(data)
         return data
 
+    def readinto(self, view: memoryview) -> int:
+        """What has come, into `view`: one read, then more while more is already waiting
+        (a pipe hands over 64 KiB a read; waiting for no more keeps a live capture's frames
+        coming as its packets do); 0 at the end."""
+        data = self.read(len(view))
+        n = len(data)
+        view[:n] = data
+        fileno = getattr(self._raw, "fileno", None)
+        while n and n < len(view) and fileno is not None and select.select([fileno()], [], [], 0)[0]:
+            more = self.read(len(view) - n)
+            if not more:
+                break
+            view[n : n + len(more)] = more
+            n += len(more)
+        return n
+
     def seek(self, offset: int) -> None:
         """Only back to the start, before anything but the first read."""
         if offset != 0 or self._position > len(self._kept):
@@ -202,6 +225,9 @@ class Pipe:
 
     def tell(self) -> int:
         return self._position
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
 
     def close(self) -> None:
         if self._owned:
