@@ -55,15 +55,16 @@ def _field(run: HotFrames, name: str, rows: np.ndarray) -> list[int]:
 
 
 def id_lists(run: HotFrames, rows: np.ndarray) -> list[str]:
-    """Each frame's publishing ids as a JSON list."""
-    _, where = run.id_positions(rows)
-    ids = run.id_values[where].tolist()
-    counts = np.maximum(run.id_counts[rows], 0).tolist()
-    out, at = [], 0
-    for count in counts:
-        out.append("[" + ", ".join(map(str, ids[at : at + count])) + "]")
-        at += count
-    return out
+    """Each frame's publishing ids as a JSON list (as a Python list of ints prints, too),
+    the frames with as many ids at a time."""
+    counts = np.maximum(run.id_counts[rows], 0)
+    out = np.empty(len(rows), dtype=object)
+    for count in np.unique(counts).tolist():
+        mine = np.flatnonzero(counts == count)
+        ids = run.id_values[run.id_starts[rows[mine]][:, None] + np.arange(count)].tolist()
+        template = "[" + ", ".join(("%d",) * count) + "]"
+        out[mine] = [template % tuple(frame) for frame in ids]
+    return out.tolist()
 
 
 def _credit(run: HotFrames, rows: np.ndarray) -> list[str]:

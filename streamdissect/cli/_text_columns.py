@@ -24,19 +24,18 @@ from streamdissect.protocols.stream.summary import (
 ARROWS = {"c2s": "→", "s2c": "←"}
 # A frame's line: its number, seconds since the first event, side (SIDE: its connection and
 # the arrow of its direction) and summary.
-LINE = "{:>6} {:>11.6f} {} {}\n"
-SIDE = "{} {}"
+LINE_HEAD = "%6d %11.6f %s "
+LINE = LINE_HEAD + "%s\n"
+SIDE = "%s %s"
 IDS = "ids"  # the template's slot for the publishing ids (with their space, or nothing)
 
 
 def run_text(run: HotFrames, rows: np.ndarray, first_number: int, first_ns: int) -> str:
     """The lines of the frames `rows` (in order) of the run, the run's first frame being
     number `first_number` and the clock starting at `first_ns`."""
-    numbers = (rows + first_number).tolist()
-    seconds = ((run.ts_ns[rows] - first_ns) / 1e9).tolist()
-    sides = np.array([SIDE.format(name, ARROWS[d]) for name in run.connections
+    sides = np.array([SIDE % (name, ARROWS[d]) for name in run.connections
                       for d in hot.DIRECTIONS], dtype=object)  # fmt: skip
-    side = sides[run.connection[rows] * len(hot.DIRECTIONS) + run.direction[rows]].tolist()
+    side = sides[run.connection * len(hot.DIRECTIONS) + run.direction]
     key = run.key[rows]
     committed = run.fields["committed_chunk_id"][1][rows]
     lines = np.empty(len(rows), dtype=object)
@@ -47,10 +46,12 @@ def run_text(run: HotFrames, rows: np.ndarray, first_number: int, first_ns: int)
             if not len(mine):
                 continue
             template, names = _template(k, has_committed)
-            values = [_values(run, rows[mine], k, name) for name in names]
-            lines[mine] = [template(*v) for v in zip(
-                [numbers[i] for i in mine.tolist()], [seconds[i] for i in mine.tolist()],
-                [side[i] for i in mine.tolist()], *values)]  # fmt: skip
+            frames = rows[mine]
+            seconds = (run.ts_ns[frames] - first_ns) / 1e9
+            values = [_values(run, frames, k, name) for name in names]
+            lines[mine] = [template % v for v in zip(
+                (frames + first_number).tolist(), seconds.tolist(), side[frames].tolist(),
+                *values)]  # fmt: skip
     return "".join(lines.tolist())
 
 
@@ -99,10 +100,10 @@ def _template(key: int, has_committed: bool) -> tuple:
         fields["committed_chunk_id"] = None
     summary = fields_summary(fields, hot.COMMAND_OF[key], ids_text=lambda ids: "{" + IDS + "}")
     summary = summary.replace(" {" + IDS + "}", "{" + IDS + "}")
-    literal, names = [], []
+    literal, names = [LINE_HEAD], []
     for text, name, _, _ in string.Formatter().parse(summary):
-        literal.append(text.replace("{", "{{").replace("}", "}}"))
+        literal.append(text.replace("%", "%%"))
         if name is not None:
-            literal.append("{}")
+            literal.append("%s")
             names.append(name)
-    return LINE.replace("{}\n", "".join(literal) + "\n").format, tuple(names)
+    return "".join(literal) + "\n", tuple(names)

@@ -390,8 +390,8 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
             )
             return
         number(event)
-        side = SIDE.format(event.connection, ARROWS[event.direction])
-        out.write(LINE.format(state["number"], seconds, side, summary(event.record, show_secrets)))
+        side = SIDE % (event.connection, ARROWS[event.direction])
+        out.write(LINE % (state["number"], seconds, side, summary(event.record, show_secrets)))
 
     def run(frames: HotFrames, rows: np.ndarray) -> None:
         """The frames `rows` of a run, every frame of it counted."""
