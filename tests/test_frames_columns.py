@@ -221,3 +221,25 @@ def test_command_line_is_the_reference(inputs, capsys):
         assert main(["frames", str(path), "--port", "5552", "--port", "5553", *arguments]) == 0
         printed = capsys.readouterr()
         assert (printed.out, printed.err) == _printed(reference, True, expression, count)
+
+
+@pytest.mark.parametrize("name", ["rstream-slow-consumer-3.10", "worse-duplicate", "odd"])
+def test_run_text_of_any_frames_of_a_run_is_their_summaries(inputs, name):
+    """run_text of frames picked from a run in any order (alike at first and not later, the
+    run backwards, shuffled) is each frame's line made from its jsonl dict by
+    fields_summary, the summary of the record path."""
+    from streamdissect.cli._text_columns import ARROWS, LINE, SIDE, run_text
+    from streamdissect.protocols.stream.summary import fields_summary
+
+    shuffle = np.random.default_rng(25).permutation
+    for run in (e for e in _events(inputs[name], False) if e.__class__ is HotFrames):
+        n = len(run)
+        for picked in (np.r_[0, 0, 0:n], np.arange(n)[::-1], shuffle(n), np.r_[0:n, 0:n]):
+            frames = run.take(picked)
+            first = int(frames.ts_ns[0])
+            rows = [json.loads(line) for line in run_lines(frames).splitlines()]
+            want = "".join(LINE % (i + 7, (row["ts_ns"] - first) / 1e9,
+                                   SIDE % (row["connection"], ARROWS[row["direction"]]),
+                                   fields_summary(row, row["command"]))
+                           for i, row in enumerate(rows))  # fmt: skip
+            assert run_text(frames, np.arange(len(frames)), 7, first) == want

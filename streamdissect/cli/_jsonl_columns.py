@@ -62,9 +62,14 @@ def id_lists(run: HotFrames, rows: np.ndarray) -> list[str]:
     for count in np.unique(counts).tolist():
         mine = np.flatnonzero(counts == count)
         ids = run.id_values[run.id_starts[rows[mine]][:, None] + np.arange(count)].tolist()
-        template = "[" + ", ".join(("%d",) * count) + "]"
+        template = int_list_format(count)
         out[mine] = [template % tuple(frame) for frame in ids]
     return out.tolist()
+
+
+def int_list_format(count: int) -> str:
+    """The %-format of a list of `count` ints as JSON (and a Python list) writes it."""
+    return "[" + ", ".join(("%d",) * count) + "]"
 
 
 def _credit(run: HotFrames, rows: np.ndarray) -> list[str]:
