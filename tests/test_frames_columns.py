@@ -62,23 +62,28 @@ WORSE = {"reorder": worsen.reorder, "duplicate": worsen.duplicate,
          "midstream": lambda p: worsen.midstream(p, len(p) // 3)}  # fmt: skip
 
 
-def _made_worse(how: str, directory: Path) -> Path:
-    linktype, packets = worsen.read_pcap(worsen.real_capture())
-    return worsen.write_pcap(directory / f"{how}.pcap", linktype, WORSE[how](packets))
+def _made_worse(how: str, capture: Path, directory: Path) -> Path:
+    linktype, packets = worsen.read_pcap(capture)
+    return worsen.write_pcap(directory / f"{how}-{capture.name}", linktype,
+                             WORSE[how](packets))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, Path]:
-    """Every shipped capture, the largest made worse each way, and a capture of odd hot
-    frames (v2 Deliver, huge ids, a bad CRC, a negative credit)."""
+    """Every shipped capture, each made worse each way (worse-HOW: the largest), and a
+    capture of odd hot frames (v2 Deliver, huge ids, a bad CRC, a negative credit)."""
     directory = tmp_path_factory.mktemp("frames-columns")
     found = {p.stem: p for p in worsen.corpus_captures()}
-    found.update({f"worse-{how}": _made_worse(how, directory) for how in WORSE})
+    for how in WORSE:
+        for capture in worsen.corpus_captures():
+            found[f"worse-{how}-{capture.stem}"] = _made_worse(how, capture, directory)
+        found[f"worse-{how}"] = found[f"worse-{how}-{worsen.real_capture().stem}"]
     found["odd"] = _odd_hot_capture(directory)
     return found
 
 
 NAMES = [p.stem for p in worsen.corpus_captures()] + [f"worse-{how}" for how in WORSE] + ["odd"]
+EVERY_WORSE = [f"worse-{how}-{p.stem}" for how in WORSE for p in worsen.corpus_captures()]
 
 
 @cache
@@ -116,7 +121,7 @@ def _counts(events: tuple) -> list[int]:
     return sorted(set(counts[:7])) + [seen, seen + 3]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + EVERY_WORSE)
 def test_text_and_count_are_the_record_paths_bytes(inputs, name):
     path = inputs[name]
     fast, reference = _events(path, False), _events(path, True)

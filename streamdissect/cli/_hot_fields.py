@@ -1,7 +1,9 @@
 """The frames jsonl dict of the frames of a HotFrames run (the bulk engine's hot frames as
 columns), field by field as columns: what `-Y` compares and the text lines show of a run,
 with no record and no dict. The fields are those run_lines writes (tests/test_frames_columns.py
-holds the dicts these columns make equal to json.loads of its lines)."""
+holds the dicts these columns make equal to json.loads of its lines). A hot frame's line has
+no field the columns do not carry, so a filter never needs a record for a run's frame; any
+other name is a field the frame lacks (MISSING)."""
 
 from __future__ import annotations
 
