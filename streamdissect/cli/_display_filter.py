@@ -13,6 +13,10 @@ true when the frame has it and it is neither null, false, 0 nor empty. Values: n
 keys of a jsonl line (`chunk.chunk_id`: a key inside an object); an anomaly is a frame whose
 command is "Anomaly" (with its kind, stream_offset, length, detail). A field a frame does
 not have compares as null: `==` is false and `!=` true, except against null.
+
+A compiled filter is a tree: called with a frame's dict it tests that frame; `mask` gives its
+outcome for many frames at once from its comparisons' (cli._filter_columns evaluates one
+over a column of values, as `frames` does for the bulk engine's hot runs).
 """
 
 from __future__ import annotations
