@@ -241,11 +241,13 @@ def streamdissect_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", CLI_SCRIPT]
 
 
-SMALL_ONLY = ("tshark-ek", "frames-table")  # rows the small-frame targets need
+SMALL_ONLY = ("tshark-ek", "frames-table", "frames-text", "frames-filter",
+              "tshark-lua")  # rows the small-frame targets need
+DELIVERS = 'command == "Deliver"'
 
 
 def build_tools(path: str, scapy_slice: str, selected: set[str] | None,
-                small: bool = False) -> list[Tool]:
+                small: bool = False, plugin: str = "") -> list[Tool]:
     sd = streamdissect_cmd()
     tools = [
         Tool("cat", "cat FILE > /dev/null: reading the bytes (the floor)", ["cat", path], path),
@@ -267,6 +269,13 @@ def build_tools(path: str, scapy_slice: str, selected: set[str] | None,
              ["tshark", "-r", path, "-T", "ek"], path),
         Tool("frames-table", "python: streamdissect.analysis.frames_table(FILE)",
              [sys.executable, "-c", FRAMES_TABLE_SCRIPT, path], path),
+        Tool("frames-text", "streamdissect frames FILE > /dev/null: a text line a frame",
+             sd + ["frames", path], path),
+        Tool("frames-filter", f"streamdissect frames -Y '{DELIVERS}' FILE > /dev/null",
+             sd + ["frames", "-Y", DELIVERS, path], path),
+        Tool("tshark-lua", "tshark -n -X lua_script:PLUGIN -r FILE > /dev/null: a line a "
+             "packet through the project's Wireshark plugin",
+             ["tshark", "-n", "-X", f"lua_script:{plugin}", "-r", path], path),
     ]
     if selected is None:
         return [t for t in tools if small or t.name not in SMALL_ONLY]
@@ -374,6 +383,7 @@ def small_targets(by: dict, check, why) -> list[dict]:
     """Issue 13's targets, on a small-frame capture (make_large.py --shape small)."""
     an, ts, pandas, ft = (by.get(n) for n in ("analyze", "tshark", "pandas", "frames-table"))
     jsonl, ek = by.get("frames"), by.get("tshark-ek")
+    text, lua = by.get("frames-text"), by.get("tshark-lua")
     pandas_ratio = None
     if pandas and pandas.ok and an and an.ok:
         extras = [r.extra for r in pandas.runs if r.extra]
@@ -392,6 +402,8 @@ def small_targets(by: dict, check, why) -> list[dict]:
               "MB", why("frames-table")),
         check("frames --format jsonl <= 0.05x tshark -T ek", ratio(jsonl, ek), 0.05, True,
               "x tshark -T ek", why("frames", "tshark-ek")),
+        check("frames text <= 0.05x tshark with the plugin (issue 25)", ratio(text, lua), 0.05,
+              True, "x tshark-lua", why("frames-text", "tshark-lua")),
     ]
 
 
@@ -480,7 +492,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", default=str(HERE / "out" / "results.json"))
     ap.add_argument("--scapy-packets", type=int, default=20_000)
     ap.add_argument("--tools", help="comma-separated subset of: cat,tshark,scapy,scapy-layer,"
-                                    "frames,analyze,pandas,tshark-ek,frames-table")
+                                    "frames,analyze,pandas,tshark-ek,frames-table,"
+                                    "frames-text,frames-filter,tshark-lua")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per run")
     ap.add_argument("--repeat-cap", type=float, default=300,
                     help="a tool whose first run takes longer is not repeated")
@@ -518,7 +531,10 @@ def main(argv=None) -> int:
             except ValueError:  # not classic pcap (pcapng): editcap cuts it, as pcap
                 subprocess.run(["editcap", "-F", "pcap", "-r", path, scapy_slice,
                                 f"1-{args.scapy_packets}"], check=True, capture_output=True)
-        tools = build_tools(path, scapy_slice, selected, small)
+        plugin = os.path.join(tmp, "rabbitmq_stream.lua")
+        if (selected is None and small) or (selected and "tshark-lua" in selected):
+            subprocess.run(streamdissect_cmd() + ["wireshark", "-o", plugin], check=True)
+        tools = build_tools(path, scapy_slice, selected, small, plugin)
         for t in tools:
             if t.path == path:
                 t.packets, t.bytes = packets, size

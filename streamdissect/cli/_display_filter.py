@@ -13,15 +13,22 @@ true when the frame has it and it is neither null, false, 0 nor empty. Values: n
 keys of a jsonl line (`chunk.chunk_id`: a key inside an object); an anomaly is a frame whose
 command is "Anomaly" (with its kind, stream_offset, length, detail). A field a frame does
 not have compares as null: `==` is false and `!=` true, except against null.
+
+A compiled filter is a tree: called with a frame's dict it tests that frame; `mask` gives its
+outcome for many frames at once from its comparisons' (cli._filter_columns evaluates one
+over a column of values, as `frames` does for the bulk engine's hot runs).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "contains", "matches")
 _TOKEN = re.compile(r"""
@@ -70,11 +77,70 @@ def _tokens(expression: str) -> list[_Token]:
 
 
 Frame = dict[str, Any]
-Test = Callable[[Frame], bool]
+Masks = Callable[["Leaf"], Any]  # a comparison -> its outcome for each frame of a set
+
+
+class Test:
+    """A compiled filter: called with a frame's dict, whether it selects it; `mask(masks)`:
+    its outcome for each frame of a set (a bool array), from its comparisons' (`masks`)."""
+
+    def __call__(self, frame: Frame) -> bool:
+        raise NotImplementedError
+
+    def mask(self, masks: Masks) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf(Test):
+    """One comparison: FIELD OP WANT (op None: the bare FIELD); `test` takes the field's
+    value (MISSING where a frame has none)."""
+
+    path: tuple[str, ...]
+    op: str | None
+    want: Any
+    test: Callable[[Any], bool]
+
+    def __call__(self, frame: Frame) -> bool:
+        value: Any = frame
+        for name in self.path:
+            if not isinstance(value, dict) or name not in value:
+                return self.test(MISSING)
+            value = value[name]
+        return self.test(value)
+
+    def mask(self, masks: Masks) -> Any:
+        return masks(self)
+
+
+@dataclass(frozen=True, slots=True)
+class _Joined(Test):
+    """Its parts joined by `and` (`every`) or by `or`."""
+
+    parts: tuple[Test, ...]
+    every: bool
+
+    def __call__(self, frame: Frame) -> bool:
+        return (all if self.every else any)(p(frame) for p in self.parts)
+
+    def mask(self, masks: Masks) -> Any:
+        join = np.logical_and if self.every else np.logical_or
+        return join.reduce([p.mask(masks) for p in self.parts])
+
+
+@dataclass(frozen=True, slots=True)
+class _Not(Test):
+    inner: Test
+
+    def __call__(self, frame: Frame) -> bool:
+        return not self.inner(frame)
+
+    def mask(self, masks: Masks) -> Any:
+        return np.logical_not(self.inner.mask(masks))
 
 
 def compile_filter(expression: str, fields: frozenset[str] | None = None) -> Test:
-    """A function frame dict -> bool for `expression`; FilterError for a syntax error or a
+    """A Test (frame dict -> bool) for `expression`; FilterError for a syntax error or a
     field not in `fields` (the known field names: a typo is an error, not an empty
     output)."""
     return _Parser(expression, fields).parse()
@@ -106,11 +172,11 @@ class _Parser:
 
     def _or(self) -> Test:
         parts = self._joined("||", self._and)
-        return parts[0] if len(parts) == 1 else (lambda f: any(p(f) for p in parts))
+        return parts[0] if len(parts) == 1 else _Joined(tuple(parts), every=False)
 
     def _and(self) -> Test:
         parts = self._joined("&&", self._not)
-        return parts[0] if len(parts) == 1 else (lambda f: all(p(f) for p in parts))
+        return parts[0] if len(parts) == 1 else _Joined(tuple(parts), every=True)
 
     def _joined(self, operator: str, operand: Callable[[], Test]) -> list[Test]:
         """operand (operator operand)*: the operands."""
@@ -123,8 +189,7 @@ class _Parser:
     def _not(self) -> Test:
         if self._peek().text == "!":
             self._take()
-            inner = self._not()
-            return lambda f: not inner(f)
+            return _Not(self._not())
         return self._primary()
 
     def _primary(self) -> Test:
@@ -141,13 +206,12 @@ class _Parser:
         path = token.text.split(".")
         if self.fields is not None and path[0] not in self.fields:
             raise FilterError(self.expression, token.at, f"unknown field {path[0]!r}")
-        get = _getter(path)
         op = self._peek()
         if op.kind != "op" or op.text not in OPERATORS:
-            return lambda f: _truthy(get(f))
+            return Leaf(tuple(path), None, None, _truthy)
         self._take()
         value = self._value(op.text)
-        return _comparison(get, op.text, value)
+        return Leaf(tuple(path), op.text, value, _comparison(op.text, value))
 
     def _value(self, op: str) -> Any:
         token = self._take()
@@ -174,44 +238,27 @@ class _Parser:
         return value
 
 
-_MISSING = object()
-
-
-def _getter(path: list[str]) -> Callable[[Frame], Any]:
-    if len(path) == 1:
-        name = path[0]
-        return lambda f: f.get(name, _MISSING)
-
-    def get(frame: Frame) -> Any:
-        value: Any = frame
-        for name in path:
-            if not isinstance(value, dict) or name not in value:
-                return _MISSING
-            value = value[name]
-        return value
-
-    return get
+MISSING = object()  # the value of a field a frame does not have
 
 
 def _truthy(value: Any) -> bool:
-    return value is not _MISSING and bool(value)
+    return value is not MISSING and bool(value)
 
 
-def _comparison(get: Callable[[Frame], Any], op: str, want: Any) -> Test:
+def _comparison(op: str, want: Any) -> Callable[[Any], bool]:
+    """The test of a field's value for `op want`."""
     if op == "==":
-        return lambda f: _equal(get(f), want)
+        return lambda v: _equal(v, want)
     if op == "!=":
-        return lambda f: not _equal(get(f), want)
+        return lambda v: not _equal(v, want)
     if op == "contains":
-        return lambda f: _contains(get(f), want)
+        return lambda v: _contains(v, want)
     if op == "matches":
-        return lambda f: isinstance(v := get(f), str) and want.search(v) is not None
-    order = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-             ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]  # fmt: skip
+        return lambda v: isinstance(v, str) and want.search(v) is not None
+    order = ORDERS[op]
 
-    def ordered(frame: Frame) -> bool:
-        value = get(frame)
-        if value is _MISSING or value is None or want is None:
+    def ordered(value: Any) -> bool:
+        if value is MISSING or value is None or want is None:
             return False
         if isinstance(value, bool) or isinstance(want, bool):
             return False
@@ -224,8 +271,11 @@ def _comparison(get: Callable[[Frame], Any], op: str, want: Any) -> Test:
     return ordered
 
 
+ORDERS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
 def _equal(value: Any, want: Any) -> bool:
-    if value is _MISSING:
+    if value is MISSING:
         value = None
     if isinstance(value, bool) != isinstance(want, bool):
         return False

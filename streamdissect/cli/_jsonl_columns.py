@@ -9,17 +9,9 @@ import json
 
 import numpy as np
 
+from streamdissect.cli._hot_fields import CHUNK_HEADER
 from streamdissect.protocols.stream import hot
 from streamdissect.protocols.stream.hot import HotFrames
-
-# A Deliver's chunk header as the record's dict has it (codec.CHUNK_FIELDS order), by the
-# HotFrames field holding each.
-CHUNK_HEADER = (("magic_version", "magic_version"), ("chunk_type", "chunk_type"),
-                ("num_entries", "num_entries"), ("num_records", "record_count"),
-                ("timestamp", "chunk_timestamp_ms"), ("epoch", "epoch"),
-                ("chunk_id", "chunk_id"), ("crc", "crc"), ("data_length", "data_length"),
-                ("trailer_length", "trailer_length"), ("bloom_size", "bloom_size"),
-                ("reserved", "reserved"))  # fmt: skip
 
 
 def run_lines(run: HotFrames) -> str:
@@ -62,16 +54,22 @@ def _field(run: HotFrames, name: str, rows: np.ndarray) -> list[int]:
     return run.fields[name][0][rows].tolist()
 
 
-def _id_lists(run: HotFrames, rows: np.ndarray) -> list[str]:
-    """Each frame's publishing ids as a JSON list."""
-    _, where = run.id_positions(rows)
-    ids = run.id_values[where].tolist()
-    counts = np.maximum(run.id_counts[rows], 0).tolist()
-    out, at = [], 0
-    for count in counts:
-        out.append("[" + ", ".join(map(str, ids[at : at + count])) + "]")
-        at += count
-    return out
+def id_lists(run: HotFrames, rows: np.ndarray) -> list[str]:
+    """Each frame's publishing ids as a JSON list (as a Python list of ints prints, too),
+    the frames with as many ids at a time."""
+    counts = np.maximum(run.id_counts[rows], 0)
+    out = np.empty(len(rows), dtype=object)
+    for count in np.unique(counts).tolist():
+        mine = np.flatnonzero(counts == count)
+        ids = run.id_values[run.id_starts[rows[mine]][:, None] + np.arange(count)].tolist()
+        template = int_list_format(count)
+        out[mine] = [template % tuple(frame) for frame in ids]
+    return out.tolist()
+
+
+def int_list_format(count: int) -> str:
+    """The %-format of a list of `count` ints as JSON (and a Python list) writes it."""
+    return "[" + ", ".join(("%d",) * count) + "]"
 
 
 def _credit(run: HotFrames, rows: np.ndarray) -> list[str]:
@@ -81,12 +79,12 @@ def _credit(run: HotFrames, rows: np.ndarray) -> list[str]:
 
 def _confirm(run: HotFrames, rows: np.ndarray) -> list[str]:
     return [f', "publisher_id": {pid}, "publishing_ids": {ids}' for pid, ids in
-            zip(_field(run, "publisher_id", rows), _id_lists(run, rows))]  # fmt: skip
+            zip(_field(run, "publisher_id", rows), id_lists(run, rows))]  # fmt: skip
 
 
 def _publish(run: HotFrames, rows: np.ndarray) -> list[str]:
     return [f', "publisher_id": {pid}, "publishing_ids": {ids}, "record_count": {count}'
-            for pid, ids, count in zip(_field(run, "publisher_id", rows), _id_lists(run, rows),
+            for pid, ids, count in zip(_field(run, "publisher_id", rows), id_lists(run, rows),
                                        _field(run, "record_count", rows))]  # fmt: skip
 
 

@@ -9,12 +9,16 @@ import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, TextIO
 
+import numpy as np
+
 from streamdissect.capture import CaptureError
 from streamdissect.capture.chunked import STDIN
 from streamdissect.cli._display_filter import FilterError, compile_filter
+from streamdissect.cli._hot_fields import run_mask
 from streamdissect.cli._jsonl_columns import run_lines
 from streamdissect.cli._live import add_live_options, capture_error, with_sources
 from streamdissect.cli._progress import progress_bar
+from streamdissect.cli._text_columns import ARROWS, LINE, SIDE, run_text
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable, record_class
@@ -27,7 +31,6 @@ DELIVER_CLASS = record_class("Deliver")
 PAYLOAD_CLASSES = (DELIVER_CLASS, record_class("Publish"))
 PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves as it is
 INT = frozenset((int,))
-ARROWS = {"c2s": "→", "s2c": "←"}
 
 
 # --- frames ------------------------------------------------------------------------------
@@ -102,11 +105,14 @@ def filter_fields() -> frozenset[str]:
 def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
               count: int | None) -> Callable[[Any], bool]:  # fmt: skip
     """`write` for the events `test` selects (all, without one), up to `count` frames; the
-    result says whether to go on."""
+    result says whether to go on. A HotFrames run is tested over its columns (run_mask) and
+    cut where the count ends, without a record."""
     left = [count]
     skip = getattr(write, "skip", None)  # (text: the frames not shown still count)
 
     def select(event: Any) -> bool:
+        if event.__class__ is HotFrames:
+            return select_run(event)
         is_frame = event.__class__ is FrameEvent
         if test is not None:
             row = frame_dict(event, show_secrets) if is_frame else anomaly_dict(event)
@@ -119,6 +125,18 @@ def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
             left[0] -= 1
             return left[0] > 0
         return True
+
+    def select_run(run: HotFrames) -> bool:
+        rows = np.arange(len(run)) if test is None else np.flatnonzero(run_mask(test, run))
+        if left[0] is None or len(rows) < left[0]:
+            write.run(run, rows)  # type: ignore[attr-defined]
+            if left[0] is not None:
+                left[0] -= len(rows)
+            return True
+        rows = rows[: left[0]]  # (the count ends inside the run: the rest is not read)
+        write.run(run.slice(0, int(rows[-1]) + 1), rows)  # type: ignore[attr-defined]
+        left[0] = 0
+        return False
 
     return select
 
@@ -149,9 +167,9 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
         # Publish message lists are only printed with --payloads: not kept (nor copied) else.
         publish_messages=args.payloads,
         helper_process=True,
-        # jsonl of the hot frames straight from the bulk engine's columns (run_lines)
-        columns="lines" if args.format == "jsonl" and not (args.payloads or one_by_one)
-        else False,
+        # the hot frames straight from the bulk engine's columns (run_lines, run_text; -Y
+        # over them: run_mask), but for the payloads of the jsonl, which only records have
+        columns=False if args.format == "jsonl" and args.payloads else "lines",
     )
     try:
         events = dissector.run(paths)
@@ -246,6 +264,11 @@ def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool) -> Callable[[A
         )
         out.write(json.dumps(row, default=str) + "\n")
 
+    def run(frames: HotFrames, rows: np.ndarray) -> None:
+        """The frames `rows` of a run."""
+        out.write(run_lines(frames if len(rows) == len(frames) else frames.take(rows)))
+
+    write.run = run  # type: ignore[attr-defined]
     return write
 
 
@@ -354,7 +377,10 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
         relative(event.ts_ns)
         state["number"] += 1
 
-    def write(event: FrameEvent | Anomaly) -> None:
+    def write(event: FrameEvent | Anomaly | HotFrames) -> None:
+        if event.__class__ is HotFrames:
+            run(event, np.arange(len(event)))
+            return
         seconds = relative(event.ts_ns)
         if isinstance(event, Anomaly):
             where = f"{event.connection} {event.direction}" if event.connection else "file"
@@ -364,10 +390,15 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
             )
             return
         number(event)
-        out.write(
-            f"{state['number']:>6} {seconds:>11.6f} {event.connection} "
-            f"{ARROWS[event.direction]} {summary(event.record, show_secrets)}\n"
-        )
+        side = SIDE % (event.connection, ARROWS[event.direction])
+        out.write(LINE % (state["number"], seconds, side, summary(event.record, show_secrets)))
+
+    def run(frames: HotFrames, rows: np.ndarray) -> None:
+        """The frames `rows` of a run, every frame of it counted."""
+        relative(int(frames.ts_ns[0]))
+        out.write(run_text(frames, rows, state["number"] + 1, state["first_ns"]))
+        state["number"] += len(frames)
 
     write.skip = number  # type: ignore[attr-defined]
+    write.run = run  # type: ignore[attr-defined]
     return write

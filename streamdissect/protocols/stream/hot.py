@@ -308,6 +308,10 @@ class HotFrames:
         """Frames a to b of the run (views), as a HotFrames."""
         return _slice(self, a, b)
 
+    def take(self, rows: np.ndarray) -> HotFrames:
+        """The frames `rows` (numbers in the run, in order), as a HotFrames."""
+        return _rows(self, rows)
+
     def id_positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(for each id of the frames `rows`, in order: the number of its frame in `rows`,
         its place in id_values)."""
@@ -414,9 +418,13 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
 def _slice(run: HotFrames, a: int, b: int) -> HotFrames:
     if a == 0 and b == len(run):
         return run
+    return _rows(run, slice(a, b))
+
+
+def _rows(run: HotFrames, index: slice | np.ndarray) -> HotFrames:
     return HotFrames(
-        run.ts_ns[a:b], run.connection[a:b], run.connections, run.direction[a:b],
-        run.stream_offset[a:b], run.key[a:b], run.version[a:b], run.size[a:b],
-        {name: (v[a:b], ok[a:b]) for name, (v, ok) in run.fields.items()},
-        run.id_counts[a:b], run.id_starts[a:b], run.id_values, run.crc[a:b],
+        run.ts_ns[index], run.connection[index], run.connections, run.direction[index],
+        run.stream_offset[index], run.key[index], run.version[index], run.size[index],
+        {name: (v[index], ok[index]) for name, (v, ok) in run.fields.items()},
+        run.id_counts[index], run.id_starts[index], run.id_values, run.crc[index],
     )  # fmt: skip

@@ -6,6 +6,7 @@ layer's `summary()`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 # The fields a reader scans for, in the order a line shows them (the Wireshark plugin's Info
@@ -27,10 +28,23 @@ SUMMARY_FIELDS = (
 )
 
 
+# A frame's publishing ids: every one up to MOST_IDS_LISTED of them, else the first, the last
+# and how many (the frames text writes its hot runs' ids with these formats too).
+MOST_IDS_LISTED = 3
+IDS_LISTED = "ids={}"
+IDS_SPAN = "ids={}..{}({})"
+
+
 def frame_summary(record: Any, show_secrets: bool = False) -> str:
     """Command and the fields a reader scans for, like tshark's Info column."""
     fields = record.to_dict(show_secrets=show_secrets)
-    name = fields.get("command") or type(record).__name__
+    return fields_summary(fields, fields.get("command") or type(record).__name__)
+
+
+def fields_summary(fields: dict[str, Any], name: str,
+                   ids_text: Callable[[Any], str] | None = None) -> str:  # fmt: skip
+    """The summary of a frame's dict (its to_dict) of command `name`; `ids_text`: how its
+    publishing ids are written (default ids_summary)."""
     parts = [f"{name}{'Response' if fields.get('response') else ''} v{fields.get('version')}"]
     if name in ("Unknown", "Malformed") and fields.get("key") is not None:
         parts.append(f"key=0x{fields['key']:04x}")
@@ -38,13 +52,13 @@ def frame_summary(record: Any, show_secrets: bool = False) -> str:
         parts.append(f"corr={fields['correlation_id']}")
     if fields.get("code") is not None:
         parts.append(f"code={fields.get('code_name')}")
-    for name in SUMMARY_FIELDS:
-        value = fields.get(name)
+    for field in SUMMARY_FIELDS:
+        value = fields.get(field)
         if value is not None and value != "":
-            parts.append(f"{name}={value}")
+            parts.append(f"{field}={value}")
     ids = fields.get("publishing_ids")
     if ids:
-        parts.append(f"ids={ids[0]}..{ids[-1]}({len(ids)})" if len(ids) > 3 else f"ids={ids}")
+        parts.append((ids_text or ids_summary)(ids))
     if fields.get("errors"):
         parts.append(f"errors={len(fields['errors'])}")
     chunk = fields.get("chunk")
@@ -54,3 +68,9 @@ def frame_summary(record: Any, show_secrets: bool = False) -> str:
     if fields.get("truncated"):
         parts.append("[truncated]")
     return " ".join(parts)
+
+
+def ids_summary(ids: list[int]) -> str:
+    if len(ids) > MOST_IDS_LISTED:
+        return IDS_SPAN.format(ids[0], ids[-1], len(ids))
+    return IDS_LISTED.format(ids)
