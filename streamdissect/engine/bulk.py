@@ -341,8 +341,8 @@ class _HelperParse:
 
 
 def _size(source: Source) -> int | None:
-    """The bytes the file holds, None when unknown before reading it (a pipe, gzip)."""
-    return source.bytes.size
+    """About how many bytes the file holds, None when unknown (a pipe)."""
+    return source.size
 
 
 def _from_offset(packets: Iterator, offset: int) -> Iterator:
