@@ -106,7 +106,8 @@ class Kit:
         out = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=120)
         data = json.loads(path.read_text())
         data["exitStatus"] = out.returncode
-        data["output"] = [line for line in out.stdout.splitlines() if line.startswith(("GOT", "done"))]
+        data["output"] = [line for line in out.stdout.splitlines()
+                          if line.startswith(("GOT", "done"))]
         return data
 
     def js(self, role: str, *args: str, report: str, background: bool = False):
@@ -211,8 +212,8 @@ def errors(kit: Kit, topic: str) -> tuple[list, dict]:
     broker.close()
     # ali-ons gives up on TOPIC_NOT_EXIST from the name server (it cannot fall back to TBW102)
     ons = kit.js("prod", "--topic", missing + "Ons", "--count", "1", report="ons.json")
-    return [client_entry("raw", "raw", {"client": "captures/rocketmq/remoting_client.py",
-                                        "frames": log}),
+    raw = {"client": "captures/rocketmq/remoting_client.py", "frames": log}
+    return [client_entry("raw", "raw", raw),
             client_entry("ali-ons-producer", "js-trace", ons, fails=True)], {"missingTopic": missing}
 
 

@@ -1,0 +1,50 @@
+"""RocketMQ remoting behind the protocol seam (protocols.base.Protocol): the one object a
+registry line would list for this package (`ROCKETMQ`).
+
+It gives the engine what it needs to find and frame RocketMQ connections (ports 9876, the
+name server, and 10911, the broker; the heuristic; the framer) and pairs a response with
+its request by `opaque` and the response bit of `flag`. Its tables, frames table and
+analyses are not written yet (issue 26's second half): until they are, a registry that
+lists it gives RocketMQ frame events to callers of `Dissector`, and nothing to the faces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from streamdissect.protocols.base import Protocol
+from streamdissect.protocols.rocketmq.framing import (
+    RocketMQFramer,
+    looks_like_rocketmq,
+    sent_by_server,
+)
+from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+
+class RocketMQProtocol(Protocol):
+    name = "rocketmq"
+    title = "RocketMQ remoting"
+    ports = (9876, 10911)
+    framer_class = RocketMQFramer
+    frames_table = "rocketmq_frames"
+
+    def looks_like(self, data: bytes) -> bool | None:
+        return looks_like_rocketmq(data)
+
+    def sent_by_server(self, data: bytes) -> bool:
+        return sent_by_server(data)
+
+    def pairing(self, record: Any) -> tuple[Hashable, bool] | None:
+        """A response carries its request's opaque and the response bit; a oneway request
+        gets no response, and a frame with no header read is no call."""
+        if record.__class__ is not RemotingCommand:
+            return None
+        return record.opaque, record.response
+
+    @property
+    def tables(self) -> dict[str, tuple]:
+        return {}
+
+
+ROCKETMQ = RocketMQProtocol()
