@@ -61,6 +61,24 @@ def _need(body: bytes, pos: int, n: int, end: int, what: str) -> None:
         raise BodyError(f"{what} of {n} bytes at {pos} runs past the message's end {end}", pos)
 
 
+def _sized(body: bytes, at: int, n: int, stop: int, what: str) -> tuple[bytes, int]:
+    """The `n` bytes at `at` (checked to lie within the message) and where they end."""
+    _need(body, at, n, stop, what)
+    return body[at : at + n], at + n
+
+
+def _properties(body: bytes, at: int, stop: int) -> tuple[dict[str, str], int]:
+    """A properties length (i16) and string, as a map; where they end."""
+    _need(body, at, 2, stop, "properties length")
+    text, at = _sized(body, at + 2, _i16(body, at)[0], stop, "properties")
+    return parse_properties(text.decode("utf-8", "replace")), at
+
+
+def _ends(at: int, pos: int, total: int, what: str) -> None:
+    if at != pos + total:
+        raise BodyError(f"{what} at {pos} says {total} bytes, its fields take {at - pos}", pos)
+
+
 def batch_messages(body: bytes, topic: str | None, queue_id: int | None) -> list[Message]:
     """A SEND_BATCH_MESSAGE body: items of totalSize, magic, bodyCRC, flag, body length and
     body, properties length (i16) and properties (BodyError when they lie)."""
@@ -73,18 +91,9 @@ def batch_messages(body: bytes, topic: str | None, queue_id: int | None) -> list
             raise BodyError(f"batch item at {pos} says {total} bytes, {end - pos} left", pos)
         stop = pos + total
         at = pos + _BATCH_HEAD.size
-        _need(body, at, length, stop, "batch item body")
-        data = body[at : at + length]
-        at += length
-        _need(body, at, 2, stop, "batch item properties length")
-        (plen,) = _i16(body, at)
-        at += 2
-        _need(body, at, plen, stop, "batch item properties")
-        properties = parse_properties(body[at : at + plen].decode("utf-8", "replace"))
-        at += plen
-        if at != stop:
-            raise BodyError(f"batch item at {pos} says {total} bytes, its fields take "
-                            f"{at - pos}", pos)  # fmt: skip
+        data, at = _sized(body, at, length, stop, "batch item body")
+        properties, at = _properties(body, at, stop)
+        _ends(at, pos, total, "batch item")
         out.append(Message(body=data, properties=properties, topic=topic, queue_id=queue_id,
                            flag=flag, sys_flag=0))  # fmt: skip
         pos = stop
@@ -128,26 +137,15 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
     at += _STORED_TAIL.size
     (length,) = _i32(body, at)
     at += 4
-    _need(body, at, length, stop, "message body")
-    data = body[at : at + length]
-    at += length
-    topic_size = 1 if version == 1 else 2
+    data, at = _sized(body, at, length, stop, "message body")
+    topic_size = 1 if version == 1 else 2  # V2 stores the topic's length in 2 bytes
     _need(body, at, topic_size, stop, "topic length")
     tlen = _u8(body, at)[0] if version == 1 else _i16(body, at)[0]
-    at += topic_size
-    _need(body, at, tlen, stop, "topic")
-    topic = body[at : at + tlen].decode("utf-8", "replace")
-    at += tlen
-    _need(body, at, 2, stop, "properties length")
-    (plen,) = _i16(body, at)
-    at += 2
-    _need(body, at, plen, stop, "properties")
-    properties = parse_properties(body[at : at + plen].decode("utf-8", "replace"))
-    at += plen
-    if at != stop:
-        raise BodyError(f"message at {pos} says {total} bytes, its fields take {at - pos}", pos)
+    topic, at = _sized(body, at + topic_size, tlen, stop, "topic")
+    properties, at = _properties(body, at, stop)
+    _ends(at, pos, total, "message")
     message = Message(
-        body=data, properties=properties, topic=topic, queue_id=queue_id, flag=flag,
+        body=data, properties=properties, topic=topic.decode("utf-8", "replace"), queue_id=queue_id, flag=flag,
         sys_flag=sys_flag, total_size=total, magic=magic, body_crc=crc,
         crc_ok=body_crc(data) == crc, queue_offset=queue_offset, physical_offset=physical,
         born_timestamp=born_ts, born_host=_host_text(born, born_port),
