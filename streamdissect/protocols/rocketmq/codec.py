@@ -109,7 +109,8 @@ def _json_header(header: bytes) -> dict[str, Any]:
     extra = {k: v for k, v in obj.items() if k not in spec.JSON_KEYS[:-1]}
     return {"code": code, "language": obj.get("language"), "version": number("version"),
             "opaque": opaque, "flag": number("flag", 0), "remark": remark, "ext": ext,
-            "json_extra": extra or None}  # fmt: skip
+            "json_extra": extra or None, "json_keys": tuple(obj),
+            "json_tail": header[len(header.rstrip()):].decode() or None}  # fmt: skip
 
 
 def _binary_header(header: bytes) -> dict[str, Any]:
@@ -238,9 +239,14 @@ def _encode_json_header(command: RemotingCommand) -> bytes:
               "language": command.language, "opaque": command.opaque,
               "remark": command.remark, "version": command.version}  # fmt: skip
     values.update(command.json_extra or {})
-    obj = {k: values[k] for k in _JSON_ORDER if values.get(k) is not None}
-    obj.update((k, v) for k, v in values.items() if k not in obj and v is not None)
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    if command.json_keys is not None:  # as it came: these keys in this order
+        values["extFields"] = command.ext
+        obj = {k: values.get(k) for k in command.json_keys}
+    else:  # as fastjson writes it: by name, no nulls
+        obj = {k: values[k] for k in _JSON_ORDER if values.get(k) is not None}
+        obj.update((k, v) for k, v in values.items() if k not in obj and v is not None)
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return (text + (command.json_tail or "")).encode()
 
 
 def _encode_binary_header(command: RemotingCommand) -> bytes:

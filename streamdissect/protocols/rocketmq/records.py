@@ -102,6 +102,8 @@ class RemotingCommand:
     body_error_offset: int | None = None  # where in the frame
     truncated: bool = False  # bytes of the frame are missing (snaplen, gap, kept head)
     json_extra: dict[str, Any] | None = None  # JSON header keys beyond the known ones
+    json_keys: tuple[str, ...] | None = None  # a JSON header's keys in their order
+    json_tail: str | None = None  # blanks after a JSON header (the C++ client's newline)
 
     @property
     def response(self) -> bool:
