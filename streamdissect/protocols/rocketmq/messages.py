@@ -145,8 +145,8 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
     properties, at = _properties(body, at, stop)
     _ends(at, pos, total, "message")
     message = Message(
-        body=data, properties=properties, topic=topic.decode("utf-8", "replace"), queue_id=queue_id, flag=flag,
-        sys_flag=sys_flag, total_size=total, magic=magic, body_crc=crc,
+        body=data, properties=properties, topic=topic.decode("utf-8", "replace"),
+        queue_id=queue_id, flag=flag, sys_flag=sys_flag, total_size=total, magic=magic, body_crc=crc,
         crc_ok=body_crc(data) == crc, queue_offset=queue_offset, physical_offset=physical,
         born_timestamp=born_ts, born_host=_host_text(born, born_port),
         store_timestamp=store_ts, store_host=_host_text(store, store_port),
