@@ -79,7 +79,7 @@ def looks_like_rocketmq(data: bytes) -> bool | None:
         return None if len(data) < 64 else False
     if len(data) < HEADER + BINARY_MIN:
         return None
-    language, flag = data[10], struct.unpack_from(">i", data, 15)[0]
+    language, flag = data[10], struct.unpack_from(">i", data, 17)[0]  # after code, version, opaque
     return language in spec.LANGUAGES and 0 <= flag <= 3
 
 
