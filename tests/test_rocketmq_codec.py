@@ -184,6 +184,22 @@ def test_a_zlib_bomb_is_refused_within_the_limit():
     assert "does not inflate" in junk.body_error
 
 
+def test_compression_types():
+    """4.9.8's Java client marks zlib bodies 0x300 (sysFlag 769); 0 means zlib too; LZ4 and
+    ZSTD bodies (RocketMQ 5) are named, not inflated, and not taken for broken zlib."""
+    body = zlib.compress(b"x" * 10_000)
+    for sys_flag, kind in ((0x301, "zlib"), (0x1, "zlib"), (0x101, "lz4"), (0x201, "zstd")):
+        record = make_command(310, fields={"topic": "T", "sysFlag": sys_flag}, body=body)
+        (message,) = record.messages
+        assert message.compression == kind and record.body_error is None
+        if kind == "zlib":
+            assert message.inflated_length == 10_000 and message.inflated() == b"x" * 10_000
+        else:
+            assert message.inflated_length is None
+            with pytest.raises(ValueError, match="not inflated"):
+                message.inflated()
+
+
 def _first(real_frames, want) -> bytes:
     return next(f for f in real_frames if want(decode_frame(f)))
 

@@ -43,7 +43,10 @@ class BodyError(ValueError):
 
 
 def _note_inflation(message: Message) -> None:
-    if message.compressed:
+    """A compressed body's inflated size (zlib only: an LZ4 or ZSTD body, RocketMQ 5's, is
+    left as it is)."""
+    kind = spec.COMPRESSION_TYPES.get((message.sys_flag or 0) & spec.SYSFLAG_COMPRESSION_MASK)
+    if message.compressed and kind == "zlib":
         message.inflated_length, message.inflate_error = inflated_length(message.body)
 
 
@@ -146,7 +149,8 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
     _ends(at, pos, total, "message")
     message = Message(
         body=data, properties=properties, topic=topic.decode("utf-8", "replace"),
-        queue_id=queue_id, flag=flag, sys_flag=sys_flag, total_size=total, magic=magic, body_crc=crc,
+        queue_id=queue_id, flag=flag, sys_flag=sys_flag, total_size=total, magic=magic,
+        body_crc=crc,
         crc_ok=body_crc(data) == crc, queue_offset=queue_offset, physical_offset=physical,
         born_timestamp=born_ts, born_host=_host_text(born, born_port),
         store_timestamp=store_ts, store_host=_host_text(store, store_port),

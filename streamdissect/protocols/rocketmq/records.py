@@ -62,9 +62,20 @@ class Message:
     def keys(self) -> str | None:
         return self.properties.get(spec.KEYS)
 
+    @property
+    def compression(self) -> str | None:
+        """How a compressed body is compressed (zlib, lz4, zstd), None when it is not."""
+        if not self.compressed:
+            return None
+        kind = (self.sys_flag or 0) & spec.SYSFLAG_COMPRESSION_MASK
+        return spec.COMPRESSION_TYPES.get(kind, f"unknown({kind:#x})")
+
     def inflated(self) -> bytes:
-        """The body as the application sees it (inflated when compressed, within
-        spec.MAX_INFLATED; ValueError beyond it or when it does not inflate)."""
+        """The body as the application sees it (inflated when zlib-compressed, within
+        spec.MAX_INFLATED; ValueError beyond it, when it does not inflate, or for another
+        compression)."""
+        if self.compression not in (None, "zlib"):
+            raise ValueError(f"{self.compression} bodies are not inflated here")
         return inflate(self.body) if self.compressed else self.body
 
     def to_dict(self, payloads: bool = False) -> dict[str, Any]:
