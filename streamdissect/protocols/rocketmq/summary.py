@@ -22,7 +22,8 @@ from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
 # named fields a line shows, in this order (requests' and responses')
 LINE_FIELDS = ("topic", "queueId", "consumerGroup", "producerGroup", "queueOffset",
                "commitOffset", "maxMsgNums", "suspendTimeoutMillis", "nextBeginOffset",
-               "minOffset", "maxOffset", "offset", "brokerName", "brokerAddr", "clientID")  # fmt: skip
+               "minOffset", "maxOffset", "offset", "brokerName", "brokerAddr",
+               "clientID")  # fmt: skip
 MSG_IDS_SHOWN = 3
 
 
