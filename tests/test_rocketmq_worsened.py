@@ -33,19 +33,30 @@ def test_reordered_and_duplicated_segments_change_nothing(tmp_path, name):
 
 
 def test_a_lost_segment_costs_its_frames_only(tmp_path):
-    """A segment of a big pull response (the compressed capture's) is lost: its frame is cut,
-    the framer keeps sync by its length, and every other frame is decoded as before."""
+    """The biggest segment (of a big send or pull response, in the compressed capture) is lost: the
+    frames with bytes in it are cut or lost, the framer keeps or finds sync, and every other
+    frame is decoded as before."""
     name = "rmq-java-compressed"
     link, packets = worsen.read_pcap(CAPTURES / f"{name}.pcap")
     biggest = max(worsen.data_segments(packets), key=lambda i: len(packets[i][1]))
+    lost = worsen.tcp_of(packets[biggest][1])
+    isn = next(t.seq for _, d, _ in packets if (t := worsen.tcp_of(d)).flow == lost.flow
+               and t.flags & 0x02)  # fmt: skip
+    start = (lost.seq - isn - 1) % 2**32
+    end = start + lost.payload_len
     worse = worsen.write_pcap(tmp_path / "lost.pcap", link, worsen.drop(packets, {biggest}))
     before, after = _frames(CAPTURES / f"{name}.pcap"), _frames(worse)
-    kept = {(c, d, o) for c, d, o, _ in after}
-    changed = [f for f in before if (f[0], f[1], f[2]) in kept and f not in after]
-    lost = [f for f in before if (f[0], f[1], f[2]) not in kept]
-    assert len(changed) + len(lost) == 1  # the one frame that segment was part of
-    cut = [r for _, _, _, r in after if r.get("truncated")]
-    assert len(cut) == len(changed)
+    from_server = lost.flow[1] in (9876, 10911)
+    port, side = (lost.flow[3], "s2c") if from_server else (lost.flow[1], "c2s")
+
+    def touched(frame) -> bool:
+        connection, direction, offset, record = frame
+        return (f":{port}-" in connection and direction == side
+                and offset < end and offset + 4 + record["size"] > start)
+
+    hit = [f for f in before if touched(f)]
+    assert hit and [f for f in before if not touched(f)] == [f for f in after if not touched(f)]
+    assert all(f[3]["truncated"] for f in after if touched(f))
     _, anomalies = dissect(worse)
     kinds = {a.kind for a in anomalies}
     assert "gap" in kinds and kinds <= {"gap", "out_of_order", "truncated", "resync"}
