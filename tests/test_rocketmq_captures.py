@@ -6,6 +6,7 @@ sizes. Nothing expected here comes from streamdissect."""
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 from rocketmq_support import CAPTURES, DIRECTIONS, NAMES, client_port, dissect, truth
@@ -70,6 +71,8 @@ def _check_frame(f: dict, r: RemotingCommand, kind: str) -> None:
     if f.get("topic") is not None:
         assert (r.topic, r.queue_id, r.fields.get("sysFlag")) == (
             f["topic"], int(f["queueId"]), int(f["sysFlag"]))
+    if f.get("bodyText", "").startswith("{"):
+        assert r.body_json == json.loads(f["bodyText"])  # fastjson read as the client read it
     if "messages" in f:
         assert [_stored(m) for m in r.messages] == [
             (m["msgId"], m["offsetMsgId"], m["topic"], m["queueId"], m["queueOffset"],
@@ -180,6 +183,18 @@ def test_the_cpp_clients_sends(decoded):
     ports = {c["clientPort"] for c in producer["report"]["connections"]}
     keyed, _, _ = decoded[name]
     assert ports <= {k[0] for k in keyed}
+
+
+def test_fastjson_bare_integer_keys_from_the_name_server(decoded):
+    """The 4.9.8 name server writes a route's brokerAddrs with a bare integer key to
+    librocketmq (`{0:"127.0.0.1:10911"}`); the Java client gets `"0"`. Both read the same."""
+    for name in ("rmq-cpp", "rmq-java-json"):
+        routes = [answer.body_json for _, answer in _responses_to(decoded[name], 105)
+                  if answer.code == 0]  # fmt: skip
+        assert routes and all(r["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10911"}
+                              for r in routes)  # fmt: skip
+    _, _, frames = decoded["rmq-cpp"]
+    assert any(b'{0:"127.0.0.1:10911"}' in e.record.body for e in frames)
 
 
 def test_the_errors_capture_shows_each_error(decoded):
