@@ -103,6 +103,11 @@ def test_a_response_and_a_oneway_request():
     assert make_command(4242).code_name == "unknown(4242)"
     with pytest.raises(ValueError, match="no header field"):
         make_command(105, fields={"nonsense": 1})
+    with pytest.raises(ValueError, match="not writable as a ROCKETMQ header"):
+        make_command(200050, serialize_type=spec.ROCKETMQ)  # (RocketMQ 5's POP_MESSAGE)
+    with pytest.raises(ValueError, match="not writable as a ROCKETMQ header"):
+        make_command(105, language="COBOL", serialize_type=spec.ROCKETMQ)
+    assert make_command(200050).code == 200050  # JSON holds any int
 
 
 def test_json_values_may_be_numbers_or_booleans():

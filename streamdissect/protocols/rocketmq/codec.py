@@ -250,16 +250,22 @@ def _encode_json_header(command: RemotingCommand) -> bytes:
 
 
 def _encode_binary_header(command: RemotingCommand) -> bytes:
+    """(ValueError for what a ROCKETMQ header cannot hold: a code beyond int16, a language
+    it has no number for, a key longer than 32767 bytes.)"""
     language = command.language
-    code = spec.LANGUAGE_CODES.get(language, language) if isinstance(language, str) else language
+    if isinstance(language, str):
+        language = spec.LANGUAGE_CODES.get(language, language)
     remark = (command.remark or "").encode()
-    ext = b"".join(
-        struct.pack(">h", len(k := str(key).encode())) + k
-        + struct.pack(">i", len(v := _wire_text(value).encode())) + v
-        for key, value in command.ext.items())  # fmt: skip
-    return (_BINARY.pack(command.code, code or 0, command.version or 0, command.opaque,
-                         command.flag)
-            + struct.pack(">i", len(remark)) + remark + struct.pack(">i", len(ext)) + ext)
+    try:
+        ext = b"".join(
+            struct.pack(">h", len(k := str(key).encode())) + k
+            + struct.pack(">i", len(v := _wire_text(value).encode())) + v
+            for key, value in command.ext.items())  # fmt: skip
+        fixed = _BINARY.pack(command.code, language or 0, command.version or 0, command.opaque,
+                             command.flag)  # fmt: skip
+    except struct.error as e:
+        raise ValueError(f"not writable as a ROCKETMQ header: {e}") from None
+    return fixed + struct.pack(">i", len(remark)) + remark + struct.pack(">i", len(ext)) + ext
 
 
 def _wire_text(value: Any) -> str:
