@@ -32,15 +32,21 @@ def decoded() -> dict:
 
 
 def test_the_corpus_is_there():
-    assert set(NAMES) == {"rmq-broker-register", "rmq-cpp", "rmq-errors", "rmq-java-compressed",
-                          "rmq-java-json", "rmq-java-rocketmq-batch", "rmq-js", "rmq-long-poll"}
+    assert set(NAMES) == {"rmq-broker-register", "rmq-broker-stop", "rmq-cpp", "rmq-errors",
+                          "rmq-java-compressed", "rmq-java-json", "rmq-java-rocketmq-batch",
+                          "rmq-js", "rmq-long-poll"}  # fmt: skip
     assert all((CAPTURES / f"{n}.pcap").stat().st_size < 1_000_000 for n in NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_frame_decodes_without_anomaly(decoded, name):
     keyed, anomalies, frames = decoded[name]
-    assert anomalies == [] and frames
+    if name == "rmq-broker-stop":  # the broker's connection began before the capture
+        assert {(a.kind, a.connection.endswith(":9876")) for a in anomalies} == {
+            ("midstream_start", True)}
+    else:
+        assert anomalies == []
+    assert frames
     assert all(isinstance(e.record, RemotingCommand) and not e.record.truncated
                and e.record.body_error is None for e in frames)  # fmt: skip
 
@@ -130,7 +136,7 @@ def _responses_to(decoded_name, requests_code: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("name", ["rmq-java-json", "rmq-java-rocketmq-batch",
-                                  "rmq-java-compressed", "rmq-long-poll"])
+                                  "rmq-java-compressed", "rmq-long-poll", "rmq-broker-stop"])
 def test_java_sends_are_the_apis_results(decoded, name):
     sends = [s for c in truth(name)["clients"] if c["report"].get("sends")
              for s in c["report"]["sends"]]  # fmt: skip
@@ -213,6 +219,7 @@ def test_the_errors_capture_shows_each_error(decoded):
 def test_the_broker_registers_as_its_log_says(decoded):
     (broker,) = truth("rmq-broker-register")["clients"]
     said = broker["report"]
+    assert said["unregisteredOk"] == []
     calls = _responses_to(decoded["rmq-broker-register"], 103)
     assert len(calls) == len(said["registeredOk"]) == 1
     request, answer = calls[0]
@@ -224,6 +231,25 @@ def test_the_broker_registers_as_its_log_says(decoded):
     topics = request.body_json["topicConfigSerializeWrapper"]["topicConfigTable"]
     assert set(topics) | {said["brokerClusterName"], said["brokerName"]} == set(
         said["topicsRegistered"])
+
+
+def test_the_broker_unregisters_as_its_log_says(decoded):
+    """rmq-broker-stop: a new topic makes the broker register again (oneway), and stopping
+    it sends UNREGISTER_BROKER, answered; as many of each as its log says."""
+    (broker,) = [c for c in truth("rmq-broker-stop")["clients"] if c["kind"] == "broker-log"]
+    said = broker["report"]
+    _, _, frames = decoded["rmq-broker-stop"]
+    registers = _wire_requests(frames, 103)
+    assert len(registers) == len(said["registeredOk"]) >= 1
+    assert all(r.oneway for r in registers)
+    topics = registers[-1].body_json["topicConfigSerializeWrapper"]["topicConfigTable"]
+    assert truth("rmq-broker-stop")["topic"] in topics
+    calls = _responses_to(decoded["rmq-broker-stop"], 104)
+    assert len(calls) == len(said["unregisteredOk"]) == 1
+    request, answer = calls[0]
+    assert answer.code == 0 and request.fields == {
+        "brokerName": said["brokerName"], "clusterName": said["brokerClusterName"],
+        "brokerId": said["brokerId"], "brokerAddr": "127.0.0.1:%d" % said["listenPort"]}
 
 
 def test_the_long_poll_is_held_as_the_client_saw_it(decoded):

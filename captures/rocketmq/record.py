@@ -6,8 +6,9 @@ on 127.0.0.1:9876 and broker on 127.0.0.1:10911) between a tcpdump start and sto
 and writes NAME.pcap (the scenario's own connections) and NAME.truth.json: what the clients
 themselves wrote down about what they sent and got (the Java and ali-ons clients' --trace
 files, the C++ client's --out file, the raw client's own log), never anything streamdissect
-made. The broker's registration comes first, since it happens when the broker starts; the
-servers are stopped at the end (unless --keep-servers).
+made. The broker's registration comes first, since it happens when the broker starts; its
+unregistration last (rmq-broker-stop stops the servers); otherwise the servers are stopped
+at the end (unless --keep-servers).
 
 Where things are (options, else environment variables, else the default):
   --kit   RMQ_KIT    the kit's home (rmq.sh, clients/)       [/work/shared/rocketmq]
@@ -213,8 +214,9 @@ def errors(kit: Kit, topic: str) -> tuple[list, dict]:
     # ali-ons gives up on TOPIC_NOT_EXIST from the name server (it cannot fall back to TBW102)
     ons = kit.js("prod", "--topic", missing + "Ons", "--count", "1", report="ons.json")
     raw = {"client": "captures/rocketmq/remoting_client.py", "frames": log}
-    return [client_entry("raw", "raw", raw),
-            client_entry("ali-ons-producer", "js-trace", ons, fails=True)], {"missingTopic": missing}
+    clients = [client_entry("raw", "raw", raw),
+               client_entry("ali-ons-producer", "js-trace", ons, fails=True)]
+    return clients, {"missingTopic": missing}
 
 
 def long_poll(kit: Kit, topic: str) -> tuple[list, dict]:
@@ -256,7 +258,8 @@ SCENARIOS = {
                       _topic_of(1), long_poll),
 }
 REGISTER = "rmq-broker-register"
-ALL = [REGISTER, *SCENARIOS]
+STOP = "rmq-broker-stop"
+ALL = [REGISTER, *SCENARIOS, STOP]
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,6 +272,14 @@ def opened_client_ports(raw: Path) -> list[int]:
                           "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn"],
                          capture_output=True, text=True, check=True).stdout
     return sorted({int(m.group(1)) for m in re.finditer(r"\.(\d+) > [\d.]+\.\d+:", out)})
+
+
+def seen_client_ports(raw: Path) -> list[int]:
+    """Client ports of every connection in the capture, with or without its SYN."""
+    out = subprocess.run(["tcpdump", "-r", str(raw), "-nn"], capture_output=True, text=True,
+                         check=True).stdout
+    ports = {int(p) for m in re.finditer(r"\.(\d+) > [\d.]+\.(\d+):", out) for p in m.groups()}
+    return sorted(ports - {NAMESRV, BROKER})
 
 
 def traced_ports(clients: list[dict]) -> set[int]:
@@ -307,6 +318,27 @@ def record(kit: Kit, name: str, out_dir: Path, suffix: str) -> None:
             "notes": notes, "clients": clients}, dropped)
 
 
+def broker_said(kit: Kit, log_from: int = 0) -> dict:
+    """What the broker says of itself: its configuration, and its log from byte `log_from`
+    on (its registrations with the name server, its unregistration when it stops)."""
+    with open(kit.work / "logs" / "rocketmqlogs" / "broker.log", "rb") as f:
+        f.seek(log_from)
+        log = f.read().decode(errors="replace")
+    conf = dict(line.split("=", 1) for line in
+                (kit.work / "home" / "broker.conf").read_text().splitlines() if "=" in line)
+    return {"client": "the kit's broker (broker-a), as its log and configuration say",
+            "brokerName": conf["brokerName"], "brokerClusterName": conf["brokerClusterName"],
+            "brokerId": int(conf["brokerId"]), "listenPort": int(conf["listenPort"]),
+            "namesrvAddr": conf["namesrvAddr"],
+            "registeredOk": re.findall(r"register broker\[\d+\]to name server \S+ OK", log),
+            "unregisteredOk": re.findall(r"unregisterBroker OK, NamesrvAddr: \S+", log)}
+
+
+def broker_log_size(kit: Kit) -> int:
+    path = kit.work / "logs" / "rocketmqlogs" / "broker.log"
+    return path.stat().st_size if path.exists() else 0
+
+
 def record_register(kit: Kit, out_dir: Path) -> None:
     """The broker's start: its connection to the name server and REGISTER_BROKER (the
     broker is the client here; its truth is what its own log and configuration say)."""
@@ -320,30 +352,54 @@ def record_register(kit: Kit, out_dir: Path) -> None:
         finally:
             ended = int(time.time() * 1000)
             dropped = tcpdump_stop(dump, raw)
-        logs = kit.work / "logs" / "rocketmqlogs"
-        broker_log = (logs / "broker.log").read_text(errors="replace")
-        names_log = (logs / "namesrv.log").read_text(errors="replace")
-        conf = dict(line.split("=", 1) for line in
-                    (kit.work / "home" / "broker.conf").read_text().splitlines() if "=" in line)
+        names_log = (kit.work / "logs" / "rocketmqlogs" / "namesrv.log").read_text(
+            errors="replace")
+        broker = broker_said(kit)
+        broker["bootLine"] = [line for line in said.splitlines() if "boot success" in line]
+        # the name server's log of the same registration: the topics it was told of
+        broker["topicsRegistered"] = sorted(set(re.findall(r"new topic registered, (\S+) ",
+                                                           names_log)))
         truth = {
             "capture": REGISTER + ".pcap",
             "scenario": "the broker starts: it connects to the name server and registers "
                         "(REGISTER_BROKER 103, its topic configuration as the body)",
             "server": SERVER, "started_ms": started, "ended_ms": ended, "notes": {},
-            "clients": [client_entry("broker", "broker-log", {
-                "client": "the kit's broker (broker-a), as its log and configuration say",
-                "brokerName": conf["brokerName"], "brokerClusterName": conf["brokerClusterName"],
-                "brokerId": int(conf["brokerId"]), "listenPort": int(conf["listenPort"]),
-                "namesrvAddr": conf["namesrvAddr"],
-                "registeredOk": re.findall(r"register broker\[\d+\]to name server \S+ OK",
-                                           broker_log),
-                "bootLine": [line for line in said.splitlines() if "boot success" in line],
-                # the name server's log of the same registration: the topics it was told of
-                "topicsRegistered": sorted(set(re.findall(r"new topic registered, (\S+) ",
-                                                          names_log))),
-            })],
+            "clients": [client_entry("broker", "broker-log", broker)],
         }
         write(out_dir, REGISTER, raw, opened_client_ports(raw), truth, dropped)
+
+
+def record_stop(kit: Kit, out_dir: Path, suffix: str) -> None:
+    """A send to a new topic (the broker creates it and registers again), then the servers
+    stop: the broker's UNREGISTER_BROKER. The broker's connection to the name server began
+    before the capture (no SYN in it): every connection in the capture is kept."""
+    topic = "SdBrokerStop" + suffix
+    with tempfile.TemporaryDirectory(prefix="sd-rmq-") as tmp:
+        kit.scratch = Path(tmp)
+        raw = Path(tmp) / "raw.pcap"
+        log_from = broker_log_size(kit)
+        dump = tcpdump_start(raw, PCAP_FILTER)
+        started = int(time.time() * 1000)
+        try:
+            producer = kit.java("RmqProducer", "--topic", topic, "--count", "1",
+                                report="producer.json")
+            time.sleep(1)
+            kit.rmq("stop")
+        finally:
+            ended = int(time.time() * 1000)
+            dropped = tcpdump_stop(dump, raw)
+        truth = {
+            "capture": STOP + ".pcap",
+            "scenario": "a Java producer sends to a new topic (the broker creates it from "
+                        "TBW102 and registers with the name server again), then the servers "
+                        "stop: the broker's UNREGISTER_BROKER (104); the broker's connection "
+                        "to the name server starts before the capture (no SYN)",
+            "server": SERVER, "topic": topic, "started_ms": started, "ended_ms": ended,
+            "notes": {},
+            "clients": [client_entry("producer", "java-trace", producer),
+                        client_entry("broker", "broker-log", broker_said(kit, log_from))],
+        }
+        write(out_dir, STOP, raw, seen_client_ports(raw), truth, dropped)
 
 
 def write(out_dir: Path, name: str, raw: Path, ports: list[int], truth: dict,
@@ -406,10 +462,12 @@ def main() -> int:
             kit.rmq("start", fresh=True)
         suffix = time.strftime("%H%M%S")
         for name in names:
-            if name != REGISTER:
+            if name in SCENARIOS:
                 record(kit, name, out_dir, suffix)
+        if STOP in names:
+            record_stop(kit, out_dir, suffix)
     finally:
-        if started_here and not a.keep_servers:
+        if started_here and not a.keep_servers and kit.running():
             print(kit.rmq("stop"), end="")
     return 0
 
