@@ -1109,14 +1109,18 @@ def replay(target: str, data: bytes, scratch: str | None = None) -> None:
 
 
 def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path | None,
-            sample: bool, log: Callable[[str], None]) -> None:  # fmt: skip
+            sample: bool, log: Callable[[str], None],
+            replay_with: Callable[[str, bytes, str | None], None] | None = None,
+            ) -> None:  # fmt: skip
+    """One input through its target (`replay_with`: another protocol's targets of the same
+    names, as benchmarks/fuzz_rocketmq.py runs them), under the time and memory bounds."""
     if sample:
         tracemalloc.start()
     signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S[target])
     started = time.perf_counter()
     problem = None
     try:
-        replay(target, data, scratch)
+        (replay_with or replay)(target, data, scratch)
     except Hang:
         problem = f"hang: more than {TIME_BOUND_S[target]} s"
     except RecursionError:

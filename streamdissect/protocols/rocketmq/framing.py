@@ -4,8 +4,10 @@ high byte (0 JSON, 1 ROCKETMQ) and low 3 bytes (the header's length) say what th
 `RocketMQFramer` is framing.framer.Framer with the codec: every frame kept whole (a pull
 response is read message by message; the framer's `max_frame` bounds it), and resync after a
 gap at a plausible frame start: a total length within the limit, a header-length word of a
-known serialization whose length fits, and a header that decodes (a JSON object with a code,
-or a ROCKETMQ header whose lengths hold). `looks_like_rocketmq` is the heuristic for a
+known serialization whose length fits, a header that decodes (a JSON object with a code, or
+a ROCKETMQ header whose lengths hold), and the next frame's head plausible too: the first
+frame after a resync waits for it (or for a hole or the end), so where TCP cut the bytes
+never changes what is found. `looks_like_rocketmq` is the heuristic for a
 connection on a port no protocol claims.
 """
 
@@ -21,10 +23,11 @@ from streamdissect.protocols.rocketmq.codec import decode_frame
 from streamdissect.protocols.rocketmq.records import Malformed
 
 _head = struct.Struct(">II").unpack_from
-# where a frame may start: a JSON header's `{"` 8 bytes in, or a ROCKETMQ header's word (its
-# length under 64 KiB) 4 bytes in; the lookahead lets candidates overlap
-_CANDIDATE = re.compile(rb"(?=[\x00-\xff]{4}(?:\x00[\x00-\xff]{3}\{\"|\x01\x00[\x00-\xff]{2}))",
-                        re.S)  # fmt: skip
+# where a frame may start: a JSON header's `{"` 8 bytes in (or the buffer's end there: the
+# judge waits for it), or a ROCKETMQ header's word (its length under 64 KiB) 4 bytes in; the
+# lookahead lets candidates overlap
+_CANDIDATE = re.compile(
+    rb"(?=[\x00-\xff]{4}(?:\x00[\x00-\xff]{3}(?:\{\"|\{\Z|\Z)|\x01\x00[\x00-\xff]{2}))", re.S)
 JSON_START = b'{"'
 BINARY_MIN = 2 + 1 + 2 + 4 + 4 + 4 + 4
 
@@ -57,8 +60,8 @@ def frame_plausible(buf: bytes | bytearray, pos: int, max_size: int, final: bool
     piece = bytes(buf[pos : min(end, len(buf))])
     if isinstance(decode_frame(piece, declared_size=total), Malformed):
         return NO
-    if end + HEADER > len(buf):
-        return YES if final or end <= len(buf) else WAIT
+    if end + HEADER > len(buf):  # the next frame's head decides; it may come later
+        return YES if final else WAIT
     return YES if head_plausible(buf, end, max_size) else NO
 
 
