@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 import fuzz  # noqa: E402  (benchmarks/fuzz.py: the Stream's campaign and its machinery)
-from rocketmq_support import CAPTURES, NAMES, rocketmq_registered  # noqa: E402
+from rocketmq_support import CAPTURES, NAMES, recorded_frames, rocketmq_registered  # noqa: E402
 
 from streamdissect.capture import CaptureError  # noqa: E402
 from streamdissect.engine.dissect import Dissector, FrameEvent  # noqa: E402
@@ -61,27 +61,13 @@ MAX_FRAME = 1 << 20  # the framer's cap here (the default is 8 MiB)
 # --- seeds --------------------------------------------------------------------------------
 
 
-class _Keep(RocketMQFramer):
-    __slots__ = ()
-    frames: list = []
-
-    def _decode(self, offset, ts_ns, frame, size, cut):
-        _Keep.frames.append((id(self), frame))
-        super()._decode(offset, ts_ns, frame, size, cut)
-
-
 def corpus() -> tuple[list[bytes], list[bytes]]:
     """(frames, each direction's byte stream) of every RocketMQ capture."""
-    _Keep.frames = []
-    with rocketmq_registered():
-        for name in NAMES:
-            dissector = Dissector(engine="stream", protocols=["rocketmq"])
-            dissector.framer_class = _Keep
-            list(dissector.run(str(CAPTURES / f"{name}.pcap")))
+    kept = recorded_frames()
     streams: dict[int, list[bytes]] = {}
-    for owner, frame in _Keep.frames:
-        streams.setdefault(owner, []).append(frame)
-    frames = [f for _, f in _Keep.frames if len(f) <= 32 * 1024]
+    for direction, frame in kept:
+        streams.setdefault(direction, []).append(frame)
+    frames = [f for _, f in kept if len(f) <= 32 * 1024]
     return frames, [b"".join(parts) for parts in streams.values()]
 
 
@@ -169,46 +155,20 @@ def run_frame(frame: bytes) -> None:
             exercise(decode_frame(frame[:cut], declared_size=size))
 
 
-class _Collect(fuzz._Collect):
-    def emit_rocketmq(self, offset, ts_ns, record) -> None:
-        self.events.append(("frame", offset, frame_fields(record)))
+def _framer(collect: fuzz._Collect) -> RocketMQFramer:
+    """RocketMQ's framer writing into fuzz.py's collector (frames as their jsonl objects)."""
+    def emit(offset: int, ts_ns: int, record) -> None:
+        collect.events.append(("frame", offset, frame_fields(record)))
+
+    return RocketMQFramer(emit, collect.report, MAX_FRAME)
 
 
 def run_stream(stream: bytes) -> None:
+    """fuzz.py's stream checks with RocketMQ's framer: whole and split feeds give the same
+    events; holes neither raise nor grow the buffer."""
     rng = random.Random(hashlib.sha1(stream).digest())
-    whole = _Collect()
-    framer = RocketMQFramer(whole.emit_rocketmq, whole.report, MAX_FRAME)
-    framer.data(memoryview(stream), 1)
-    framer.finish(1)
-    for steps in ((1, 2, 3, 5, 8, 9), (1, 7, 64, 1460, 65536)):
-        split = _Collect()
-        framer = RocketMQFramer(split.emit_rocketmq, split.report, MAX_FRAME)
-        pos = 0
-        while pos < len(stream):
-            step = rng.choice(steps)
-            framer.data(memoryview(stream[pos : pos + step]), 1)
-            pos += step
-        framer.finish(1)
-        if split.events != whole.events:
-            first = next(i for i, (a, b) in enumerate(zip(split.events + [None],
-                                                          whole.events + [None])) if a != b)
-            raise fuzz.Finding(f"framer output depends on segmentation at event {first}: "
-                               f"{split.events[first:first + 1]} vs "
-                               f"{whole.events[first:first + 1]}")  # fmt: skip
-    gappy = _Collect()
-    framer = RocketMQFramer(gappy.emit_rocketmq, gappy.report, MAX_FRAME)
-    pos = 0
-    while pos < len(stream):
-        step = rng.randrange(1, 3000)
-        if rng.random() < 0.2:
-            framer.missing(step, 1)
-        else:
-            framer.data(memoryview(stream[pos : pos + step]), 1)
-        pos += step
-    framer.finish(1)
-    if len(framer.rbuf) > MAX_FRAME + 64:
-        raise fuzz.Finding(f"resync buffer holds {len(framer.rbuf)} bytes")
-    json.dumps(gappy.events, default=str)
+    fuzz.check_splits(stream, rng, _framer)
+    fuzz.check_gaps(stream, rng, _framer, MAX_FRAME)
 
 
 def run_pcap(data: bytes, path: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols import registry
+from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
 from streamdissect.protocols.stream.protocol import STREAM
 
@@ -50,3 +51,26 @@ def dissect(path: Path | str, **options) -> tuple[list[FrameEvent], list]:
         for event in Dissector(engine="stream", **options).run(str(path)):
             (frames if isinstance(event, FrameEvent) else anomalies).append(event)
     return frames, anomalies
+
+
+class _KeepingFramer(RocketMQFramer):
+    """The framer, keeping each whole frame's bytes (and which direction it came in)."""
+
+    __slots__ = ()
+    kept: list = []
+
+    def _decode(self, offset, ts_ns, frame, size, cut):
+        _KeepingFramer.kept.append((id(self), frame))
+        super()._decode(offset, ts_ns, frame, size, cut)
+
+
+def recorded_frames() -> list[tuple[int, bytes]]:
+    """Every frame of every recorded capture as on the wire, each with a number naming its
+    direction (frames of one direction are in their order)."""
+    _KeepingFramer.kept = []
+    with rocketmq_registered():
+        for name in NAMES:
+            dissector = Dissector(engine="stream", protocols=["rocketmq"])
+            dissector.framer_class = _KeepingFramer
+            list(dissector.run(str(CAPTURES / f"{name}.pcap")))
+    return _KeepingFramer.kept

@@ -12,36 +12,18 @@ import tracemalloc
 import zlib
 
 import pytest
-from rocketmq_support import CAPTURES, NAMES, rocketmq_registered
+from rocketmq_support import recorded_frames
 
-from streamdissect.engine.dissect import Dissector
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME
 from streamdissect.protocols.rocketmq import decode_frame, encode_command, make_command, spec
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
 
 
-class KeepingFramer(RocketMQFramer):
-    """The framer, keeping each whole frame's bytes beside its record."""
-
-    __slots__ = ()
-    kept: list = []
-
-    def _decode(self, offset, ts_ns, frame, size, cut):
-        KeepingFramer.kept.append(frame)
-        super()._decode(offset, ts_ns, frame, size, cut)
-
-
 @pytest.fixture(scope="module")
 def real_frames() -> list[bytes]:
     """Every frame of every recorded capture, as on the wire."""
-    KeepingFramer.kept = []
-    with rocketmq_registered():
-        for name in NAMES:
-            dissector = Dissector(engine="stream", protocols=["rocketmq"])
-            dissector.framer_class = KeepingFramer
-            list(dissector.run(str(CAPTURES / f"{name}.pcap")))
-    return KeepingFramer.kept
+    return [frame for _, frame in recorded_frames()]
 
 
 def _same(a: RemotingCommand, b: RemotingCommand) -> bool:
