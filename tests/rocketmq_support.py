@@ -24,15 +24,21 @@ DIRECTIONS = {"c->s request": ("c2s", False), "s->c response": ("s2c", True),
 
 @contextlib.contextmanager
 def rocketmq_registered() -> Iterator[tuple]:
-    """The registry with RocketMQ after the Stream, for the time of a `with`."""
+    """The registry with RocketMQ after the Stream, for the time of a `with` (and its tables
+    among tables.schema's, which it reads from the registry when first imported)."""
+    from streamdissect.tables import schema
+
     protocols = (STREAM, ROCKETMQ)
     registry.check(protocols)
-    saved = registry.PROTOCOLS, registry.BY_NAME
+    saved = registry.PROTOCOLS, registry.BY_NAME, dict(schema.TABLES)
     registry.PROTOCOLS, registry.BY_NAME = protocols, {p.name: p for p in protocols}
+    schema.TABLES.update(ROCKETMQ.tables)
     try:
         yield protocols
     finally:
-        registry.PROTOCOLS, registry.BY_NAME = saved
+        registry.PROTOCOLS, registry.BY_NAME, tables = saved
+        schema.TABLES.clear()
+        schema.TABLES.update(tables)
 
 
 def truth(name: str) -> dict:

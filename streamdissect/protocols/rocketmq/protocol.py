@@ -3,9 +3,9 @@ registry line would list for this package (`ROCKETMQ`).
 
 It gives the engine what it needs to find and frame RocketMQ connections (ports 9876, the
 name server, and 10911, the broker; the heuristic; the framer) and pairs a response with
-its request by `opaque` and the response bit of `flag`. Its tables, frames table and
-analyses are not written yet (issue 26's second half): until they are, a registry that
-lists it gives RocketMQ frame events to callers of `Dissector`, and nothing to the faces.
+its request by `opaque` and the response bit of `flag`; its frames table is
+`rocketmq_frames` (tables.py, frame_table.py: `frame_batches(paths, protocol="rocketmq")`).
+Its analyses are not written yet (issue 26's second half).
 """
 
 from __future__ import annotations
@@ -44,7 +44,14 @@ class RocketMQProtocol(Protocol):
 
     @property
     def tables(self) -> dict[str, tuple]:
-        return {}
+        from streamdissect.protocols.rocketmq.tables import TABLES
+
+        return TABLES
+
+    def frame_columns(self, show_secrets: bool = False) -> Any:
+        from streamdissect.protocols.rocketmq.frame_table import FrameRows
+
+        return FrameRows(show_secrets)
 
 
 ROCKETMQ = RocketMQProtocol()
