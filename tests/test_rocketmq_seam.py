@@ -54,11 +54,13 @@ def _first_bytes(path: Path) -> list[bytes]:
     return [bytes(b[:CLASSIFY_BYTES]) for b in firsts.values()]
 
 
-def test_the_heuristic_says_no_to_every_stream_direction_and_yes_to_rocketmq():
+def test_each_heuristic_says_yes_to_its_own_directions_only():
     stream = [b for p in worsen.corpus_captures() for b in _first_bytes(p)]
     assert len(stream) > 50 and not any(looks_like_rocketmq(b) for b in stream)
     rocketmq = [b for n in NAMES for b in _first_bytes(CAPTURES / f"{n}.pcap")]
     assert len(rocketmq) > 50 and all(looks_like_rocketmq(b) for b in rocketmq)
+    # and the Stream's heuristic, asked first, leaves every RocketMQ direction alone
+    assert not any(STREAM.looks_like(b) for b in rocketmq)
     assert looks_like_rocketmq(b"\x00\x00\x00") is None
 
 
