@@ -50,6 +50,15 @@ def client_port(connection: str) -> int:
     return int(connection.split("-")[0].rsplit(":", 1)[1])
 
 
+def own_fields(record) -> dict:
+    """A record's dict without what it takes from other frames (the request a response
+    answers: a capture made worse may have lost that request, or give it later)."""
+    out = record.to_dict()
+    out.pop("request_code", None)
+    out.pop("request_name", None)
+    return out
+
+
 def dissect(path: Path | str, **options) -> tuple[list[FrameEvent], list]:
     """Frame events and anomalies of a capture, RocketMQ registered."""
     frames, anomalies = [], []

@@ -49,6 +49,8 @@ def test_every_frame_decodes_without_anomaly(decoded, name):
     assert frames
     assert all(isinstance(e.record, RemotingCommand) and not e.record.truncated
                and e.record.body_error is None for e in frames)  # fmt: skip
+    # every response is named by its request (the capture holds each connection whole)
+    assert all(e.record.request_code is not None for e in frames if e.record.response)
 
 
 def _text(value) -> str:
@@ -67,6 +69,8 @@ def _check_frame(f: dict, r: RemotingCommand, kind: str) -> None:
     assert len(r.body) == f["bodyLength"]
     if f["dir"].endswith("response") and kind != "js-trace":
         assert r.remark == f.get("remark")
+    if f["dir"] == "s->c response" and "requestCode" in f:
+        assert r.request_code == f["requestCode"]  # the response named by its request
     traced = {k: _text(v) for k, v in f["header"].items() if v is not None}
     if f["dir"] == "s->c request":
         # the Java consumer's own StreamTypeRPCHook adds ReqT to a request once it is read

@@ -26,6 +26,7 @@ def frame_row(event: Any) -> dict[str, Any]:
         return row
     row.update(serialize_type=r.serialize_name, code=r.code, code_name=r.code_name,
                response=r.response, oneway=r.oneway, opaque=r.opaque, flag=r.flag,
+               request_code=r.request_code,
                language=None if r.language is None else str(r.language), version=r.version,
                remark=r.remark, body_length=len(r.body), body_error=r.body_error,
                message_count=None if r.messages is None else len(r.messages),

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, HEADER, NO, WAIT, YES, Framer
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.codec import decode_frame
-from streamdissect.protocols.rocketmq.records import Malformed
+from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
 
 _head = struct.Struct(">II").unpack_from
 # where a frame may start: a JSON header's `{"` 8 bytes in (or the buffer's end there: the
@@ -93,11 +93,34 @@ def sent_by_server(data: bytes) -> bool:
     return not isinstance(record, Malformed) and record.response
 
 
+MAX_OPEN_CALLS = 65_536  # requests a direction remembers until answered (oldest forgotten)
+
+
 class RocketMQFramer(Framer):
-    """A direction of a RocketMQ connection cut into records (framing.framer.Framer)."""
+    """A direction of a RocketMQ connection cut into records (framing.framer.Framer).
+    `calls`: opaque -> request code of this direction's requests not answered yet, which its
+    peer's responses are named by (protocol.RocketMQProtocol.framer)."""
 
     HEAD_KEPT = 64 * 1024  # (a frame above a negotiated max: RocketMQ negotiates none)
-    __slots__ = ()
+    __slots__ = ("calls",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: dict[int, int] = {}
+
+    def asked(self, record: RemotingCommand) -> None:
+        """A request of this direction: remembered until its response comes (oneway ones
+        get none)."""
+        if not record.oneway:
+            calls = self.calls
+            calls.pop(record.opaque, None)
+            calls[record.opaque] = record.code
+            if len(calls) > MAX_OPEN_CALLS:
+                del calls[next(iter(calls))]
+
+    def answered(self, opaque: int) -> int | None:
+        """The code of this direction's request that `opaque` answers, forgotten now."""
+        return self.calls.pop(opaque, None)
 
     def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
         record = decode_frame(frame, declared_size=size if cut else None)

@@ -10,10 +10,11 @@ Its analyses are not written yet (issue 26's second half).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from streamdissect.protocols.base import Protocol
+from streamdissect.framing.framer import Emit, Framer, Report
+from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.protocols.rocketmq.framing import (
     RocketMQFramer,
     looks_like_rocketmq,
@@ -31,6 +32,25 @@ class RocketMQProtocol(Protocol):
 
     def looks_like(self, data: bytes) -> bool | None:
         return looks_like_rocketmq(data)
+
+    def framer(self, emit: Emit, report: Report, options: FramerOptions,
+               framers: list[Framer], framer_class: Callable[..., Framer] | None = None,
+               ) -> Framer:  # fmt: skip
+        """The base's framer, whose records name the call they answer: a direction's
+        requests are remembered by opaque, and a response of the other direction gets its
+        request's code (`request_code`; None when the request was not seen)."""
+        def named_emit(offset: int, ts_ns: int, record: Any) -> None:
+            if record.__class__ is RemotingCommand:
+                if not record.response:
+                    framer.asked(record)
+                else:
+                    peer = next((f for f in framers if f is not framer), None)
+                    if peer is not None:
+                        record.request_code = peer.answered(record.opaque)
+            emit(offset, ts_ns, record)
+
+        framer = super().framer(named_emit, report, options, framers, framer_class)
+        return framer
 
     def sent_by_server(self, data: bytes) -> bool:
         return sent_by_server(data)

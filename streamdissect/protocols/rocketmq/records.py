@@ -112,6 +112,7 @@ class RemotingCommand:
     body_error: str | None = None  # why the body could not be read
     body_error_offset: int | None = None  # where in the frame
     truncated: bool = False  # bytes of the frame are missing (snaplen, gap, kept head)
+    request_code: int | None = None  # a response: its request's code, when the capture had it
     json_extra: dict[str, Any] | None = None  # JSON header keys beyond the known ones
     json_keys: tuple[str, ...] | None = None  # a JSON header's keys in their order
     json_tail: str | None = None  # blanks after a JSON header (the C++ client's newline)
@@ -155,6 +156,9 @@ class RemotingCommand:
                "flag": self.flag, "remark": self.remark, "ext": self.ext,
                "fields": self.fields, "body_length": len(self.body),
                "truncated": self.truncated}  # fmt: skip
+        if self.request_code is not None:
+            out["request_code"] = self.request_code
+            out["request_name"] = spec.request_name(self.request_code)
         if self.messages is not None:
             out["messages"] = [m.to_dict(payloads) for m in self.messages]
         for name in ("body_json", "body_text", "body_error", "body_error_offset", "json_extra"):

@@ -43,6 +43,8 @@ def frame_summary(record: RemotingCommand | Malformed) -> str:
     parts = [name if name.startswith("unknown(") else f"{name}({record.code})"]
     parts += [word for word, on in (("response", record.response), ("oneway", record.oneway))
               if on]  # fmt: skip
+    if record.request_code is not None:
+        parts.append(f"to={spec.request_name(record.request_code)}")
     parts.append(f"opaque={record.opaque}")
     if record.serialize_type != spec.JSON:
         parts.append(record.serialize_name)

@@ -36,6 +36,8 @@ FRAMES = _cols(
     ("response", "bool"),
     ("oneway", "bool"),
     ("opaque", "int64", "the call's number: a response carries its request's"),
+    ("request_code", "int32", "a response: the code of the request it answers (same "
+                              "connection, other direction), when the capture had it"),
     ("flag", "int32"),
     ("language", "string"),
     ("version", "int32"),
