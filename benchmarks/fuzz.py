@@ -857,28 +857,42 @@ def run_stream(stream: bytes) -> None:
     bounded by the input)."""
     rng = random.Random(hashlib.sha1(stream).digest())
     for options in ({}, {"deliver_keep_limit": 0}):
-        whole = _Collect()
-        framer = _framer(whole, **options)
-        framer.data(memoryview(stream), 1)
+        check_splits(stream, rng, lambda collect: _framer(collect, **options), str(options))
+    check_gaps(stream, rng, _framer, FUZZ_MAX_FRAME)
+
+
+def check_splits(stream: bytes, rng: random.Random, make_framer: Callable[[_Collect], Any],
+                 what: str = "") -> None:  # fmt: skip
+    """The framer `make_framer(collect)` gives the same frames and anomalies fed the whole
+    stream and fed it in random pieces (a protocol's stream target: this and check_gaps)."""
+    whole = _Collect()
+    framer = make_framer(whole)
+    framer.data(memoryview(stream), 1)
+    framer.finish(1)
+    for steps in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 7, 8, 9, 64, 1460, 65536)):
+        split = _Collect()
+        framer = make_framer(split)
+        pos = 0
+        while pos < len(stream):
+            step = rng.choice(steps)
+            framer.data(memoryview(stream[pos : pos + step]), 1)
+            pos += step
         framer.finish(1)
-        for steps in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 7, 8, 9, 64, 1460, 65536)):
-            split = _Collect()
-            framer = _framer(split, **options)
-            pos = 0
-            while pos < len(stream):
-                step = rng.choice(steps)
-                framer.data(memoryview(stream[pos : pos + step]), 1)
-                pos += step
-            framer.finish(1)
-            if split.events != whole.events:
-                pairs = zip(split.events + [None], whole.events + [None])
-                first = next(i for i, (a, b) in enumerate(pairs) if a != b)
-                raise Finding(
-                    f"framer output {options} depends on segmentation at event {first}: split "
-                    f"{split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
-                )
+        if split.events != whole.events:
+            pairs = zip(split.events + [None], whole.events + [None])
+            first = next(i for i, (a, b) in enumerate(pairs) if a != b)
+            raise Finding(
+                f"framer output {what} depends on segmentation at event {first}: split "
+                f"{split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
+            )
+
+
+def check_gaps(stream: bytes, rng: random.Random, make_framer: Callable[[_Collect], Any],
+               max_frame: int) -> None:  # fmt: skip
+    """Fed with holes, the framer neither raises nor buffers beyond its frame limit, and its
+    frames' dicts are JSON."""
     gappy = _Collect()
-    framer = _framer(gappy)
+    framer = make_framer(gappy)
     pos = 0
     while pos < len(stream):
         step = rng.randrange(1, 3000)
@@ -888,7 +902,7 @@ def run_stream(stream: bytes) -> None:
             framer.data(memoryview(stream[pos : pos + step]), 1)
         pos += step
     framer.finish(1)
-    if len(framer.rbuf) > FUZZ_MAX_FRAME + 64:
+    if len(framer.rbuf) > max_frame + 64:
         raise Finding(f"resync buffer holds {len(framer.rbuf)} bytes")
     for event in gappy.events:
         if event[0] == "frame":
@@ -1123,14 +1137,18 @@ def replay(target: str, data: bytes, scratch: str | None = None) -> None:
 
 
 def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path | None,
-            sample: bool, log: Callable[[str], None]) -> None:  # fmt: skip
+            sample: bool, log: Callable[[str], None],
+            replay_with: Callable[[str, bytes, str | None], None] | None = None,
+            ) -> None:  # fmt: skip
+    """One input through its target (`replay_with`: another protocol's targets of the same
+    names, as benchmarks/fuzz_rocketmq.py runs them), under the time and memory bounds."""
     if sample:
         tracemalloc.start()
     signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S[target])
     started = time.perf_counter()
     problem = None
     try:
-        replay(target, data, scratch)
+        (replay_with or replay)(target, data, scratch)
     except Hang:
         problem = f"hang: more than {TIME_BOUND_S[target]} s"
     except RecursionError:
