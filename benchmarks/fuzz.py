@@ -923,6 +923,7 @@ def _report(path: str, engine: str, columns: bool = False) -> str:
     dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, engine=engine, columns=columns,
                           publish_messages=False, deliver_keep_limit=0)  # fmt: skip
     result = analyze_events(dissector.run(path), report_only=True,
+                            protocol_of=dissector.protocol_of.get,
                             tcp_connections_after=lambda: list(dissector.connections))  # fmt: skip
     parts: list[str] = []
     json_write(to_json(result, lazy=True), parts.append)
@@ -984,12 +985,14 @@ def run_pcap(data: bytes, path: str) -> None:
     hot = HotLines()
     for event in events:
         if isinstance(event, FrameEvent):
-            row = frame_dict(event, show_secrets=False)
+            protocol = dissector.protocol_of.get(event.connection)
+            row = frame_dict(event, show_secrets=False, protocol=protocol)
             line = json.dumps(row, default=str) + "\n"
             fast = hot.line(event)
             if fast is not None and fast != line:
                 raise Finding(f"a hot jsonl line differs from json.dumps: {fast[:200]!r}")
-            text.write(summary(event.record))
+            text.write(summary(event.record) if protocol is None or protocol.name == "stream"
+                       else protocol.frame_line(event.record))  # fmt: skip
             if event.record.to_dict is None:
                 raise Finding("record without to_dict")
             key = (event.connection, event.direction)
@@ -1060,17 +1063,19 @@ def check_runs(path: str, events: list, reference: Any) -> None:
     """analyze()'s every table from HotFrames (the collectors' on_hot) equals the one from the
     streaming engine's records, and so do the frames jsonl lines made from runs."""
     full = Dissector(ooo_cap=FUZZ_OOO_CAP, columns=True, publish_messages=False)
-    made = analyze_events(full.run(path), tcp_connections_after=lambda: list(full.connections))
-    expected = analyze_events(iter(events), tcp_connections_after=lambda: list(reference.connections))
-    for table in schema.TABLES:
-        if table != "frames" and list(made.rows(table)) != list(expected.rows(table)):
+    made = analyze_events(full.run(path), tcp_connections_after=lambda: list(full.connections),
+                          protocol_of=full.protocol_of.get)  # fmt: skip
+    expected = analyze_events(iter(events), tcp_connections_after=lambda: list(reference.connections),
+                              protocol_of=reference.protocol_of.get)  # fmt: skip
+    for table in schema.analysis_tables():
+        if list(made.rows(table)) != list(expected.rows(table)):
             raise Finding(f"the {table} table from runs differs from the records'")
     lines = []
     for mode in ("lines", False):
         out = io.StringIO()
-        write = jsonl_writer(out, False, False)
         dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, columns=mode, publish_messages=False,
                               engine="auto" if mode else "stream")  # fmt: skip
+        write = jsonl_writer(out, False, False, dissector.protocol_of.get)
         for event in dissector.run(path):
             write(event)
         lines.append(out.getvalue())
@@ -1086,10 +1091,10 @@ def check_frame_events(frames: Any, events: list, dissector: Any) -> None:
     made = analyze_events(frame_events(frames), tcp_connections_after=lambda: tcp)
     if not all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent)):
         return
-    expected = analyze_events(events, tcp_connections_after=lambda: tcp)
-    for table in schema.TABLES:
-        if table not in ("frames", "anomalies") and \
-                list(made.rows(table)) != list(expected.rows(table)):  # fmt: skip
+    expected = analyze_events(events, tcp_connections_after=lambda: tcp,
+                              protocol_of=dissector.protocol_of.get)  # fmt: skip
+    for table in schema.analysis_tables():
+        if table != "anomalies" and list(made.rows(table)) != list(expected.rows(table)):
             raise Finding(f"the {table} table from the frames table differs from the records'")
 
 

@@ -8,7 +8,6 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from rocketmq_support import CAPTURES, NAMES, dissect
 
 from streamdissect.protocols.rocketmq import decode_frame, encode_command, make_command, spec

@@ -142,4 +142,4 @@ def test_the_registry_takes_rocketmq_as_one_more_line():
         assert registry.server_ports(protocols) == {5552: STREAM, 9876: ROCKETMQ,
                                                     10911: ROCKETMQ}
         assert registry.protocol("rocketmq") is ROCKETMQ
-    assert "rocketmq" not in registry.BY_NAME  # (not listed in main's registry yet)
+    assert registry.PROTOCOLS == (STREAM, ROCKETMQ)  # (its line in the registry)

@@ -7,7 +7,7 @@ only the frames it cares about; hot frames as columns (HotFrames) go to each col
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -107,7 +107,8 @@ class _Event:
 def analyze_events(events: Iterable, tcp_connections_after=list,
                    at_once_ms: float | None = None, report_only: bool = False,
                    tables: Collection[str] | None = None, end_ns: int | None = None,
-                   protocol: str | None = None) -> Analysis:
+                   protocol: str | None = None,
+                   protocol_of: Callable[[str], Any] | None = None) -> Analysis:
     """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames) and
     anomalies.
 
@@ -116,8 +117,11 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     large capture quick. `tables`: make only these (the others are empty). `end_ns`: the
     capture's end, where stalls still open end (by default the last frame's time).
     `protocol`: whose analyses (protocols.registry; None, the default protocol);
-    `at_once_ms` None: its own default."""
-    collectors = registry.protocol(protocol).analysis(
+    `at_once_ms` None: its own default. `protocol_of(connection)`, when given: the protocol
+    a frame's connection carries; frames of another protocol's are not this one's to
+    analyse (a record class is one protocol's: decided once a class)."""
+    analysed = registry.protocol(protocol)
+    collectors = analysed.analysis(
         at_once_ms=at_once_ms, report_only=report_only, tables=tables)
     hot_class = collectors.hot_class
     anomalies = AnomalyLog()
@@ -143,7 +147,10 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             if isinstance(rec, dict):  # collectors read fields as attributes
                 ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
                 rec = ev.record
-            handlers, same_for_class = collectors.handlers(rec)
+            if protocol_of is not None and protocol_of(ev.connection) is not analysed:
+                handlers, same_for_class = (), True
+            else:
+                handlers, same_for_class = collectors.handlers(rec)
             if same_for_class:
                 handlers_of_class[cls] = handlers
         last_ns = ev.ts_ns
@@ -185,4 +192,5 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heur
         tcp_connections_after=lambda: list(dissector.connections),
         at_once_ms=at_once_ms,
         report_only=report_only,
+        protocol_of=dissector.protocol_of.get,
     )

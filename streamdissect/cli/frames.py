@@ -17,10 +17,14 @@ from streamdissect.cli._display_filter import FilterError, compile_filter
 from streamdissect.cli._hot_fields import run_mask
 from streamdissect.cli._jsonl_columns import run_lines
 from streamdissect.cli._live import add_live_options, capture_error, with_sources
+from streamdissect.cli._options import add_port_options, port_map
 from streamdissect.cli._progress import progress_bar
 from streamdissect.cli._text_columns import ARROWS, LINE, SIDE, run_text
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.protocols import registry
+from streamdissect.protocols.base import Protocol
 from streamdissect.protocols.stream.hot import HotFrames
+from streamdissect.protocols.stream.protocol import STREAM
 from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable, record_class
 from streamdissect.protocols.stream.summary import frame_summary as summary
 
@@ -51,14 +55,7 @@ def register(subparsers: Any) -> None:
     )
     add_live_options(parser)
     parser.add_argument("--format", choices=("text", "jsonl"), default="text")
-    parser.add_argument(
-        "--port",
-        type=int,
-        action="append",
-        dest="ports",
-        metavar="N",
-        help="a Stream port (repeatable; default 5552)",
-    )
+    add_port_options(parser)
     parser.add_argument(
         "--no-heuristic",
         action="store_true",
@@ -90,6 +87,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run_frames)
 
 
+def _stream(connection: str) -> Protocol | None:
+    return None  # (the Stream's lines)
+
+
 def filter_fields() -> frozenset[str]:
     """Every top-level key a frames jsonl line can have (what -Y may name)."""
     from streamdissect.protocols.stream.records import RECORD_CLASSES
@@ -99,11 +100,16 @@ def filter_fields() -> frozenset[str]:
     for cls in RECORD_CLASSES.values():
         names.update(cls.body_fields)
         names.update(f.name for f in cls.spec.derived)
+    for other in registry.PROTOCOLS:
+        if other is not STREAM:
+            names.update(other.filter_fields())
     return frozenset(names)
 
 
 def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
-              count: int | None) -> Callable[[Any], bool]:  # fmt: skip
+              count: int | None,
+              protocol_of: Callable[[str], Protocol | None] = lambda c: None,
+              ) -> Callable[[Any], bool]:  # fmt: skip
     """`write` for the events `test` selects (all, without one), up to `count` frames; the
     result says whether to go on. A HotFrames run is tested over its columns (run_mask) and
     cut where the count ends, without a record."""
@@ -115,7 +121,8 @@ def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
             return select_run(event)
         is_frame = event.__class__ is FrameEvent
         if test is not None:
-            row = frame_dict(event, show_secrets) if is_frame else anomaly_dict(event)
+            row = (frame_dict(event, show_secrets, protocol=protocol_of(event.connection))
+                   if is_frame else anomaly_dict(event))  # fmt: skip
             if not test(row):
                 if is_frame and skip is not None:
                     skip(event)
@@ -160,7 +167,7 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
             one_by_one: bool) -> int:  # fmt: skip
     bar = progress_bar(paths)
     dissector = Dissector(
-        ports=tuple(args.ports or (5552,)),
+        ports=port_map(args),
         heuristic=not args.no_heuristic,
         max_frame=args.max_frame,
         on_read=bar.update if bar else None,
@@ -175,12 +182,13 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
         events = dissector.run(paths)
     except CaptureError as exc:
         return capture_error(exc, live)
+    protocol_of = dissector.protocol_of.get  # (a connection's protocol, once it is known)
     if args.format == "jsonl":
-        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads)
+        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads, protocol_of)
     else:
-        write = text_writer(sys.stdout, sys.stderr, args.show_secrets)
+        write = text_writer(sys.stdout, sys.stderr, args.show_secrets, protocol_of)
     if one_by_one:
-        write = selecting(write, test, args.show_secrets, args.count)
+        write = selecting(write, test, args.show_secrets, args.count, protocol_of)
     try:
         for event in events:
             if write(event) is False:
@@ -198,7 +206,9 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
     return 0
 
 
-def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) -> dict[str, Any]:
+def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False,
+               protocol: Protocol | None = None) -> dict[str, Any]:  # fmt: skip
+    """A frame's jsonl object; `protocol`: its connection's (None: the Stream)."""
     record = event.record
     row: dict[str, Any] = {
         "ts_ns": event.ts_ns,
@@ -206,6 +216,9 @@ def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) ->
         "direction": event.direction,
         "stream_offset": event.stream_offset,
     }
+    if protocol is not None and protocol is not STREAM:
+        row.update(protocol.frame_fields(record, show_secrets, payloads))
+        return row
     cls = record.__class__
     if (not payloads and cls in PAYLOAD_CLASSES) or cls.to_dict is Record.to_dict:
         # to_dict (less the payload fields), without turning megabytes of payload into hex
@@ -245,7 +258,9 @@ def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
     }
 
 
-def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool) -> Callable[[Any], None]:
+def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
+                 protocol_of: Callable[[str], Protocol | None] = _stream) -> Callable[[Any], None]:  # fmt: skip
+    """`protocol_of(connection)`: the protocol a frame's connection carries."""
     hot = None if payloads else HotLines()
 
     def write(event: FrameEvent | Anomaly | HotFrames) -> None:
@@ -258,7 +273,7 @@ def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool) -> Callable[[A
                 out.write(line)
                 return
         row = (
-            frame_dict(event, show_secrets, payloads)
+            frame_dict(event, show_secrets, payloads, protocol_of(event.connection))
             if isinstance(event, FrameEvent)
             else anomaly_dict(event)
         )
@@ -361,7 +376,9 @@ def _int_list(ids: Any) -> str | None:
     return None
 
 
-def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any], None]:
+def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
+                protocol_of: Callable[[str], Protocol | None] = _stream) -> Callable[[Any], None]:  # fmt: skip
+    """`protocol_of(connection)`: the protocol a frame's connection carries."""
     state = {"first_ns": None, "number": 0}
 
     def relative(ts_ns: int | None) -> float:
@@ -391,7 +408,10 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool) -> Callable[[Any],
             return
         number(event)
         side = SIDE % (event.connection, ARROWS[event.direction])
-        out.write(LINE % (state["number"], seconds, side, summary(event.record, show_secrets)))
+        protocol = protocol_of(event.connection)
+        line = (summary(event.record, show_secrets) if protocol is None or protocol is STREAM
+                else protocol.frame_line(event.record, show_secrets))  # fmt: skip
+        out.write(LINE % (state["number"], seconds, side, line))
 
     def run(frames: HotFrames, rows: np.ndarray) -> None:
         """The frames `rows` of a run, every frame of it counted."""

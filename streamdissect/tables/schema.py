@@ -10,6 +10,7 @@ case (`schema.FRAMES`).
 
 from __future__ import annotations
 
+from streamdissect.protocols import registry
 from streamdissect.protocols.registry import PROTOCOLS
 from streamdissect.tables.columns import KINDS, Column, arrow_schema_of, arrow_type, fit
 from streamdissect.tables.columns import columns as _cols
@@ -31,6 +32,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
     **{name: table for protocol in PROTOCOLS for name, table in protocol.tables.items()},
     "anomalies": ANOMALIES,
 }
+
+
+def analysis_tables(protocol: str | None = None) -> tuple[str, ...]:
+    """The tables an analysis of `protocol` (None: the default) gives: its tables but its
+    frames table, and the anomalies table."""
+    analysed = registry.protocol(protocol)
+    return (*(name for name in analysed.tables if name != analysed.frames_table), "anomalies")
 
 
 def __getattr__(name: str) -> tuple[Column, ...]:

@@ -62,6 +62,22 @@ class RocketMQProtocol(Protocol):
             return None
         return record.opaque, record.response
 
+    def frame_line(self, record: Any, show_secrets: bool = False) -> str:
+        from streamdissect.protocols.rocketmq.summary import frame_summary
+
+        return frame_summary(record)
+
+    def frame_fields(self, record: Any, show_secrets: bool = False,
+                     payloads: bool = False) -> dict[str, Any]:  # fmt: skip
+        from streamdissect.protocols.rocketmq.summary import frame_fields
+
+        return frame_fields(record, payloads)
+
+    def filter_fields(self) -> frozenset[str]:
+        from streamdissect.protocols.rocketmq.summary import FIELD_NAMES
+
+        return FIELD_NAMES
+
     @property
     def tables(self) -> dict[str, tuple]:
         from streamdissect.protocols.rocketmq.tables import TABLES

@@ -70,6 +70,16 @@ def _quoted(text: str, most: int = 80) -> str:
     return '"' + (line[:most] + "..." if len(line) > most else line) + '"'
 
 
+# every top-level key frame_fields gives (what a display filter may name)
+FIELD_NAMES = frozenset((
+    "size", "serialize_type", "header_length", "code", "code_name", "response", "oneway",
+    "language", "version", "opaque", "flag", "remark", "ext", "fields", "body_length",
+    "truncated", "request_code", "request_name", "messages", "body_json", "body_text",
+    "body_error", "body_error_offset", "json_extra", "body", "topic", "queue_id", "msg_ids",
+    "message_count", "malformed", "offset", "raw",
+))  # fmt: skip
+
+
 def frame_fields(record: RemotingCommand | Malformed, payloads: bool = False) -> dict[str, Any]:
     """The record as one flat JSON-able object (a jsonl line's own fields): the envelope
     and header, the named fields, topic, queue and message ids at the top, the messages
