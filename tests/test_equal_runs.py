@@ -1,10 +1,11 @@
-"""Runs of equal frames (protocols.stream.hot_walk.EqualRuns) give the report the streaming
-engine's records give, byte for byte, when they are asked for as early as the walk allows.
+"""Runs of equal frames and of frames each filling a segment (protocols.stream.hot_walk:
+EqualRuns, SegmentRuns) give the report the streaming engine's records give, byte for byte,
+when they are asked for as early as the walk allows.
 
-The walk asks EqualRuns only after FOLLOW_AFTER frames of one size and key (16: cheaper on
-the benchmark captures), which the corpus' short runs seldom reach; here it asks at the
-second frame of a kind, on the corpus and the made-worse copies, with blocks small enough
-that the runs straddle segments and blocks."""
+The walk asks them only after FOLLOW_AFTER frames of one size and key, or each filling its
+segment (16: cheaper on the benchmark captures), which the corpus' short runs seldom reach;
+here it asks at the second such frame, on the corpus and the made-worse copies, with blocks
+small enough that the runs straddle segments and blocks."""
 
 from __future__ import annotations
 
@@ -17,20 +18,32 @@ from streamdissect.capture import blocks
 from streamdissect.protocols.stream import hot_walk
 
 
-@pytest.fixture
-def asked_early(monkeypatch):
-    """EqualRuns asked at the second frame of a kind; the frames it noted, counted."""
-    noted = []
-    follow = hot_walk.EqualRuns.follow
+# EqualRuns asked early, SegmentRuns never; the other way round; both early
+EARLY = {"equal": (2, 1 << 40), "filling": (1 << 40, 2), "both": (2, 2)}
 
-    def counted(self, p, size, key, send):
-        before = len(self.starts)
-        end = follow(self, p, size, key, send)
-        noted.append(len(self.starts) - before)
-        return end
 
-    monkeypatch.setattr(hot_walk, "FOLLOW_AFTER", 2)
-    monkeypatch.setattr(hot_walk.EqualRuns, "follow", counted)
+@pytest.fixture(params=sorted(EARLY))
+def asked_early(request, monkeypatch):
+    """EqualRuns and SegmentRuns asked at the second frame or never (EARLY); the frames each
+    noted, counted by class name."""
+    noted = {"EqualRuns": [], "SegmentRuns": []}
+
+    def counting(cls):
+        follow = cls.follow
+
+        def counted(self, *args):
+            before = len(self.starts)
+            end = follow(self, *args)
+            noted[cls.__name__].append(len(self.starts) - before)
+            return end
+
+        monkeypatch.setattr(cls, "follow", counted)
+
+    follow_after, fill_after = EARLY[request.param]
+    monkeypatch.setattr(hot_walk, "FOLLOW_AFTER", follow_after)
+    monkeypatch.setattr(hot_walk, "FILL_AFTER", fill_after)
+    counting(hot_walk.EqualRuns)
+    counting(hot_walk.SegmentRuns)
     return noted
 
 
@@ -45,8 +58,13 @@ def assert_same_asked_early(path) -> None:
 def test_corpus_report_same_asked_early(asked_early):
     for path in worsen.corpus_captures():
         assert_same_asked_early(path)
-    # (the corpus has runs: hundreds of frames are taken this way)
-    assert sum(asked_early) > 100, asked_early
+    # (the corpus has runs of both kinds: hundreds of frames are taken each way)
+    taken = {name: sum(counts) for name, counts in asked_early.items()}
+    assert taken["EqualRuns"] > 100 or taken["SegmentRuns"] > 100, taken
+    if hot_walk.FILL_AFTER > 2:
+        assert taken["EqualRuns"] > 100, taken
+    if hot_walk.FOLLOW_AFTER > 2:
+        assert taken["SegmentRuns"] > 100, taken
 
 
 @pytest.mark.parametrize("name", sorted(WORSE))
