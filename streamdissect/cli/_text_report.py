@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import chain
 from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
@@ -56,9 +57,7 @@ class RowStream:
         where = {n: i for i, n in enumerate(names)}
         item = "\n" + step * (level + 1)
         field = "\n" + step * (level + 2)
-        template = item + "{" + ",".join(
-            field + encode_basestring_ascii(n).replace("%", "%%") + ": %s" for n in wanted
-        ) + item + "}"  # fmt: skip
+        heads = [field + encode_basestring_ascii(n).replace("%", "%%") + ": " for n in wanted]
         texts = [_COLUMN_TEXT[kinds[n]] for n in wanted]
         rows = self.rows
         dict_rows = bool(rows) and isinstance(rows[0], dict)
@@ -70,8 +69,32 @@ class RowStream:
             else:
                 every = list(zip(*chunk))
                 columns = [every[where[n]] for n in wanted]
-            cells = [text(column) for text, column in zip(texts, columns)]
-            yield ",".join([template % row for row in zip(*cells)])
+            # The chunk's rows in one format: a column of plain ints or finite floats is
+            # formatted there (%d, %r: as int.__repr__, float.__repr__), others as texts.
+            specs, values = [], []
+            for text, column in zip(texts, columns):
+                spec, given = _column_format(text, column)
+                specs.append(spec)
+                if given is not None:
+                    values.append(given)
+            template = item + "{" + ",".join(map(str.__add__, heads, specs)) + item + "}"
+            yield ",".join([template] * len(chunk)) % tuple(chain.from_iterable(zip(*values)))
+
+
+def _column_format(text, values) -> tuple[str, list | None]:
+    """How a chunk's column goes into its rows' format: (%d, the ints) for an int column of
+    ints only, (%r, the floats) for a float column of finite floats only, ("null", None) for
+    a column of None only, else (%s, its JSON texts from `text`)."""
+    kinds = set(map(type, values))
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if kind is int and text is _int_column:
+            return "%d", values
+        if kind is float and text is _float_column and all(map(math.isfinite, values)):
+            return "%r", values
+        if kind is _NONE_TYPE:
+            return "null", None
+    return "%s", text(values)
 
 
 def _int_cell(v) -> str:
@@ -106,7 +129,8 @@ def _one_kind(values, kind: type) -> list[str] | None:
     return None
 
 
-_NONE = frozenset((type(None),))
+_NONE_TYPE = type(None)
+_NONE = frozenset((_NONE_TYPE,))
 _REPR = {int: int.__repr__, float: float.__repr__, str: encode_basestring_ascii}
 
 
