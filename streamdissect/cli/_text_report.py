@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from itertools import chain
 from json.encoder import encode_basestring_ascii
 from numbers import Integral
@@ -61,14 +62,21 @@ class RowStream:
         texts = [_COLUMN_TEXT[kinds[n]] for n in wanted]
         rows = self.rows
         dict_rows = bool(rows) and isinstance(rows[0], dict)
+        by_column = getattr(rows, "column_slices", None)  # (CompactRows: no tuple a row)
         size = ROW_CHUNK
         for at in range(0, len(rows), size):
-            chunk = rows[at : at + size]
-            if dict_rows:
-                columns = [[r.get(n) for r in chunk] for n in wanted]
+            if by_column is not None:
+                every = by_column(at, min(at + size, len(rows)))
+                n = len(every[0]) if every else 0
+                columns = [every[where[name]] for name in wanted]
             else:
-                every = list(zip(*chunk))
-                columns = [every[where[n]] for n in wanted]
+                chunk = rows[at : at + size]
+                n = len(chunk)
+                if dict_rows:
+                    columns = [[r.get(name) for r in chunk] for name in wanted]
+                else:
+                    every = list(zip(*chunk))
+                    columns = [every[where[name]] for name in wanted]
             # The chunk's rows in one format: a column of plain ints or finite floats is
             # formatted there (%d, %r: as int.__repr__, float.__repr__), others as texts.
             specs, values = [], []
@@ -78,14 +86,17 @@ class RowStream:
                 if given is not None:
                     values.append(given)
             template = item + "{" + ",".join(map(str.__add__, heads, specs)) + item + "}"
-            yield ",".join([template] * len(chunk)) % tuple(chain.from_iterable(zip(*values)))
+            yield ",".join([template] * n) % tuple(chain.from_iterable(zip(*values)))
 
 
 def _column_format(text, values) -> tuple[str, list | None]:
     """How a chunk's column goes into its rows' format: (%d, the ints) for an int column of
     ints only, (%r, the floats) for a float column of finite floats only, ("null", None) for
     a column of None only, else (%s, its JSON texts from `text`)."""
-    kinds = set(map(type, values))
+    if values.__class__ is array:  # (kept as an array: every value one kind, none None)
+        kinds = {int if values.typecode == "q" else float}
+    else:
+        kinds = set(map(type, values))
     if len(kinds) == 1:
         kind = kinds.pop()
         if kind is int and text is _int_column:
