@@ -91,17 +91,18 @@ class RowStream:
 
 def _column_format(text, values) -> tuple[str, list | None]:
     """How a chunk's column goes into its rows' format: (%d, the ints) for an int column of
-    ints only, (%r, the floats) for a float column of finite floats only, ("null", None) for
-    a column of None only, else (%s, its JSON texts from `text`)."""
+    ints only, (%r, the floats) for a float column of finite floats only (a column of
+    `_cells`, typed by its values: either), ("null", None) for a column of None only, else
+    (%s, its JSON texts from `text`)."""
     if values.__class__ is array:  # (kept as an array: every value one kind, none None)
         kinds = {int if values.typecode == "q" else float}
     else:
         kinds = set(map(type, values))
     if len(kinds) == 1:
         kind = kinds.pop()
-        if kind is int and text is _int_column:
+        if kind is int and text in _INT_TEXTS:
             return "%d", values
-        if kind is float and text is _float_column and all(map(math.isfinite, values)):
+        if kind is float and text in _FLOAT_TEXTS and all(map(math.isfinite, values)):
             return "%r", values
         if kind is _NONE_TYPE:
             return "null", None
@@ -356,8 +357,8 @@ def _flat_rows(rows: list, level: int, step: str) -> str | None:
     head = "\n" + step * (level + 1)
     close = "\n" + step * (level + 1) + "}"
     try:
-        out = _same_key_rows(rows, inner)
-        if out is None:
+        joined = _same_key_rows(rows, inner, head + "{", close)
+        if joined is None:
             keys: dict = {}
             text = _TEXT
             out = [",".join([
@@ -365,28 +366,34 @@ def _flat_rows(rows: list, level: int, step: str) -> str | None:
                 + text[v.__class__](v)
                 for k, v in row.items()
             ]) for row in rows]  # fmt: skip
+            joined = ",".join([head + "{" + r + close if r else head + "{}" for r in out])
     except (KeyError, AttributeError, TypeError):
         return None
-    return "[" + ",".join([head + "{" + r + close if r else head + "{}" for r in out]) + (
-        "\n" + step * level + "]"
-    )
+    return "[" + joined + "\n" + step * level + "]"
 
 
-def _same_key_rows(rows: list, inner: str) -> list[str] | None:
-    """_flat_rows' row texts, column by column, when every row has the first one's keys in
-    its order (a table's rows: thousands of stalls); None otherwise."""
+def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | None:
+    """_flat_rows' rows, joined, column by column in one format (as RowStream.texts), when
+    every row has the first one's keys in its order (a table's rows: thousands of stalls);
+    None otherwise."""
     if not rows or rows[0].__class__ is not dict or not rows[0]:
         return None
     names = tuple(rows[0])
     if any(r.__class__ is not dict or tuple(r) != names for r in rows):
         return None
-    template = ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": %s"
-                        for k in names)  # fmt: skip
-    columns = [_cells(column) for column in zip(*[r.values() for r in rows])]
-    return [template % row for row in zip(*columns)]
+    specs, values = [], []
+    for column in zip(*[r.values() for r in rows]):
+        spec, given = _column_format(_cells, column)
+        specs.append(spec)
+        if given is not None:
+            values.append(given)
+    template = opening + ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": "
+                                  + spec for k, spec in zip(names, specs)) + close  # fmt: skip
+    return ",".join([template] * len(rows)) % tuple(chain.from_iterable(zip(*values)))
 
 
 def _cells(values: tuple) -> list[str]:
+    """A column's JSON texts, by each value's type (a row of dicts has no schema)."""
     texts = _one_kind(values, int)
     if texts is None:
         texts = _one_kind(values, float)
@@ -394,6 +401,11 @@ def _cells(values: tuple) -> list[str]:
         text = _TEXT
         texts = [text[v.__class__](v) for v in values]
     return texts
+
+
+# column texts whose all-int (all-finite-float) columns are their values' int (float) reprs
+_INT_TEXTS = (_int_column, _cells)
+_FLOAT_TEXTS = (_float_column, _cells)
 
 
 def json_text(obj, indent: int = 1) -> str:
