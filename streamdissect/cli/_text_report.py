@@ -92,8 +92,9 @@ class RowStream:
 def _column_format(text, values) -> tuple[str, list | None]:
     """How a chunk's column goes into its rows' format: (%d, the ints) for an int column of
     ints only, (%r, the floats) for a float column of finite floats only (a column of
-    `_cells`, typed by its values: either), ("null", None) for a column of None only, else
-    (%s, its JSON texts from `text`)."""
+    `_cells`, typed by its values: either), ("null", None) for a column of None only, the
+    text itself for a column of one int or string only (a consumer's connection, its
+    subscription id), else (%s, its JSON texts from `text`)."""
     if values.__class__ is array:  # (kept as an array: every value one kind, none None)
         kinds = {int if values.typecode == "q" else float}
     else:
@@ -101,7 +102,11 @@ def _column_format(text, values) -> tuple[str, list | None]:
     if len(kinds) == 1:
         kind = kinds.pop()
         if kind is int and text in _INT_TEXTS:
+            if values.count(values[0]) == len(values):
+                return int.__repr__(values[0]), None
             return "%d", values
+        if kind is str and text in _STR_TEXTS and values.count(values[0]) == len(values):
+            return encode_basestring_ascii(values[0]).replace("%", "%%"), None
         if kind is float and text in _FLOAT_TEXTS and all(map(math.isfinite, values)):
             return "%r", values
         if kind is _NONE_TYPE:
@@ -406,6 +411,7 @@ def _cells(values: tuple) -> list[str]:
 # column texts whose all-int (all-finite-float) columns are their values' int (float) reprs
 _INT_TEXTS = (_int_column, _cells)
 _FLOAT_TEXTS = (_float_column, _cells)
+_STR_TEXTS = (_str_column,)  # (_cells of strings: per value, from _TEXT)
 
 
 def json_text(obj, indent: int = 1) -> str:
