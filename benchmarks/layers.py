@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     for _ in range(args.runs):
         out = subprocess.run([sys.executable, __file__, "--one", args.file],
                              capture_output=True, text=True, check=True).stderr  # fmt: skip
-        for tag, text in re.findall(r"^(LAYERS-\w+) (.*)$", out, re.M):
+        for tag, text in re.findall(r"^(LAYERS-\w+) (.*)$", out, re.MULTILINE):
             for name, value in json.loads(text).items():
                 best[name] = min(best.get(name, value), value)
     for name in sorted(best, key=lambda n: (n.startswith("helper"), n)):

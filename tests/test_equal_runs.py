@@ -17,7 +17,6 @@ from test_columns_report import report
 from streamdissect.capture import blocks
 from streamdissect.protocols.stream import hot_walk
 
-
 # EqualRuns asked early, SegmentRuns never; the other way round; both early
 EARLY = {"equal": (2, 1 << 40), "filling": (1 << 40, 2), "both": (2, 2)}
 
