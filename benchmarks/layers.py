@@ -26,20 +26,24 @@ import time
 MAIN_LAYERS = [
     # (label, module, attribute): the CPU spent inside, summed over the run
     ("packet columns (packets)", "streamdissect.engine.bulk", "packets"),
-    ("TCP, vectorised (with the walk in it)", "streamdissect.engine.bulk",
-     "BulkPcap._connections"),
+    ("TCP, vectorised (with the walk in it)", "streamdissect.engine.bulk", "BulkPcap._connections"),
     ("frame walk (framing.walk.walk)", "streamdissect.engine.bulk", "walk"),
-    ("hot frame decode (end_block)", "streamdissect.protocols.stream.fast_path",
-     "StreamFastPath.end_block"),
-    ("analysis: analyze_events (dissection in it)", "streamdissect.analysis.driver",
-     "analyze_events"),
+    (
+        "hot frame decode (end_block)",
+        "streamdissect.protocols.stream.fast_path",
+        "StreamFastPath.end_block",
+    ),
+    (
+        "analysis: analyze_events (dissection in it)",
+        "streamdissect.analysis.driver",
+        "analyze_events",
+    ),
     ("JSON: to_json", "streamdissect.cli.analyze", "to_json"),
     ("JSON: json_write", "streamdissect.cli.analyze", "json_write"),
 ]
 HELPER_LAYERS = [
     ("helper: record walk (walk_records)", "streamdissect.capture.blocks", "walk_records"),
-    ("helper: packet parse (parse_packets)", "streamdissect.engine.bulk",
-     "_HelperParse.__call__"),
+    ("helper: packet parse (parse_packets)", "streamdissect.engine.bulk", "_HelperParse.__call__"),
 ]
 
 
@@ -144,8 +148,9 @@ def one_run(argv: list[str]) -> None:
             helper_body(*args)
         finally:
             t1 = os.times()
-            helper["helper: CPU in all (user + sys)"] = (t1.user - t0.user) + (t1.system -
-                                                                                t0.system)
+            helper["helper: CPU in all (user + sys)"] = (t1.user - t0.user) + (
+                t1.system - t0.system
+            )
             print("LAYERS-HELPER " + json.dumps(helper), file=sys.stderr, flush=True)
 
     blocks._helper = counted_helper

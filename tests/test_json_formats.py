@@ -15,7 +15,7 @@ from streamdissect.analysis.compact import CompactRows
 from streamdissect.cli import _text_report as report
 from streamdissect.cli._text_report import json_text, json_write
 
-STRINGS = ["10.0.0.1:5000-10.0.0.2:5552", "100%", "%s%d", "é\n\"", ""]
+STRINGS = ["10.0.0.1:5000-10.0.0.2:5552", "100%", "%s%d", 'é\n"', ""]
 
 
 def _anomaly(i: int, rng: random.Random, same: bool) -> tuple:
