@@ -120,6 +120,44 @@ def gone(items: list[pytest.Item]) -> list[str]:
     return found
 
 
+# --- under pytest-xdist (scripts/test.sh: -n 2 --dist loadgroup) ------------------------------
+# Each worker is a process with its own session fixtures. What must not run at once on two
+# workers, or would be made twice, is one xdist group, run by one worker in collection order:
+#   "brokers": every test marked broker or live. Captures on lo (tcpdump `tcp port 5552`) see
+#     every connection to the brokers, so no other test of this run may talk to them meanwhile.
+#   "spark": the tests on the in-process Spark session (one JVM, one session, its cluster).
+#   "reports": the tests of the corpus's reports, made once (corpus_report, slow_report).
+#   otherwise the test's module, whose module-scoped fixtures are so made once.
+# The tests that start a JVM of their own (a notebook's kernel, spark-submit) need no group.
+OWN_JVM = {
+    "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source",
+    "test_spark_job.py::test_spark_submit_runs_the_job",
+}
+REPORT_FIXTURES = {"corpus_report", "slow_report"}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    marks = {mark.name for mark in item.iter_markers()}
+    if marks & {"broker", "live"}:
+        return "brokers"
+    if "spark" in marks and f"{item.path.name}::{item.originalname}" not in OWN_JVM:
+        return "spark"
+    if REPORT_FIXTURES & set(item.fixturenames):
+        return "reports"
+    return item.path.name
+
+
+def distributed(config) -> bool:
+    """Run by pytest-xdist: on its controller (--dist) or in one of its workers."""
+    return hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
+
+
+def pytest_configure(config):
+    if config.getoption("dist", "no") == "loadgroup":
+        # (xdist hands out the groups in collection order, ours below, not by test count)
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(tryfirst=True)  # (before -m selects by them)
 def pytest_collection_modifyitems(config, items):
     if stale := gone(items):
@@ -127,6 +165,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in sorted(needs(item)):
             item.add_marker(getattr(pytest.mark, name))
+        if config.pluginmanager.hasplugin("xdist"):  # (its marker, registered by it)
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    if distributed(config):
+        # the longest groups first, each to a worker, then the groups of the slow tests, so
+        # that no long group starts last and leaves the other worker idle
+        groups = {item.nodeid: xdist_group(item) for item in items}
+        slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow")}
+        rank = {"spark": 0, "brokers": 1}
+        items.sort(key=lambda item: rank.get(groups[item.nodeid], 2 if groups[item.nodeid]
+                                             in slow else 3))  # fmt: skip
 
 
 def _answers(port: int) -> bool:
