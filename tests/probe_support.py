@@ -39,7 +39,8 @@ def certificates_differ() -> str | None:
             return f"{tls / name} is missing or expires within a day"
     for held in (Path("/etc/rabbitmq/tls"), Path(chroot) / "etc/rabbitmq/tls"):
         for name in ("ca.pem", "server.pem", "server.key"):
-            if not (held / name).exists() or not filecmp.cmp(tls / name, held / name, shallow=False):
+            same = (held / name).exists() and filecmp.cmp(tls / name, held / name, shallow=False)
+            if not same:
                 return f"{tls / name} is not the running broker's {held / name}"
     return None
 
