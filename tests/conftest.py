@@ -324,8 +324,44 @@ def big_capture(tmp_path_factory) -> Path:
 # --- Spark, the report and Wireshark ----------------------------------------------------------
 
 
+CLUSTER_TEST = "test_a_standalone_cluster_reads_what_local_spark_reads"  # test_spark_source.py
+
+
 @pytest.fixture(scope="session")
-def _spark_stopped_at_the_end():
+def _cluster_booting(request, tmp_path_factory):
+    """The standalone cluster (a master and two workers, pyspark's own) if this session is
+    to run the test that uses it: started in a thread by the session's first test on the
+    Spark session, so that its three JVMs boot while the Spark tests before it run; stopped
+    at the end whatever happened. (cluster, the boot's future), or None."""
+    if not any(item.originalname == CLUSTER_TEST for item in request.session.items):
+        yield None
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamdissect.spark.cluster import LocalCluster
+
+    cluster = LocalCluster(workers=2, cores=1, log_dir=str(tmp_path_factory.mktemp("cluster")))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        booting = pool.submit(cluster.start)
+        try:
+            yield cluster, booting
+        finally:
+            with contextlib.suppress(Exception):  # (its failure is the test's to say)
+                booting.result()
+            cluster.stop()
+
+
+@pytest.fixture
+def standalone_cluster(_cluster_booting):
+    """The cluster above, up (its test stops it, and checks that everything it started is
+    gone)."""
+    cluster, booting = _cluster_booting
+    booting.result()
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def _spark_stopped_at_the_end(_cluster_booting):
     yield
     from pyspark.sql import SparkSession
 
