@@ -152,7 +152,14 @@ def distributed(config) -> bool:
     return hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
 
 
+# Spark's JVMs here (the session's, the cluster's, a notebook kernel's, spark-submit's) run
+# short jobs on 2 shared cores: the C2 compiler's and G1's threads cost them more than they
+# give back (the results are the same; a JVM says "Picked up JAVA_TOOL_OPTIONS" on stderr)
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def pytest_configure(config):
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)  # (what a user set, kept)
     if config.getoption("dist", "no") == "loadgroup":
         # (xdist hands out the groups in collection order, ours below, not by test count)
         config.option.loadscopereorder = False
