@@ -345,6 +345,9 @@ def _cluster_booting(request, tmp_path_factory):
         return
     from concurrent.futures import ThreadPoolExecutor
 
+    import pyspark.sql  # noqa: F401 (imported here first: pyspark imported by two threads at
+    # once fails, "partially initialized module")
+
     from streamdissect.spark.cluster import LocalCluster
 
     cluster = LocalCluster(workers=2, cores=1, log_dir=str(tmp_path_factory.mktemp("cluster")))
