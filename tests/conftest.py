@@ -113,7 +113,7 @@ def gone(items: list[pytest.Item]) -> list[str]:
     """The tables' tests that their module, collected, no longer has (renamed, deleted)."""
     modules = {item.path.name: item.module for item in items if isinstance(item, pytest.Function)}
     found = []
-    for key in (*NEEDS, *NEEDS_NOTHING, *SLOW_TESTS):
+    for key in (*NEEDS, *NEEDS_NOTHING, *SLOW_TESTS, *OWN_JVM):
         module, _, test = key.partition("::")
         if test and module in modules and not hasattr(modules[module], test):
             found.append(key)
@@ -331,16 +331,13 @@ def big_capture(tmp_path_factory) -> Path:
 # --- Spark, the report and Wireshark ----------------------------------------------------------
 
 
-CLUSTER_TEST = "test_a_standalone_cluster_reads_what_local_spark_reads"  # test_spark_source.py
-
-
 @pytest.fixture(scope="session")
 def _cluster_booting(request, tmp_path_factory):
     """The standalone cluster (a master and two workers, pyspark's own) if this session is
     to run the test that uses it: started in a thread by the session's first test on the
     Spark session, so that its three JVMs boot while the Spark tests before it run; stopped
     at the end whatever happened. (cluster, the boot's future), or None."""
-    if not any(item.originalname == CLUSTER_TEST for item in request.session.items):
+    if not any("standalone_cluster" in item.fixturenames for item in request.session.items):
         yield None
         return
     from concurrent.futures import ThreadPoolExecutor
