@@ -59,10 +59,11 @@ class LocalCluster:
 
     def start(self) -> None:
         """The master, then the workers; back when every worker has registered. A cluster
-        started already is left as it is (`with` on one started beforehand: stopped on
-        leaving)."""
-        if self.processes:
+        running already is left as it is (`with` on one started beforehand: stopped on
+        leaving); a stopped one starts again."""
+        if any(process.poll() is None for process in self.processes):
             return
+        self.processes = []
         spark_environment()
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(free_port()))  # fmt: skip
