@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 import worsen
-from test_bulk_engine import WORSE
+from test_bulk_engine import WORSE, outcome_of
 
 from streamdissect.capture import blocks, packet_columns, pcapng_walk
 from streamdissect.engine import bulk
-from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.engine.dissect import Dissector
 
 SMALL_BLOCK = 9_000
 
@@ -31,17 +31,7 @@ SMALL_BLOCK = 9_000
 def outcome(paths: list, engine: str, **options) -> tuple[list, list, list, bool]:
     """(events, anomalies table, connections table, whether the bulk engine read it)."""
     dissector = Dissector(engine=engine, **options)
-    events = []
-    for ev in dissector.run([str(p) for p in paths]):
-        if isinstance(ev, FrameEvent):
-            events.append((ev.ts_ns, ev.connection, ev.direction, ev.stream_offset,
-                           ev.record.to_dict(show_secrets=True)))  # fmt: skip
-        else:
-            events.append((ev.ts_ns, ev.connection, ev.direction, ev.kind, ev.stream_offset,
-                           ev.length, ev.detail))  # fmt: skip
-    anomalies = [(a.ts_ns, a.connection, a.kind, a.stream_offset, a.length, a.detail)
-                 for a in dissector.anomalies]  # fmt: skip
-    return events, anomalies, dissector.connections, dissector._bulk
+    return (*outcome_of(dissector, paths), dissector._bulk)
 
 
 def assert_same(paths: list, reference: tuple | None = None, **options) -> tuple:
