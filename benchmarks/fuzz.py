@@ -12,7 +12,8 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           gives), then everything a user can ask of the record: to_dict both ways, repr,
           the text summary, re-encoding (must give back exactly the bytes: a record that
           encodes to other bytes would lie), record_from_dict, Deliver entries, records,
-          tracking, bounded decompression, AMQP 1.0 decoding of every record payload; one
+          tracking, bounded decompression, AMQP 1.0 decoding of every record payload, the
+          `frames -V` tree and each message's dict (no body shown past --max-body); one
           frame in SCAPY_EVERY also through the scapy layer (same verdict and record, the
           same bytes built back, show() and summary() never raise).
 - stream: a byte stream of mutated frames -> StreamFramer, fed whole and in random splits with
@@ -89,7 +90,9 @@ from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
 from streamdissect.protocols.stream.frame_events import frame_events
 from streamdissect.protocols.stream.frame_table import frame_row
 from streamdissect.protocols.stream.framing import StreamFramer
+from streamdissect.protocols.stream.messages import frame_messages, message_body, message_fields
 from streamdissect.protocols.stream.summary import frame_summary as summary
+from streamdissect.protocols.stream.verbose import frame_tree
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
@@ -754,6 +757,7 @@ def exercise(record: Any, frame: bytes | None) -> None:
             rebuilt = record_from_dict(secret)
             if encode_frame(rebuilt) != frame:
                 raise Finding(f"{record.command} to_dict/record_from_dict loses bytes")
+    check_verbose(record)
     if not isinstance(record, Record):
         return
     if record.command == "Deliver" and not record.response:
@@ -782,6 +786,24 @@ def exercise(record: Any, frame: bytes | None) -> None:
                     pass
             else:
                 _amqp(entry)
+
+
+VERBOSE_BODY = 64  # --max-body of the -V rendering the frame target checks
+
+
+def check_verbose(record: Any) -> None:
+    """`frames -V` of the record (and the message dicts of -Y and --messages): never raises,
+    and no body shows more than --max-body bytes."""
+    frame_tree(record, max_body=VERBOSE_BODY, max_decompressed=MAX_DECOMPRESSED)
+    frame_tree(record, bodies=False, max_decompressed=MAX_DECOMPRESSED)
+    for message in frame_messages(record, MAX_DECOMPRESSED):
+        json.dumps(message_fields(message, VERBOSE_BODY), default=str)
+        body = message_body(message, VERBOSE_BODY)
+        shown = body.value if isinstance(body.value, (str, bytes)) else ""
+        length = len(shown) // 2 if body.encoding == "hex" else len(
+            shown.encode("utf-8", "surrogatepass") if isinstance(shown, str) else shown)
+        if length > VERBOSE_BODY:
+            raise Finding(f"-V shows {length} bytes of a body, past --max-body {VERBOSE_BODY}")
 
 
 def _amqp(data: Any) -> None:
