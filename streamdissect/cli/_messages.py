@@ -66,7 +66,7 @@ def names_messages(test: Test | None, expression: str) -> bool:
         if leaf.path[0] != MESSAGE:
             continue
         found = True
-        if len(leaf.path) < 2 or leaf.path[1] not in MESSAGE_FIELDS:
+        if len(leaf.path) > 1 and leaf.path[1] not in MESSAGE_FIELDS:  # (bare: has one)
             name = ".".join(leaf.path)
             at = max(expression.find(name), 0)
             raise FilterError(expression, at, f"unknown message field {name!r} (message."
