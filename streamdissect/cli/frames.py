@@ -108,7 +108,8 @@ def filter_fields() -> frozenset[str]:
     from streamdissect.protocols.stream.records import RECORD_CLASSES
 
     names = {"ts_ns", "connection", "direction", "stream_offset", *COMMON_COLUMNS,
-             "kind", "length", "detail", "malformed", "reason", "offset", "raw", MESSAGE}  # fmt: skip
+             "kind", "length", "detail", "malformed", "reason", "offset", "raw",
+             MESSAGE}  # fmt: skip
     for cls in RECORD_CLASSES.values():
         names.update(cls.body_fields)
         names.update(f.name for f in cls.spec.derived)

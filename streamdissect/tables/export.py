@@ -37,12 +37,14 @@ def arrow_table(table: str, df: pd.DataFrame) -> Any:
 
 def write_tables(analysis: Analysis, directory: str, fmt: str,
                  tables: list[str] | None = None) -> list[str]:  # fmt: skip
-    """Every analysis table (or `tables`) under `directory`; the paths written."""
+    """Every analysis table (or `tables`; the tables made on request only when named, as
+    `messages`) under `directory`; the paths written."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     os.makedirs(directory, exist_ok=True)
     written = []
-    for table in tables or [t for t in schema.TABLES if t != "frames"]:
+    for table in tables or [t for t in schema.TABLES
+                            if t != "frames" and t not in schema.ON_REQUEST]:
         arrow = arrow_table(table, getattr(analysis, table))
         written.append(write_table(arrow, directory, table, fmt))
     return written

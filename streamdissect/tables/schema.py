@@ -14,7 +14,7 @@ from streamdissect.protocols.registry import PROTOCOLS
 from streamdissect.tables.columns import KINDS, Column, arrow_schema_of, arrow_type, fit
 from streamdissect.tables.columns import columns as _cols
 
-__all__ = ["ANOMALIES", "KINDS", "TABLES", "Column", "arrow_schema", "arrow_type",
+__all__ = ["ANOMALIES", "KINDS", "ON_REQUEST", "TABLES", "Column", "arrow_schema", "arrow_type",
            "column_names", "fit", "pandas_dtypes"]  # fmt: skip
 
 ANOMALIES = _cols(
@@ -31,6 +31,9 @@ TABLES: dict[str, tuple[Column, ...]] = {
     **{name: table for protocol in PROTOCOLS for name, table in protocol.tables.items()},
     "anomalies": ANOMALIES,
 }
+
+# Tables made only when asked for (the Stream's messages): left out of the default exports
+ON_REQUEST = frozenset(name for protocol in PROTOCOLS for name in protocol.tables_on_request)
 
 
 def __getattr__(name: str) -> tuple[Column, ...]:

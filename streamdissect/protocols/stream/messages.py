@@ -14,10 +14,10 @@ after the entries before it.
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from streamdissect.protocols.stream import osiris
@@ -315,3 +315,40 @@ class MessageRows:
             "stream": self.streams.get((event.connection, kind, ident)),
             **message_fields(message, self.max_body, self.bodies),
         }  # fmt: skip
+
+
+# A --messages row as the messages table has it (protocols/stream/tables.py MESSAGES)
+PLACE_COLUMNS = ("ts_ns", "connection", "direction", "frame", "stream_offset", "command",
+                 "version", "index", "publisher_id", "publishing_id", "filter_value",
+                 "subscription_id", "offset", "stream", "compression", "size",
+                 "format")  # fmt: skip
+JSON_COLUMNS = ("application_properties", "header", "delivery_annotations",
+                "message_annotations", "footer")  # fmt: skip
+
+
+def table_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A MessageRows row flattened for the messages table: the properties a column each (the
+    timestamps as *_ms), the maps as JSON text, the body as its preview."""
+    from streamdissect.protocols.stream.amqp import PROPERTY_FIELDS
+
+    out = {name: row[name] for name in PLACE_COLUMNS}
+    properties = row["properties"] or {}
+    for name in PROPERTY_FIELDS:
+        value = properties.get(name)  # (to_json's already: binary as hex, symbols as text)
+        if name in TIME_PROPERTIES or name == "group_sequence":
+            integer = isinstance(value, int) and not isinstance(value, bool)
+            out[f"{name}_ms" if name in TIME_PROPERTIES else name] = value if integer else None
+        else:
+            out[name] = value if value is None or isinstance(value, str) else json.dumps(
+                value, ensure_ascii=False, default=str)  # fmt: skip
+    for name in JSON_COLUMNS:
+        value = row[name]
+        out[name] = None if value is None else json.dumps(value, ensure_ascii=False,
+                                                          default=str)  # fmt: skip
+    body = row.get("body")
+    out["body_preview"] = body if body is None or isinstance(body, str) else json.dumps(
+        body, ensure_ascii=False, default=str)  # fmt: skip
+    out |= {"body_kind": row["body_kind"], "body_size": row["body_size"],
+            "body_encoding": row.get("body_encoding"), "body_truncated": row.get("body_truncated"),
+            "error": row["error"]}  # fmt: skip
+    return out

@@ -69,7 +69,7 @@ def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = D
             _field(tree, depth, name, value)
     if record.__class__.__name__ == "Deliver" and record.chunk is not None:
         _deliver_data(tree, depth, record)
-    elif getattr(record, "command", None) == "Publish" and getattr(record, "messages", None) is not None:
+    elif getattr(record, "command", None) == "Publish" and record.messages is not None:
         _entries(tree, depth, record, publish=True)
     return tree.text()
 
@@ -175,7 +175,7 @@ def _entries(tree: Tree, depth: int, record: Any, publish: bool) -> None:
 
 def _entry(tree: Tree, depth: int, entry: EntryView, publish: bool) -> None:
     if publish:
-        where = f"publishing id {entry.publishing_id}" if entry.publishing_id is not None else "entry"
+        where = "entry" if entry.publishing_id is None else f"publishing id {entry.publishing_id}"
     else:
         where = f"entry at byte {entry.position}"
     if entry.error is not None and not entry.size:
