@@ -180,9 +180,11 @@ def _publish_entries(record: Any, max_decompressed: int) -> Iterator[EntryView]:
 def printable_text(data: bytes) -> str | None:
     """The bytes as text when they are printable UTF-8 (newlines and tabs allowed), else None."""
     try:
-        text = data.decode("utf-8")
+        text = str(data, "utf-8")
     except UnicodeDecodeError:
         return None
+    if text.isprintable():
+        return text
     plain = text.replace("\n", "").replace("\r", "").replace("\t", "")
     return text if plain.isprintable() else None
 

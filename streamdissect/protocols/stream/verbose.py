@@ -11,6 +11,7 @@ Each line is indented by four spaces a level; the caller writes the frame's own 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,13 +27,19 @@ from streamdissect.protocols.stream.messages import (
     frame_entries,
     message_body,
 )
-from streamdissect.protocols.stream.records import jsonable
+from streamdissect.protocols.stream.records import Record, jsonable
 from streamdissect.protocols.stream.spec import BY_KEY
 
 INDENT = "    "
 PAYLOAD_FIELDS = frozenset(("chunk_payload", "messages"))  # shown as entries, not as bytes
 MOST_ITEMS = 64  # items of a list or map shown before "... N more"
 HEX_ROW = 16
+PADS = [INDENT * depth for depth in range(16)]
+PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves as it is
+# a string json.dumps writes as it is, between quotes (the usual one: no escape to make)
+AS_IS = re.compile(r'[^"\\\x00-\x1f\x7f]*\Z')
+ANNOTATED = frozenset(("key", "code", "closing_code", "offset_type"))
+KEY_TEXT: dict[int, str] = {}  # a known key as its line shows it, made once
 
 
 class Tree:
@@ -46,10 +53,10 @@ class Tree:
         self.max_decompressed = max_decompressed
 
     def add(self, depth: int, text: str) -> None:
-        self.lines.append(INDENT * depth + text)
+        self.lines.append((PADS[depth] if depth < len(PADS) else INDENT * depth) + text)
 
     def text(self) -> str:
-        return "".join(line + "\n" for line in self.lines)
+        return "\n".join(self.lines) + "\n" if self.lines else ""
 
 
 def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = DEFAULT_MAX_BODY,
@@ -59,8 +66,18 @@ def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = D
     sub-batch inflates to at most `max_decompressed` bytes (else it is said damaged)."""
     tree = Tree(max_body, bodies, max_decompressed)
     fields = _record_fields(record, show_secrets)
+    lines, pad = tree.lines, PADS[depth] if depth < len(PADS) else INDENT * depth
     for name, value in fields.items():
-        if name == "chunk" and isinstance(value, dict):
+        cls = value.__class__
+        if cls is int and name not in ANNOTATED:  # (the usual field, written at once)
+            lines.append(f"{pad}{name}: {value}")
+        elif value is None:
+            lines.append(f"{pad}{name}: null")
+        elif cls is str and name not in ANNOTATED and AS_IS.match(value):
+            lines.append(f'{pad}{name}: "{value}"')
+        elif cls is bool:
+            lines.append(f"{pad}{name}: {'true' if value else 'false'}")
+        elif name == "chunk" and isinstance(value, dict):
             _chunk(tree, depth, value, record)
         elif name == "raw" and isinstance(value, str):
             tree.add(depth, f"raw: {len(value) // 2} bytes")
@@ -78,9 +95,14 @@ def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
     """The record's dict (to_dict: secrets redacted) without the payload bytes, which are
     shown as entries and messages; a payload class's dict made without hexing them first."""
     names = getattr(record, "body_fields", ())
-    if PAYLOAD_FIELDS.intersection(names):
+    if PAYLOAD_FIELDS.intersection(names) or type(record).to_dict is Record.to_dict:
         fields = record.common_dict()
-        fields.update({n: jsonable(getattr(record, n)) for n in names if n not in PAYLOAD_FIELDS})
+        for name in names:
+            if name not in PAYLOAD_FIELDS:
+                value = getattr(record, name)
+                plain = value.__class__ in PLAIN or (
+                    value.__class__ is list and all(v.__class__ is int for v in value))
+                fields[name] = value if plain else jsonable(value)
         if hasattr(record, "crc_ok"):
             fields["crc_ok"] = record.crc_ok
         return fields
@@ -90,11 +112,16 @@ def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
 
 def _annotated(name: str, value: Any) -> str:
     """A field's value with what it means where a number alone says little."""
-    if value is None:
-        return "null"
+    if name not in ANNOTATED or value is None:
+        return _scalar(value)
+    if name == "key" and value in KEY_TEXT:
+        return KEY_TEXT[value]
     if name == "key" and isinstance(value, int):
         message = BY_KEY.get(value)
-        return f"0x{value:04x}" + (f" ({message.class_name})" if message else " (unknown)")
+        text = f"0x{value:04x}" + (f" ({message.class_name})" if message else " (unknown)")
+        if message is not None:
+            KEY_TEXT[value] = text
+        return text
     if name in ("code", "closing_code") and isinstance(value, int):
         return f"0x{value:02x} ({code_name(value)})"
     if name == "offset_type" and isinstance(value, int):
@@ -103,7 +130,9 @@ def _annotated(name: str, value: Any) -> str:
 
 
 def _field(tree: Tree, depth: int, name: str, value: Any) -> None:
-    if isinstance(value, dict):
+    if value.__class__ in PLAIN:
+        tree.add(depth, f"{name}: {_annotated(name, value)}")
+    elif isinstance(value, dict):
         tree.add(depth, f"{name}:" + ("" if value else " {}"))
         _mapping(tree, depth + 1, value)
     elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
@@ -247,8 +276,7 @@ def _body(tree: Tree, depth: int, message: Message) -> None:
     body = message_body(message, tree.max_body)
     cut = f", first {tree.max_body} shown" if body.truncated else ""
     if body.encoding == "text":
-        tree.add(depth, f"body ({kind}, {body.size} bytes, text{cut}): "
-                        f"{json.dumps(body.value, ensure_ascii=False)}")  # fmt: skip
+        tree.add(depth, f"body ({kind}, {body.size} bytes, text{cut}): {_scalar(body.value)}")
     elif body.encoding == "hex":
         tree.add(depth, f"body ({kind}, {body.size} bytes, binary{cut}):")
         _hex_dump(tree, depth + 1, bytes.fromhex(body.value), None)
@@ -294,6 +322,13 @@ def _scalar(value: Any) -> str:
     """A value on one line: JSON strings, true/false/null, symbols and binaries marked."""
     from streamdissect.protocols.stream.amqp import Opaque, Symbol
 
+    cls = value.__class__
+    if cls is int:
+        return str(value)
+    if cls is str and AS_IS.match(value):
+        return f'"{value}"'
+    if cls is list and all(v.__class__ is int for v in value):  # (publishing ids)
+        return "[" + ", ".join(map(str, value)) + "]"
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, str):
