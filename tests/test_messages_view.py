@@ -291,3 +291,19 @@ def test_message_options_that_do_not_go_together(capsys):
     assert main(["frames", "--format", "jsonl", "--payloads", "--no-bodies", path]) == 2
     assert main(["frames", "-V", "--max-body", "-1", path]) == 2
     assert "streamdissect:" in capsys.readouterr().err
+
+
+def test_malformed_and_unknown_frames_show_their_reason_and_bytes():
+    """A Publish whose message list breaks is a Malformed record: its reason, where, and
+    its bytes (a hex dump cut at --max-body) instead of messages."""
+    body = struct.pack(">BiQI", 1, 1, 1, 99) + b"body"  # (an entry of 99 bytes: 4 are there)
+    frame = struct.pack(">IHH", 4 + len(body), 0x0002, 1) + body
+    record = decode_frame(frame)
+    lines = [line.strip() for line in frame_tree(record, max_body=16).splitlines()]
+    assert type(record).__name__ == "Malformed"
+    assert 'command: "Publish"' in lines and "malformed: true" in lines
+    assert any(line.startswith("reason: ") for line in lines)
+    assert f"raw: {len(frame)} bytes" in lines and "... " + f"{len(frame) - 16} more bytes" in lines
+    unknown = decode_frame(struct.pack(">IHH", 6, 0x0077, 1) + b"ab")
+    lines = [line.strip() for line in frame_tree(unknown).splitlines()]
+    assert "key: 0x0077 (unknown)" in lines and "unknown: true" in lines

@@ -73,7 +73,7 @@ def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = D
             lines.append(f"{pad}{name}: {value}")
         elif value is None:
             lines.append(f"{pad}{name}: null")
-        elif cls is str and name not in ANNOTATED and AS_IS.match(value):
+        elif cls is str and name not in ANNOTATED and name != "raw" and AS_IS.match(value):
             lines.append(f'{pad}{name}: "{value}"')
         elif cls is bool:
             lines.append(f"{pad}{name}: {'true' if value else 'false'}")
@@ -86,7 +86,7 @@ def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = D
             _field(tree, depth, name, value)
     if record.__class__.__name__ == "Deliver" and record.chunk is not None:
         _deliver_data(tree, depth, record)
-    elif getattr(record, "command", None) == "Publish" and record.messages is not None:
+    elif getattr(record, "command", None) == "Publish" and getattr(record, "messages", None):
         _entries(tree, depth, record, publish=True)
     return tree.text()
 
