@@ -92,11 +92,13 @@ def message_test(test: Test, frame_row: Callable[[Any], dict], bodies: bool
     return frame_test
 
 
-def verbose_tree(args: argparse.Namespace) -> Callable[[Any], str]:
-    from streamdissect.protocols.stream.verbose import frame_tree
+def verbose_tree(args: argparse.Namespace) -> Callable[[Any], tuple[str, str]]:
+    """-V in text: a record's line and the tree under it (and a blank line after)."""
+    from streamdissect.protocols.stream.verbose import frame_view
 
-    def tree(record: Any) -> str:
-        return frame_tree(record, args.show_secrets, args.max_body, not args.no_bodies) + "\n"
+    def tree(record: Any) -> tuple[str, str]:
+        line, below = frame_view(record, args.show_secrets, args.max_body, not args.no_bodies)
+        return line, below + "\n"
 
     return tree
 

@@ -405,10 +405,10 @@ def _int_list(ids: Any) -> str | None:
 
 
 def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
-                tree: Callable[[Any], str] | None = None,
+                tree: Callable[[Any], tuple[str, str]] | None = None,
                 message_lines: Callable[[Any], list[str]] | None = None,
                 ) -> Callable[[Any], None]:  # fmt: skip
-    """A line a frame; `tree` (-V): what to write under it (the frame's fields);
+    """A line a frame; `tree` (-V): a record's line and what to write under it (its fields);
     `message_lines` (--messages): a frame's lines instead, one a message."""
     state = {"first_ns": None, "number": 0}
 
@@ -443,9 +443,12 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
             for text in message_lines(event):
                 out.write(LINE % (state["number"], seconds, side, text))
             return
-        out.write(LINE % (state["number"], seconds, side, summary(event.record, show_secrets)))
         if tree is not None:
-            out.write(tree(event.record))
+            line, below = tree(event.record)
+            out.write(LINE % (state["number"], seconds, side, line))
+            out.write(below)
+            return
+        out.write(LINE % (state["number"], seconds, side, summary(event.record, show_secrets)))
 
     def run(frames: HotFrames, rows: np.ndarray) -> None:
         """The frames `rows` of a run, every frame of it counted."""

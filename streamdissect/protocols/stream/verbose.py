@@ -29,6 +29,7 @@ from streamdissect.protocols.stream.messages import (
 )
 from streamdissect.protocols.stream.records import Record, jsonable
 from streamdissect.protocols.stream.spec import BY_KEY
+from streamdissect.protocols.stream.summary import fields_summary
 
 INDENT = "    "
 PAYLOAD_FIELDS = frozenset(("chunk_payload", "messages"))  # shown as entries, not as bytes
@@ -64,8 +65,22 @@ def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = D
                max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> str:  # fmt: skip
     """The tree of a record's fields (Record, Malformed or Unknown), as text lines; a
     sub-batch inflates to at most `max_decompressed` bytes (else it is said damaged)."""
-    tree = Tree(max_body, bodies, max_decompressed)
+    return _tree(record, _record_fields(record, show_secrets), max_body, bodies, depth,
+                 max_decompressed)  # fmt: skip
+
+
+def frame_view(record: Any, show_secrets: bool = False, max_body: int | None = DEFAULT_MAX_BODY,
+               bodies: bool = True) -> tuple[str, str]:  # fmt: skip
+    """(the frame's line, as summary.frame_summary writes it; its tree, as frame_tree), from
+    one reading of its fields."""
     fields = _record_fields(record, show_secrets)
+    line = fields_summary(fields, fields.get("command") or type(record).__name__)
+    return line, _tree(record, fields, max_body, bodies, 1, DEFAULT_MAX_DECOMPRESSED)
+
+
+def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: bool, depth: int,
+          max_decompressed: int) -> str:  # fmt: skip
+    tree = Tree(max_body, bodies, max_decompressed)
     lines, pad = tree.lines, PADS[depth] if depth < len(PADS) else INDENT * depth
     for name, value in fields.items():
         cls = value.__class__
@@ -77,6 +92,8 @@ def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = D
             lines.append(f'{pad}{name}: "{value}"')
         elif cls is bool:
             lines.append(f"{pad}{name}: {'true' if value else 'false'}")
+        elif cls is list and all(v.__class__ is int for v in value):  # (publishing ids)
+            lines.append(f"{pad}{name}: [{', '.join(map(str, value))}]")
         elif name == "chunk" and isinstance(value, dict):
             _chunk(tree, depth, value, record)
         elif name == "raw" and isinstance(value, str):
