@@ -134,3 +134,19 @@ def test_no_bodies_leaves_the_body_out_of_filters_too(capsys):
     assert len(jsonl(capsys, "--messages", "-Y", "message.body", path)) == 55 * 2
     rows = jsonl(capsys, "--messages", "--no-bodies", path)
     assert rows and all("body" not in r and r["body_size"] == 64 for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "text"])
+def test_count_with_messages_counts_messages(fmt, capsys):
+    """-c N with --messages: the first N messages the filter selects, and no more read."""
+    path = str(CAPTURES / "rbfly-publish-consume-3.10.pcap")
+    args = ["frames", "--format", fmt, "--messages", "-c", "5", "-Y",
+            'message.application_properties.region == "apac"', path]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    apac = [s.body.decode() for s in published("rbfly-publish-consume-3.10")
+            if region(s) == "apac"][:5]  # fmt: skip
+    if fmt == "jsonl":
+        assert [json.loads(line)["body"] for line in out] == apac
+    else:
+        assert len(out) == 5 and all(body in line for body, line in zip(apac, out, strict=True))

@@ -106,16 +106,23 @@ def verbose_tree(args: argparse.Namespace) -> Callable[[Any], tuple[str, str]]:
 def selected_messages(args: argparse.Namespace, test: Test | None,
                       frame_row: Callable[[Any], dict]) -> Callable[[Any], list[dict]]:  # fmt: skip
     """--messages: a frame event's message rows (MessageRows), those `test` selects when
-    given (tested on the frame's fields and each message's, its body whole)."""
+    given (tested on the frame's fields and each message's, its body whole), up to -c of
+    them in all (`select.done()`: the count is reached)."""
     rows = MessageRows(args.max_body, not args.no_bodies)
     bodies = not args.no_bodies
+    left = [args.count]
 
     def select(event: Any) -> list[dict]:
         messages = rows.messages(event)
         frame = frame_row(event) if messages and test is not None else None
-        return [rows.row(event, m) for m in messages
-                if frame is None or test(frame | {MESSAGE: message_fields(m, None, bodies)})]
+        found = [rows.row(event, m) for m in messages
+                 if frame is None or test(frame | {MESSAGE: message_fields(m, None, bodies)})]
+        if left[0] is not None:
+            found = found[: left[0]]
+            left[0] -= len(found)
+        return found
 
+    select.done = lambda: left[0] is not None and left[0] <= 0  # type: ignore[attr-defined]
     return select
 
 
@@ -126,14 +133,16 @@ def message_lines_writer(out: TextIO, args: argparse.Namespace, test: Test | Non
     frames jsonl); with -Y, the messages (and anomalies) the filter selects."""
     select = selected_messages(args, test, frame_row)
 
-    def write(event: Any) -> None:
+    def write(event: Any) -> bool:
+        """Whether to go on (-c: not when its count of messages is written)."""
         if event.__class__ is not FrameEvent:
             row = anomaly_row(event)
             if test is None or test(row | {MESSAGE: None}):
                 out.write(json.dumps(row, default=str) + "\n")
-            return
+            return True
         for row in select(event):
             out.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        return not select.done()  # type: ignore[attr-defined]
 
     return write
 
@@ -169,9 +178,15 @@ def message_summary(row: dict) -> str:
 
 def message_text(args: argparse.Namespace, test: Test | None,
                  frame_row: Callable[[Any], dict]) -> Callable[[Any], list[str]]:  # fmt: skip
-    """--messages in text: a frame event's message lines (message_summary)."""
+    """--messages in text: a frame event's message lines (message_summary); `done()`: -c
+    messages are written."""
     select = selected_messages(args, test, frame_row)
-    return lambda event: [message_summary(row) for row in select(event)]
+
+    def lines(event: Any) -> list[str]:
+        return [message_summary(row) for row in select(event)]
+
+    lines.done = select.done  # type: ignore[attr-defined]
+    return lines
 
 
 def with_messages(args: argparse.Namespace) -> Callable[[dict, Any], dict]:

@@ -171,7 +171,8 @@ def run_frames(args: argparse.Namespace) -> int:
             print(f"streamdissect: bad display filter: {exc}", file=sys.stderr)
             return 2
     args.by_message = by_message
-    one_by_one = (test is not None and not args.messages) or args.count is not None
+    # (--messages: its writers apply -Y and -c to messages themselves)
+    one_by_one = not args.messages and (test is not None or args.count is not None)
     if STDIN in args.captures or args.interface:  # (each frame out as soon as it is complete)
         sys.stdout.reconfigure(line_buffering=True)
     return with_sources(args, lambda paths, live, _: _frames(args, paths, live, test,
@@ -218,8 +219,7 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
             event_test = message_test(
                 test, lambda ev: frame_dict(ev, args.show_secrets) if ev.__class__ is FrameEvent
                 else anomaly_dict(ev), not args.no_bodies)  # fmt: skip
-        write = selecting(write, test if not args.messages else None, args.show_secrets,
-                          args.count, event_test)
+        write = selecting(write, test, args.show_secrets, args.count, event_test)
     try:
         for event in events:
             if write(event) is False:
@@ -442,7 +442,7 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
         if message_lines is not None:
             for text in message_lines(event):
                 out.write(LINE % (state["number"], seconds, side, text))
-            return
+            return not message_lines.done()  # type: ignore[attr-defined]
         if tree is not None:
             line, below = tree(event.record)
             out.write(LINE % (state["number"], seconds, side, line))
