@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 from run import Tool, measure, streamdissect_cmd  # noqa: E402
 
 LIMIT = 1.15
+FLAT = 1.10
 
 
 def make_forms(path: Path, folder: Path, pieces: int) -> dict[str, list[str]]:
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pieces", type=int, default=4)
     ap.add_argument("--no-tshark", action="store_true")
+    ap.add_argument("--flatness", type=Path, metavar="CAPTURE2X",
+                    help="the same traffic twice as long: each form's peak RSS on it within "
+                         f"{FLAT}x of the first's")
     args = ap.parse_args(argv)
     plain = str(args.capture)
     forms = make_forms(args.capture, HERE / "out" / "forms", args.pieces)
@@ -68,13 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     tools = [
         Tool("cat", "cat FILE", ["cat", plain], plain),
         Tool("gunzip", "gzip -dc FILE.gz", ["gzip", "-dc", forms["gzip"][0]], plain),
-        Tool("plain", "analyze FILE.pcap", [*analyze, plain], plain),
-        Tool("pcapng", "analyze FILE.pcapng", [*analyze, *forms["pcapng"]], plain),
-        Tool("gzip", "analyze FILE.pcap.gz", [*analyze, *forms["gzip"]], plain),
-        Tool("pieces", f"analyze PIECE x{len(forms['pieces'])}", [*analyze, *forms["pieces"]],
-             plain),
-        Tool("pipe", "cat FILE | analyze -",
-             ["sh", "-c", f"cat {shlex.quote(plain)} | {shlex.join(analyze)} -"], plain),
+        *analyze_tools(plain, forms, analyze),
     ]
     if not args.no_tshark:
         tools.insert(2, Tool("tshark", "tshark -r FILE -q -z conv,tcp",
@@ -108,7 +106,37 @@ def main(argv: list[str] | None = None) -> int:
               f"{' + gzip -dc' if name == 'gzip' else ''}): {got} {'PASS' if ok else 'FAIL'}")
     if "tshark" in by and by["tshark"].ok:
         print(f"plain analyze / tshark conv,tcp: {base / by['tshark'].median_s:.3f}x")
+    if args.flatness:
+        failed += flatness(args, by, analyze)
     return 1 if failed else 0
+
+
+def analyze_tools(plain: str, forms: dict, analyze: list[str]) -> list[Tool]:
+    """analyze on each form of a capture."""
+    return [
+        Tool("plain", "analyze FILE.pcap", [*analyze, plain], plain),
+        Tool("pcapng", "analyze FILE.pcapng", [*analyze, *forms["pcapng"]], plain),
+        Tool("gzip", "analyze FILE.pcap.gz", [*analyze, *forms["gzip"]], plain),
+        Tool("pieces", f"analyze PIECE x{len(forms['pieces'])}", [*analyze, *forms["pieces"]],
+             plain),
+        Tool("pipe", "cat FILE | analyze -",
+             ["sh", "-c", f"cat {shlex.quote(plain)} | {shlex.join(analyze)} -"], plain),
+    ]
+
+
+def flatness(args: argparse.Namespace, by: dict, analyze: list[str]) -> int:
+    """Each form's peak RSS on the 2x capture against the 1x one's; the failures."""
+    forms2 = make_forms(args.flatness, HERE / "out" / "forms", args.pieces)
+    tools2 = analyze_tools(str(args.flatness), forms2, analyze)
+    measure(tools2, 1, 1200.0, 300.0, dict(os.environ), print)
+    failed = 0
+    for t in tools2:
+        one = by[t.name].peak_rss_mb if by[t.name].ok else None
+        ok = t.ok and one is not None and t.peak_rss_mb <= FLAT * one
+        failed += not ok
+        two = f"{t.peak_rss_mb:.1f} MB" if t.ok else "failed"
+        print(f"flat {t.name}: 1x {one} MB, 2x {two} (<= {FLAT}x): {'PASS' if ok else 'FAIL'}")
+    return failed
 
 
 if __name__ == "__main__":

@@ -879,28 +879,42 @@ def run_stream(stream: bytes) -> None:
     bounded by the input)."""
     rng = random.Random(hashlib.sha1(stream).digest())
     for options in ({}, {"deliver_keep_limit": 0}):
-        whole = _Collect()
-        framer = _framer(whole, **options)
-        framer.data(memoryview(stream), 1)
+        check_splits(stream, rng, lambda collect: _framer(collect, **options), str(options))
+    check_gaps(stream, rng, _framer, FUZZ_MAX_FRAME)
+
+
+def check_splits(stream: bytes, rng: random.Random, make_framer: Callable[[_Collect], Any],
+                 what: str = "") -> None:  # fmt: skip
+    """The framer `make_framer(collect)` gives the same frames and anomalies fed the whole
+    stream and fed it in random pieces (a protocol's stream target: this and check_gaps)."""
+    whole = _Collect()
+    framer = make_framer(whole)
+    framer.data(memoryview(stream), 1)
+    framer.finish(1)
+    for steps in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 7, 8, 9, 64, 1460, 65536)):
+        split = _Collect()
+        framer = make_framer(split)
+        pos = 0
+        while pos < len(stream):
+            step = rng.choice(steps)
+            framer.data(memoryview(stream[pos : pos + step]), 1)
+            pos += step
         framer.finish(1)
-        for steps in ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 7, 8, 9, 64, 1460, 65536)):
-            split = _Collect()
-            framer = _framer(split, **options)
-            pos = 0
-            while pos < len(stream):
-                step = rng.choice(steps)
-                framer.data(memoryview(stream[pos : pos + step]), 1)
-                pos += step
-            framer.finish(1)
-            if split.events != whole.events:
-                pairs = zip(split.events + [None], whole.events + [None])
-                first = next(i for i, (a, b) in enumerate(pairs) if a != b)
-                raise Finding(
-                    f"framer output {options} depends on segmentation at event {first}: split "
-                    f"{split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
-                )
+        if split.events != whole.events:
+            pairs = zip(split.events + [None], whole.events + [None])
+            first = next(i for i, (a, b) in enumerate(pairs) if a != b)
+            raise Finding(
+                f"framer output {what} depends on segmentation at event {first}: split "
+                f"{split.events[first : first + 1]} vs whole {whole.events[first : first + 1]}"
+            )
+
+
+def check_gaps(stream: bytes, rng: random.Random, make_framer: Callable[[_Collect], Any],
+               max_frame: int) -> None:  # fmt: skip
+    """Fed with holes, the framer neither raises nor buffers beyond its frame limit, and its
+    frames' dicts are JSON."""
     gappy = _Collect()
-    framer = _framer(gappy)
+    framer = make_framer(gappy)
     pos = 0
     while pos < len(stream):
         step = rng.randrange(1, 3000)
@@ -910,7 +924,7 @@ def run_stream(stream: bytes) -> None:
             framer.data(memoryview(stream[pos : pos + step]), 1)
         pos += step
     framer.finish(1)
-    if len(framer.rbuf) > FUZZ_MAX_FRAME + 64:
+    if len(framer.rbuf) > max_frame + 64:
         raise Finding(f"resync buffer holds {len(framer.rbuf)} bytes")
     for event in gappy.events:
         if event[0] == "frame":
@@ -931,10 +945,35 @@ def _report(path: str, engine: str, columns: bool = False) -> str:
     dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, engine=engine, columns=columns,
                           publish_messages=False, deliver_keep_limit=0)  # fmt: skip
     result = analyze_events(dissector.run(path), report_only=True,
+                            protocol_of=dissector.protocol_of.get,
                             tcp_connections_after=lambda: list(dissector.connections))  # fmt: skip
     parts: list[str] = []
     json_write(to_json(result, lazy=True), parts.append)
     return "".join(parts)
+
+
+def _engine_runs(paths: list[str], engines: tuple, what: str = "") -> list:
+    """(dissector, events or None for a file refused) for each engine, checked equal."""
+    runs = []
+    for engine in engines or ("auto",):
+        dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, **({"engine": engine} if engines else {}))
+        try:
+            events = list(dissector.run(paths))
+        except CaptureError:
+            events = None  # a clear error for a file that is not a capture
+        runs.append((dissector, events))
+    if len(runs) == 2:
+        (_, auto), (_, stream) = runs
+        if (auto is None) != (stream is None):
+            raise Finding(f"one engine refuses the file{' ' + what if what else ''}, the other "
+                          "reads it")  # fmt: skip
+        if auto is not None and stream is not None:
+            a, b = [_event_key(e) for e in auto], [_event_key(e) for e in stream]
+            if a != b:
+                first = next(i for i, (x, y) in enumerate(zip(a + [None], b + [None])) if x != y)
+                raise Finding(f"engines disagree{' ' + what if what else ''} at event {first}: "
+                              f"auto {a[first:first + 1]} vs stream {b[first:first + 1]}")
+    return runs
 
 
 def run_pcap(data: bytes, path: str) -> None:
@@ -943,24 +982,14 @@ def run_pcap(data: bytes, path: str) -> None:
     with open(path, "wb") as f:
         f.write(data)
     engines = ("auto", "stream") if "engine" in Dissector.__init__.__code__.co_varnames else ()
-    runs = []
-    for engine in engines or ("auto",):
-        dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, **({"engine": engine} if engines else {}))
-        try:
-            events = list(dissector.run(path))
-        except CaptureError:
-            events = None  # a clear error for a file that is not a capture
-        runs.append((dissector, events))
+    runs = _engine_runs([path], engines)
     if len(runs) == 2:
-        (_, auto), (_, stream) = runs
-        if (auto is None) != (stream is None):
-            raise Finding("one engine refuses the file, the other reads it")
-        if auto is not None and stream is not None:
-            a, b = [_event_key(e) for e in auto], [_event_key(e) for e in stream]
-            if a != b:
-                first = next(i for i, (x, y) in enumerate(zip(a + [None], b + [None])) if x != y)
-                raise Finding(f"engines disagree at event {first}: auto {a[first:first + 1]} "
-                              f"vs stream {b[first:first + 1]}")  # fmt: skip
+        # the same bytes gzip'd, and as a set of two files (the same one twice: their times
+        # overlap, so the bulk engine merges them the reference way)
+        with open(path + ".gz", "wb") as f:
+            f.write(gzip.compress(data, compresslevel=1))
+        _engine_runs([path + ".gz"], engines, "gzip'd")
+        _engine_runs([path, path], engines, "as a set of two")
     dissector, events = runs[0]
     if events is None:
         return
@@ -978,12 +1007,14 @@ def run_pcap(data: bytes, path: str) -> None:
     hot = HotLines()
     for event in events:
         if isinstance(event, FrameEvent):
-            row = frame_dict(event, show_secrets=False)
+            protocol = dissector.protocol_of.get(event.connection)
+            row = frame_dict(event, show_secrets=False, protocol=protocol)
             line = json.dumps(row, default=str) + "\n"
             fast = hot.line(event)
             if fast is not None and fast != line:
                 raise Finding(f"a hot jsonl line differs from json.dumps: {fast[:200]!r}")
-            text.write(summary(event.record))
+            text.write(summary(event.record) if protocol is None or protocol.name == "stream"
+                       else protocol.frame_line(event.record))  # fmt: skip
             if event.record.to_dict is None:
                 raise Finding("record without to_dict")
             key = (event.connection, event.direction)
@@ -1054,17 +1085,19 @@ def check_runs(path: str, events: list, reference: Any) -> None:
     """analyze()'s every table from HotFrames (the collectors' on_hot) equals the one from the
     streaming engine's records, and so do the frames jsonl lines made from runs."""
     full = Dissector(ooo_cap=FUZZ_OOO_CAP, columns=True, publish_messages=False)
-    made = analyze_events(full.run(path), tcp_connections_after=lambda: list(full.connections))
-    expected = analyze_events(iter(events), tcp_connections_after=lambda: list(reference.connections))
-    for table in schema.TABLES:
-        if table != "frames" and list(made.rows(table)) != list(expected.rows(table)):
+    made = analyze_events(full.run(path), tcp_connections_after=lambda: list(full.connections),
+                          protocol_of=full.protocol_of.get)  # fmt: skip
+    expected = analyze_events(iter(events), tcp_connections_after=lambda: list(reference.connections),
+                              protocol_of=reference.protocol_of.get)  # fmt: skip
+    for table in schema.analysis_tables():
+        if list(made.rows(table)) != list(expected.rows(table)):
             raise Finding(f"the {table} table from runs differs from the records'")
     lines = []
     for mode in ("lines", False):
         out = io.StringIO()
-        write = jsonl_writer(out, False, False)
         dissector = Dissector(ooo_cap=FUZZ_OOO_CAP, columns=mode, publish_messages=False,
                               engine="auto" if mode else "stream")  # fmt: skip
+        write = jsonl_writer(out, False, False, dissector.protocol_of.get)
         for event in dissector.run(path):
             write(event)
         lines.append(out.getvalue())
@@ -1080,10 +1113,10 @@ def check_frame_events(frames: Any, events: list, dissector: Any) -> None:
     made = analyze_events(frame_events(frames), tcp_connections_after=lambda: tcp)
     if not all(0 <= e.ts_ns < 2**63 for e in events if isinstance(e, FrameEvent)):
         return
-    expected = analyze_events(events, tcp_connections_after=lambda: tcp)
-    for table in schema.TABLES:
-        if table not in ("frames", "anomalies") and \
-                list(made.rows(table)) != list(expected.rows(table)):  # fmt: skip
+    expected = analyze_events(events, tcp_connections_after=lambda: tcp,
+                              protocol_of=dissector.protocol_of.get)  # fmt: skip
+    for table in schema.analysis_tables():
+        if table != "anomalies" and list(made.rows(table)) != list(expected.rows(table)):
             raise Finding(f"the {table} table from the frames table differs from the records'")
 
 
@@ -1131,14 +1164,18 @@ def replay(target: str, data: bytes, scratch: str | None = None) -> None:
 
 
 def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path | None,
-            sample: bool, log: Callable[[str], None]) -> None:  # fmt: skip
+            sample: bool, log: Callable[[str], None],
+            replay_with: Callable[[str, bytes, str | None], None] | None = None,
+            ) -> None:  # fmt: skip
+    """One input through its target (`replay_with`: another protocol's targets of the same
+    names, as benchmarks/fuzz_rocketmq.py runs them), under the time and memory bounds."""
     if sample:
         tracemalloc.start()
     signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S[target])
     started = time.perf_counter()
     problem = None
     try:
-        replay(target, data, scratch)
+        (replay_with or replay)(target, data, scratch)
     except Hang:
         problem = f"hang: more than {TIME_BOUND_S[target]} s"
     except RecursionError:

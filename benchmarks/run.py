@@ -241,6 +241,24 @@ def streamdissect_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", CLI_SCRIPT]
 
 
+def tree_tools(path: str, trees: list[str], log) -> list[Tool]:
+    """`analyze` of each NAME=DIR source tree (its package byte-compiled, as byte_compile
+    does for the one installed)."""
+    tools = []
+    for given in trees:
+        name, _, tree = given.partition("=")
+        tree = os.path.abspath(tree)
+        if not name or not os.path.isdir(os.path.join(tree, "streamdissect")):
+            raise SystemExit(f"--tree {given}: want NAME=DIR, DIR holding streamdissect/")
+        subprocess.run([sys.executable, "-m", "compileall", "-q",
+                        os.path.join(tree, "streamdissect")], check=True)  # fmt: skip
+        log(f"byte-compiled {tree}/streamdissect (row analyze@{name})")
+        tools.append(Tool(f"analyze@{name}", f"streamdissect analyze of {tree}",
+                          ["env", f"PYTHONPATH={tree}", *streamdissect_cmd(), "analyze",
+                           "--format", "json", path], path))  # fmt: skip
+    return tools
+
+
 SMALL_ONLY = ("tshark-ek", "frames-table", "frames-text", "frames-filter",
               "tshark-lua")  # rows the small-frame targets need
 DELIVERS = 'command == "Deliver"'
@@ -498,6 +516,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat-cap", type=float, default=300,
                     help="a tool whose first run takes longer is not repeated")
     ap.add_argument("--rss-limit", type=float, default=200)
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                    help="also time `analyze` with the streamdissect package of another source "
+                    "tree (PYTHONPATH=DIR), as the row analyze@NAME, in the same round-robin: "
+                    "old and new code side by side (repeatable)")
     ap.add_argument("--small", action="store_true",
                     help="judge by the small-frame targets (automatic for --shape small files)")
     args = ap.parse_args(argv)
@@ -535,6 +557,7 @@ def main(argv=None) -> int:
         if (selected is None and small) or (selected and "tshark-lua" in selected):
             subprocess.run(streamdissect_cmd() + ["wireshark", "-o", plugin], check=True)
         tools = build_tools(path, scapy_slice, selected, small, plugin)
+        tools += tree_tools(path, args.tree, log)
         for t in tools:
             if t.path == path:
                 t.packets, t.bytes = packets, size

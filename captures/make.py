@@ -112,7 +112,8 @@ def run_child(name: str, out: str) -> None:
 # parent side: tcpdump around the child, then filter and check
 
 
-def tcpdump_start(path: Path) -> subprocess.Popen:
+def tcpdump_start(path: Path, pcap_filter: str = "tcp port 5552 or tcp port 5553"
+                  ) -> subprocess.Popen:  # fmt: skip
     err = open(str(path) + ".err", "w+")
     p = subprocess.Popen(
         # a large kernel buffer: other loopback traffic on the broker ports (tests,
@@ -120,8 +121,7 @@ def tcpdump_start(path: Path) -> subprocess.Popen:
         # --immediate-mode: without it libpcap hands packets over per ring block (up to
         # ~1 s late) and a SIGINT right after a short scenario loses them all
         ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", "32768", "--immediate-mode",
-         "-w", str(path),
-         "tcp port 5552 or tcp port 5553"],
+         "-w", str(path), pcap_filter],
         stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 10
     while time.time() < deadline:

@@ -21,7 +21,7 @@ from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
 from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.tables import schema
 
-TABLES = [name for name in schema.TABLES if name != "frames"]
+TABLES = list(schema.analysis_tables())
 
 
 def tables(path: Path, engine: str, columns: bool, report_only: bool = False) -> dict:

@@ -193,7 +193,7 @@ def test_exports_read_back_with_the_schema_dtypes(tmp_path, fmt):
     out = run(["analyze", "--format", fmt, "-o", str(tmp_path), path])
     assert out.returncode == 0, out.stderr
     written = out.stdout.decode().split()
-    tables = [t for t in schema.TABLES if t != "frames" and t not in schema.ON_REQUEST]
+    tables = list(schema.analysis_tables())
     assert len(written) == len(tables)
     expected = analyze(path)
     for table in tables:

@@ -23,7 +23,7 @@ from streamdissect.tables.batches import frame_batches, frames_arrow
 PORTS = (5552, 5553)
 CAPTURES = worsen.corpus_captures()
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.pcap"))
-TABLES = [name for name in schema.TABLES if name not in ("frames", "anomalies")]
+TABLES = [name for name in schema.analysis_tables() if name != "anomalies"]
 
 
 def both_ways(path: Path, report_only: bool = False) -> tuple[dict, dict, bool]:

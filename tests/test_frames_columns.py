@@ -16,7 +16,7 @@ from test_frames_cli import _odd_hot_capture
 
 from streamdissect.cli import main
 from streamdissect.cli._display_filter import MISSING, compile_filter
-from streamdissect.cli._filter_columns import Category, Constant, Integers, IntLists
+from streamdissect.cli._filter_columns import Category, Constant, IntLists
 from streamdissect.cli._hot_fields import BODIES, CHUNK_COLUMN, column, run_mask
 from streamdissect.cli._jsonl_columns import run_lines
 from streamdissect.cli.frames import filter_fields, jsonl_writer, selecting, text_writer

@@ -294,3 +294,31 @@ def test_rows_small_enough_to_straddle_pcapng_blocks(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(packet_columns, "MAX_ROWS", 5)
         assert_same([path])
+
+
+# --- two protocols in one run --------------------------------------------------------------
+
+ROCKETMQ_CAPTURES = sorted((worsen.CAPTURES / "rocketmq").glob("*.pcap"))
+
+
+@pytest.mark.parametrize("path", ROCKETMQ_CAPTURES, ids=lambda p: p.stem)
+def test_rocketmq_connections_walked_by_the_bulk_engine_same_as_stream(path):
+    """RocketMQ has no fast path: its connections take the plain frame walk (the framer
+    decodes every frame) in the bulk engine, while the Stream's keep theirs."""
+    assert_same([path])
+
+
+def test_a_capture_of_both_protocols_same_as_stream(tmp_path):
+    """A Stream capture and a RocketMQ one in one file, their packets interleaved in time:
+    each connection dissected as what it is, the Stream's frames as without RocketMQ."""
+    linktype, stream_packets = worsen.read_pcap(worsen.real_capture())
+    _, rocketmq_packets = worsen.read_pcap(ROCKETMQ_CAPTURES[0])
+    shift = stream_packets[0][0] - rocketmq_packets[0][0]
+    both = sorted(stream_packets + [(ts + shift + 1, d, n) for ts, d, n in rocketmq_packets],
+                  key=lambda p: p[0])  # fmt: skip
+    path = worsen.write_pcap(tmp_path / "both.pcap", linktype, both)
+    events = assert_same([path])[0]
+    alone = outcome([worsen.real_capture()], "stream")[0]
+    stream_port = [e for e in events if ":5552" in e[1]]
+    assert stream_port == alone
+    assert any(":9876" in e[1] or ":10911" in e[1] for e in events)

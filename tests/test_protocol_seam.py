@@ -210,15 +210,20 @@ def test_a_second_protocol_plugs_in_by_one_registry_line(with_toy, mixed):
     assert len(stream_only) > 50 and _stream_events(mixed, engine="stream") == stream_only
 
 
-def test_without_a_fast_path_the_exact_engine_takes_the_capture(with_toy, mixed):
-    """The block engine walks Stream frames only: a capture the toy may be in goes packet by
-    packet, with the same events as engine="stream"."""
+def test_a_protocol_without_a_fast_path_is_walked_plainly_by_the_block_engine(with_toy, mixed):
+    """The toy has no fast path: the block engine walks its connections with the plain walk
+    (its framer decodes every frame) and the Stream's with the Stream's fast path, giving
+    the events of engine="stream"."""
     def events(dissector):
-        return [(type(e).__name__, e.connection, getattr(e, "stream_offset", None))
+        return [(type(e).__name__, e.connection, getattr(e, "stream_offset", None),
+                 getattr(e, "record", None) and repr(e.record))
                 for e in dissector.run(str(mixed))]  # fmt: skip
 
     auto = Dissector()
-    assert events(auto) == events(Dissector(engine="stream")) and not auto._bulk
+    assert events(auto) == events(Dissector(engine="stream")) and auto._bulk
+    toy_alone = Dissector(protocols=["toy"])
+    assert events(toy_alone) == events(Dissector(protocols=["toy"], engine="stream"))
+    assert toy_alone._bulk
     stream_alone = Dissector(protocols=["stream"])  # (the Stream has one: the block engine)
     assert len(events(stream_alone)) > 50 and stream_alone._bulk
 

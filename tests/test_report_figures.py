@@ -237,7 +237,7 @@ def test_a_directory_without_the_per_row_tables_still_draws_every_figure(tmp_pat
 
 
 def test_no_tables_at_all_draw_notes():
-    empty = ReportData({name: None for name in schema.TABLES if name != "frames"}, "nothing")
+    empty = ReportData({name: None for name in schema.analysis_tables()}, "nothing")
     assert empty.missing and not empty.has_traffic
     for section in report.SECTIONS:
         fig = section.figure(empty)

@@ -14,8 +14,7 @@ T = 1_795_300_000 * 10**9
 
 def data(**rows) -> ReportData:
     """Tables of the given rows (dicts), every other table empty."""
-    tables = {name: dataframe(name, rows.get(name, [])) for name in schema.TABLES
-              if name != "frames"}  # fmt: skip
+    tables = {name: dataframe(name, rows.get(name, [])) for name in schema.analysis_tables()}
     return ReportData(tables, "made")
 
 

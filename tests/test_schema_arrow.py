@@ -25,12 +25,12 @@ def test_arrow_schema_has_every_column_with_its_type(table):
 @pytest.fixture(scope="module")
 def tables():
     result = analyze(CAPTURE)
-    found = {name: getattr(result, name) for name in schema.TABLES if name != "frames"}
+    found = {name: getattr(result, name) for name in schema.analysis_tables()}
     found["frames"] = frames_table(CAPTURE)
     return found
 
 
-@pytest.mark.parametrize("table", sorted(schema.TABLES))
+@pytest.mark.parametrize("table", sorted([*schema.analysis_tables(), "frames"]))
 def test_pandas_tables_convert_to_their_arrow_schema(tables, table):
     frame = tables[table]
     converted = pa.Table.from_pandas(frame, schema=schema.arrow_schema(table), preserve_index=False)

@@ -7,7 +7,7 @@ only the frames it cares about; hot frames as columns (HotFrames) go to each col
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -25,8 +25,9 @@ class Analysis:
     """What one capture (or a rotated set read as one) says; every table a DataFrame."""
 
     def __init__(self, collectors: Any, tcp_connections: list, anomalies: list,
-                 first_ns: int | None, last_ns: int | None) -> None:
+                 first_ns: int | None, last_ns: int | None, others: tuple = ()) -> None:
         self._c = collectors
+        self._others = others  # the analyses of the other protocols the capture carried
         self._tcp_connections = tcp_connections
         self._anomalies = anomalies
         self.first_ns = first_ns
@@ -34,7 +35,10 @@ class Analysis:
 
     def rows(self, table: str) -> list:
         """The rows behind a table (dicts or tuples in schema order), without pandas."""
-        sources = self._c.sources(self._tcp_connections)
+        sources = {}
+        for other in self._others:
+            sources.update(other.sources(self._tcp_connections))
+        sources.update(self._c.sources(self._tcp_connections))
         sources["anomalies"] = lambda: [_anomaly_row(a) for a in self._anomalies]
         if table not in sources:
             raise KeyError(table)
@@ -108,7 +112,9 @@ class _Event:
 def analyze_events(events: Iterable, tcp_connections_after=list,
                    at_once_ms: float | None = None, report_only: bool = False,
                    tables: Collection[str] | None = None, end_ns: int | None = None,
-                   protocol: str | None = None, messages: dict | None = None) -> Analysis:
+                   protocol: str | None = None,
+                   protocol_of: Callable[[str], Any] | None = None,
+                   messages: dict | None = None) -> Analysis:
     """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames) and
     anomalies.
 
@@ -117,11 +123,17 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     large capture quick. `tables`: make only these (the others are empty). `end_ns`: the
     capture's end, where stalls still open end (by default the last frame's time).
     `protocol`: whose analyses (protocols.registry; None, the default protocol);
-    `at_once_ms` None: its own default. `messages` ({"max_body": N, "bodies": bool}): make
-    the messages table too, from the records' messages (frames as columns have none)."""
+    `at_once_ms` None: its own default. `protocol_of(connection)`, when given: the protocol
+    a frame's connection carries; the frames of another protocol's connections go to that
+    protocol's analyses (made at its first frame; none for a protocol that gives none), and
+    their tables are the result's too (a record class is one protocol's: decided once a
+    class). `messages` ({"max_body": N, "bodies": bool}): make the messages table too, from
+    the records' messages (frames as columns have none)."""
     options = {} if messages is None else {"messages": messages}
-    collectors = registry.protocol(protocol).analysis(
+    analysed = registry.protocol(protocol)
+    collectors = analysed.analysis(
         at_once_ms=at_once_ms, report_only=report_only, tables=tables, **options)
+    others: dict = {}  # another protocol -> its collectors (None: it gives no analyses)
     hot_class = collectors.hot_class
     anomalies = AnomalyLog()
     first_ns = last_ns = None
@@ -146,7 +158,12 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             if isinstance(rec, dict):  # collectors read fields as attributes
                 ev = _Event(ev.ts_ns, ev.connection, ev.direction, _DictRecord(rec))
                 rec = ev.record
-            handlers, same_for_class = collectors.handlers(rec)
+            carried = analysed if protocol_of is None else protocol_of(ev.connection)
+            if carried is analysed or carried is None:
+                handlers, same_for_class = collectors.handlers(rec)
+            else:
+                theirs = _analyses_of(carried, others, report_only, tables)
+                handlers, same_for_class = ((), True) if theirs is None else theirs.handlers(rec)
             if same_for_class:
                 handlers_of_class[cls] = handlers
         last_ns = ev.ts_ns
@@ -155,8 +172,23 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
         for handler in handlers:
             handler(ev)
     tcp_connections = tcp_connections_after()
-    collectors.finish(tcp_connections, end_ns if end_ns is not None else last_ns or 0)
-    return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns)
+    end = end_ns if end_ns is not None else last_ns or 0
+    collectors.finish(tcp_connections, end)
+    made = tuple(c for c in others.values() if c is not None)
+    for theirs in made:
+        theirs.finish(tcp_connections, end)
+    return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns, made)
+
+
+def _analyses_of(protocol: Any, others: dict, report_only: bool,
+                 tables: Collection[str] | None) -> Any:  # fmt: skip
+    """Another protocol's collectors for this run, made once (None: it gives no analyses)."""
+    if protocol not in others:
+        try:
+            others[protocol] = protocol.analysis(report_only=report_only, tables=tables)
+        except NotImplementedError:
+            others[protocol] = None
+    return others[protocol]
 
 
 def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heuristic: bool = True,
@@ -195,5 +227,6 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heur
         tcp_connections_after=lambda: list(dissector.connections),
         at_once_ms=at_once_ms,
         report_only=report_only,
+        protocol_of=dissector.protocol_of.get,
         messages={"max_body": max_body, "bodies": bodies} if messages else None,
     )

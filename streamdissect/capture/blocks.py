@@ -15,7 +15,6 @@ import os
 import pickle
 import re
 import signal
-import stat
 import struct
 from array import array
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from streamdissect.capture.limits import MAX_PACKET
-from streamdissect.capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS, RECORD_HEADER_SIZE
+from streamdissect.capture.pcap import RECORD_HEADER_SIZE
 
 # The per-block work is ~150 numpy calls whatever the block's size: 16 MiB blocks take
 # ~0.1 s less CPU than 4 MiB ones on the 621 MB benchmark capture (benchmarks/README.md),

@@ -61,6 +61,22 @@ class Source:
         self.bound: int | None = None  # no record may be later (see the module's text)
         self.quiet_before = 0  # its anomalies before this offset were told on opening
 
+    @property
+    def size(self) -> int | None:
+        """About how many bytes it holds, None when unknown before reading it (a pipe): a
+        gzip'd file's trailer says its inflated size (mod 2**32, of its last member only; a
+        wrong one costs speed, never a result)."""
+        if self.bytes.size is not None or not self.bytes.is_gzip:
+            return self.bytes.size
+        try:
+            fd = self.bytes.fileno()
+            end = os.fstat(fd).st_size
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or end < 18:
+                return None
+            return max(struct.unpack("<I", os.pread(fd, 4, end - 4))[0], end)
+        except (OSError, ValueError):
+            return None
+
     def _count(self, n: int) -> None:
         self._read += n
 

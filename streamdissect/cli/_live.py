@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from streamdissect.capture import CaptureError
 from streamdissect.capture.live import LiveCapture
+from streamdissect.cli._options import port_map
 
 
 def add_live_options(parser: argparse.ArgumentParser) -> None:
@@ -150,9 +151,10 @@ def with_sources(args: argparse.Namespace, body) -> int:
     if problem:
         print(f"streamdissect: error: {problem}", file=sys.stderr)
         return 2
-    ports = tuple(args.ports or (5552,))
+    ports = port_map(args)
     try:
-        with sources(args, ports) as (paths, live):
+        with sources(args, tuple(sorted({n for each in ports.values() for n in each}))) as (
+                paths, live):  # fmt: skip
             return body(paths, live, ports)
     except CaptureError as exc:
         return capture_error(exc, None)

@@ -4,12 +4,36 @@ from __future__ import annotations
 
 import argparse
 
+from streamdissect.protocols import registry
+
+
+def add_port_options(p: argparse.ArgumentParser) -> None:
+    """--port (the Stream's server ports, instead of its default) and, for each other
+    protocol in the registry, --NAME-port (one more server port of it)."""
+    first, *others = registry.PROTOCOLS
+    p.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
+                   help=f"a server port of {first.title} (repeatable; default "
+                        f"{', '.join(map(str, first.ports))})")  # fmt: skip
+    for other in others:
+        p.add_argument(f"--{other.name}-port", type=int, action="append", default=[],
+                       dest=f"{other.name}_ports", metavar="N",
+                       help=f"one more server port of {other.title} (repeatable; besides "
+                            f"{', '.join(map(str, other.ports))})")  # fmt: skip
+
+
+def port_map(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """Each protocol's server ports, as the port options say."""
+    first, *others = registry.PROTOCOLS
+    ports = {first.name: tuple(args.ports or first.ports)}
+    for other in others:
+        ports[other.name] = (*other.ports, *getattr(args, f"{other.name}_ports", ()))
+    return ports
+
 
 def add_analysis_options(p: argparse.ArgumentParser, times: str) -> None:
-    """Which traffic is read (--port, --no-heuristic, --max-frame), how times are shown
+    """Which traffic is read (--port..., --no-heuristic, --max-frame), how times are shown
     (--utc, --local: `times` says what, e.g. 'text: capture times') and --at-once-ms."""
-    p.add_argument("--port", type=int, action="append", dest="ports",
-                   help="server port of the Stream protocol (repeatable; default 5552)")
+    add_port_options(p)
     p.add_argument("--no-heuristic", action="store_true",
                    help="only the given ports, no recognition of the protocol on other ports")
     p.add_argument("--max-frame", type=int, default=None,

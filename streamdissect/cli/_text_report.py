@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
+from itertools import chain
 from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
@@ -56,22 +58,60 @@ class RowStream:
         where = {n: i for i, n in enumerate(names)}
         item = "\n" + step * (level + 1)
         field = "\n" + step * (level + 2)
-        template = item + "{" + ",".join(
-            field + encode_basestring_ascii(n).replace("%", "%%") + ": %s" for n in wanted
-        ) + item + "}"  # fmt: skip
+        heads = [field + encode_basestring_ascii(n).replace("%", "%%") + ": " for n in wanted]
         texts = [_COLUMN_TEXT[kinds[n]] for n in wanted]
         rows = self.rows
         dict_rows = bool(rows) and isinstance(rows[0], dict)
+        by_column = getattr(rows, "column_slices", None)  # (CompactRows: no tuple a row)
         size = ROW_CHUNK
         for at in range(0, len(rows), size):
-            chunk = rows[at : at + size]
-            if dict_rows:
-                columns = [[r.get(n) for r in chunk] for n in wanted]
+            if by_column is not None:
+                every = by_column(at, min(at + size, len(rows)))
+                n = len(every[0]) if every else 0
+                columns = [every[where[name]] for name in wanted]
             else:
-                every = list(zip(*chunk))
-                columns = [every[where[n]] for n in wanted]
-            cells = [text(column) for text, column in zip(texts, columns)]
-            yield ",".join([template % row for row in zip(*cells)])
+                chunk = rows[at : at + size]
+                n = len(chunk)
+                if dict_rows:
+                    columns = [[r.get(name) for r in chunk] for name in wanted]
+                else:
+                    every = list(zip(*chunk))
+                    columns = [every[where[name]] for name in wanted]
+            # The chunk's rows in one format: a column of plain ints or finite floats is
+            # formatted there (%d, %r: as int.__repr__, float.__repr__), others as texts.
+            specs, values = [], []
+            for text, column in zip(texts, columns):
+                spec, given = _column_format(text, column)
+                specs.append(spec)
+                if given is not None:
+                    values.append(given)
+            template = item + "{" + ",".join(map(str.__add__, heads, specs)) + item + "}"
+            yield ",".join([template] * n) % tuple(chain.from_iterable(zip(*values)))
+
+
+def _column_format(text, values) -> tuple[str, list | None]:
+    """How a chunk's column goes into its rows' format: (%d, the ints) for an int column of
+    ints only, (%r, the floats) for a float column of finite floats only (a column of
+    `_cells`, typed by its values: either), ("null", None) for a column of None only, the
+    text itself for a column of one int or string only (a consumer's connection, its
+    subscription id), else (%s, its JSON texts from `text`)."""
+    if values.__class__ is array:  # (kept as an array: every value one kind, none None)
+        kinds = {int if values.typecode == "q" else float}
+    else:
+        kinds = set(map(type, values))
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if kind is int and text in _INT_TEXTS:
+            if values.count(values[0]) == len(values):
+                return int.__repr__(values[0]), None
+            return "%d", values
+        if kind is str and text in _STR_TEXTS and values.count(values[0]) == len(values):
+            return encode_basestring_ascii(values[0]).replace("%", "%%"), None
+        if kind is float and text in _FLOAT_TEXTS and all(map(math.isfinite, values)):
+            return "%r", values
+        if kind is _NONE_TYPE:
+            return "null", None
+    return "%s", text(values)
 
 
 def _int_cell(v) -> str:
@@ -106,7 +146,8 @@ def _one_kind(values, kind: type) -> list[str] | None:
     return None
 
 
-_NONE = frozenset((type(None),))
+_NONE_TYPE = type(None)
+_NONE = frozenset((_NONE_TYPE,))
 _REPR = {int: int.__repr__, float: float.__repr__, str: encode_basestring_ascii}
 
 
@@ -329,8 +370,8 @@ def _flat_rows(rows: list, level: int, step: str) -> str | None:
     head = "\n" + step * (level + 1)
     close = "\n" + step * (level + 1) + "}"
     try:
-        out = _same_key_rows(rows, inner)
-        if out is None:
+        joined = _same_key_rows(rows, inner, head + "{", close)
+        if joined is None:
             keys: dict = {}
             text = _TEXT
             out = [",".join([
@@ -338,28 +379,34 @@ def _flat_rows(rows: list, level: int, step: str) -> str | None:
                 + text[v.__class__](v)
                 for k, v in row.items()
             ]) for row in rows]  # fmt: skip
+            joined = ",".join([head + "{" + r + close if r else head + "{}" for r in out])
     except (KeyError, AttributeError, TypeError):
         return None
-    return "[" + ",".join([head + "{" + r + close if r else head + "{}" for r in out]) + (
-        "\n" + step * level + "]"
-    )
+    return "[" + joined + "\n" + step * level + "]"
 
 
-def _same_key_rows(rows: list, inner: str) -> list[str] | None:
-    """_flat_rows' row texts, column by column, when every row has the first one's keys in
-    its order (a table's rows: thousands of stalls); None otherwise."""
+def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | None:
+    """_flat_rows' rows, joined, column by column in one format (as RowStream.texts), when
+    every row has the first one's keys in its order (a table's rows: thousands of stalls);
+    None otherwise."""
     if not rows or rows[0].__class__ is not dict or not rows[0]:
         return None
     names = tuple(rows[0])
     if any(r.__class__ is not dict or tuple(r) != names for r in rows):
         return None
-    template = ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": %s"
-                        for k in names)  # fmt: skip
-    columns = [_cells(column) for column in zip(*[r.values() for r in rows])]
-    return [template % row for row in zip(*columns)]
+    specs, values = [], []
+    for column in zip(*[r.values() for r in rows]):
+        spec, given = _column_format(_cells, column)
+        specs.append(spec)
+        if given is not None:
+            values.append(given)
+    template = opening + ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": "
+                                  + spec for k, spec in zip(names, specs)) + close  # fmt: skip
+    return ",".join([template] * len(rows)) % tuple(chain.from_iterable(zip(*values)))
 
 
 def _cells(values: tuple) -> list[str]:
+    """A column's JSON texts, by each value's type (a row of dicts has no schema)."""
     texts = _one_kind(values, int)
     if texts is None:
         texts = _one_kind(values, float)
@@ -367,6 +414,12 @@ def _cells(values: tuple) -> list[str]:
         text = _TEXT
         texts = [text[v.__class__](v) for v in values]
     return texts
+
+
+# column texts whose all-int (all-finite-float) columns are their values' int (float) reprs
+_INT_TEXTS = (_int_column, _cells)
+_FLOAT_TEXTS = (_float_column, _cells)
+_STR_TEXTS = (_str_column,)  # (_cells of strings: per value, from _TEXT)
 
 
 def json_text(obj, indent: int = 1) -> str:

@@ -106,9 +106,7 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
         from streamdissect.tables.export import write_tables
 
         try:
-            asked = ["messages"] if args.messages else []
-            tables = [t for t in schema.TABLES if t != "frames"
-                      and (t not in schema.ON_REQUEST or t in asked)]  # fmt: skip
+            tables = list(schema.analysis_tables(on_request=args.messages))
             for path in write_tables(result, args.output, args.format, tables):
                 print(path)
         except OSError as exc:

@@ -28,10 +28,14 @@ from streamdissect.cli._messages import (
     verbose_tree,
     with_messages,
 )
+from streamdissect.cli._options import add_port_options, port_map
 from streamdissect.cli._progress import progress_bar
 from streamdissect.cli._text_columns import ARROWS, LINE, SIDE, run_text
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.protocols import registry
+from streamdissect.protocols.base import Protocol
 from streamdissect.protocols.stream.hot import HotFrames
+from streamdissect.protocols.stream.protocol import STREAM
 from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable, record_class
 from streamdissect.protocols.stream.summary import frame_summary as summary
 
@@ -62,14 +66,7 @@ def register(subparsers: Any) -> None:
     )
     add_live_options(parser)
     parser.add_argument("--format", choices=("text", "jsonl"), default="text")
-    parser.add_argument(
-        "--port",
-        type=int,
-        action="append",
-        dest="ports",
-        metavar="N",
-        help="a Stream port (repeatable; default 5552)",
-    )
+    add_port_options(parser)
     parser.add_argument(
         "--no-heuristic",
         action="store_true",
@@ -103,6 +100,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run_frames)
 
 
+def _stream(connection: str) -> Protocol | None:
+    return None  # (the Stream's lines)
+
+
 def filter_fields() -> frozenset[str]:
     """Every top-level key a frames jsonl line can have (what -Y may name)."""
     from streamdissect.protocols.stream.records import RECORD_CLASSES
@@ -113,11 +114,16 @@ def filter_fields() -> frozenset[str]:
     for cls in RECORD_CLASSES.values():
         names.update(cls.body_fields)
         names.update(f.name for f in cls.spec.derived)
+    for other in registry.PROTOCOLS:
+        if other is not STREAM:
+            names.update(other.filter_fields())
     return frozenset(names)
 
 
 def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
-              count: int | None, event_test: Any = None) -> Callable[[Any], bool]:  # fmt: skip
+              count: int | None,
+              protocol_of: Callable[[str], Protocol | None] = lambda c: None,
+              event_test: Any = None) -> Callable[[Any], bool]:  # fmt: skip
     """`write` for the events `test` selects (all, without one), up to `count` frames; the
     result says whether to go on. A HotFrames run is tested over its columns (run_mask) and
     cut where the count ends, without a record. `event_test`: `test` over a frame event
@@ -130,8 +136,11 @@ def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
             return select_run(event)
         is_frame = event.__class__ is FrameEvent
         if test is not None:
-            selected = event_test(event) if event_test is not None else test(
-                frame_dict(event, show_secrets) if is_frame else anomaly_dict(event))
+            if event_test is not None:
+                selected = event_test(event)
+            else:
+                selected = test(frame_dict(event, show_secrets, protocol=protocol_of(
+                    event.connection)) if is_frame else anomaly_dict(event))  # fmt: skip
             if not selected:
                 if is_frame and skip is not None:
                     skip(event)
@@ -186,7 +195,7 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
     # Delivers (up to the frame limit), no hot frames as columns
     messages = args.verbose or args.messages or args.by_message
     dissector = Dissector(
-        ports=tuple(args.ports or (5552,)),
+        ports=port_map(args),
         heuristic=not args.no_heuristic,
         max_frame=args.max_frame,
         on_read=bar.update if bar else None,
@@ -203,23 +212,26 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
         events = dissector.run(paths)
     except CaptureError as exc:
         return capture_error(exc, live)
-    frame_row = lambda ev: frame_dict(ev, args.show_secrets)  # noqa: E731
+    protocol_of = dissector.protocol_of.get  # (a connection's protocol, once it is known)
+
+    def event_row(ev: Any) -> dict:
+        if ev.__class__ is not FrameEvent:
+            return anomaly_dict(ev)
+        return frame_dict(ev, args.show_secrets, protocol=protocol_of(ev.connection))
+
     if args.messages and args.format == "jsonl":
-        write = message_lines_writer(sys.stdout, args, test, frame_row, anomaly_dict)
+        write = message_lines_writer(sys.stdout, args, test, event_row, anomaly_dict)
     elif args.format == "jsonl":
-        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads,
-                             with_messages(args) if args.verbose else None)
+        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads, protocol_of,
+                             with_messages(args) if args.verbose else None)  # fmt: skip
     else:
-        write = text_writer(sys.stdout, sys.stderr, args.show_secrets,
+        write = text_writer(sys.stdout, sys.stderr, args.show_secrets, protocol_of,
                             verbose_tree(args) if args.verbose else None,
-                            message_text(args, test, frame_row) if args.messages else None)
+                            message_text(args, test, event_row) if args.messages else None)
     if one_by_one:
-        event_test = None
-        if args.by_message:
-            event_test = message_test(
-                test, lambda ev: frame_dict(ev, args.show_secrets) if ev.__class__ is FrameEvent
-                else anomaly_dict(ev), not args.no_bodies)  # fmt: skip
-        write = selecting(write, test, args.show_secrets, args.count, event_test)
+        event_test = message_test(test, event_row, not args.no_bodies) if args.by_message \
+            else None  # fmt: skip
+        write = selecting(write, test, args.show_secrets, args.count, protocol_of, event_test)
     try:
         for event in events:
             if write(event) is False:
@@ -237,7 +249,9 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
     return 0
 
 
-def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) -> dict[str, Any]:
+def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False,
+               protocol: Protocol | None = None) -> dict[str, Any]:  # fmt: skip
+    """A frame's jsonl object; `protocol`: its connection's (None: the Stream)."""
     record = event.record
     row: dict[str, Any] = {
         "ts_ns": event.ts_ns,
@@ -245,6 +259,9 @@ def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False) ->
         "direction": event.direction,
         "stream_offset": event.stream_offset,
     }
+    if protocol is not None and protocol is not STREAM:
+        row.update(protocol.frame_fields(record, show_secrets, payloads))
+        return row
     cls = record.__class__
     if (not payloads and cls in PAYLOAD_CLASSES) or cls.to_dict is Record.to_dict:
         # to_dict (less the payload fields), without turning megabytes of payload into hex
@@ -285,9 +302,11 @@ def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
 
 
 def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
+                 protocol_of: Callable[[str], Protocol | None] = _stream,
                  extend: Callable[[dict, FrameEvent], dict] | None = None,
                  ) -> Callable[[Any], None]:  # fmt: skip
-    """A line a frame or anomaly; `extend(row, event)` (-V): what a frame's row becomes."""
+    """`protocol_of(connection)`: the protocol a frame's connection carries; `extend(row,
+    event)` (-V): what a Stream frame's row becomes."""
     hot = None if payloads or extend is not None else HotLines()
 
     def write(event: FrameEvent | Anomaly | HotFrames) -> None:
@@ -300,8 +319,9 @@ def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
                 out.write(line)
                 return
         if isinstance(event, FrameEvent):
-            row = frame_dict(event, show_secrets, payloads)
-            if extend is not None:
+            protocol = protocol_of(event.connection)
+            row = frame_dict(event, show_secrets, payloads, protocol)
+            if extend is not None and (protocol is None or protocol is STREAM):
                 row = extend(row, event)
         else:
             row = anomaly_dict(event)
@@ -405,10 +425,12 @@ def _int_list(ids: Any) -> str | None:
 
 
 def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
+                protocol_of: Callable[[str], Protocol | None] = _stream,
                 tree: Callable[[Any], tuple[str, str]] | None = None,
                 message_lines: Callable[[Any], list[str]] | None = None,
                 ) -> Callable[[Any], None]:  # fmt: skip
-    """A line a frame; `tree` (-V): a record's line and what to write under it (its fields);
+    """A line a frame; `protocol_of(connection)`: the protocol a frame's connection carries;
+    `tree` (-V): a Stream record's line and what to write under it (its fields);
     `message_lines` (--messages): a frame's lines instead, one a message."""
     state = {"first_ns": None, "number": 0}
 
@@ -425,10 +447,10 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
         relative(event.ts_ns)
         state["number"] += 1
 
-    def write(event: FrameEvent | Anomaly | HotFrames) -> None:
+    def write(event: FrameEvent | Anomaly | HotFrames) -> bool | None:
         if event.__class__ is HotFrames:
             run(event, np.arange(len(event)))
-            return
+            return None
         seconds = relative(event.ts_ns)
         if isinstance(event, Anomaly):
             where = f"{event.connection} {event.direction}" if event.connection else "file"
@@ -436,19 +458,24 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
                 f"anomaly {seconds:.6f} {where} {event.kind} at {event.stream_offset}"
                 f" len {event.length}: {event.detail}\n"
             )
-            return
+            return None
         number(event)
         side = SIDE % (event.connection, ARROWS[event.direction])
+        protocol = protocol_of(event.connection)
+        stream = protocol is None or protocol is STREAM
         if message_lines is not None:
             for text in message_lines(event):
                 out.write(LINE % (state["number"], seconds, side, text))
             return not message_lines.done()  # type: ignore[attr-defined]
-        if tree is not None:
+        if tree is not None and stream:
             line, below = tree(event.record)
             out.write(LINE % (state["number"], seconds, side, line))
             out.write(below)
-            return
-        out.write(LINE % (state["number"], seconds, side, summary(event.record, show_secrets)))
+            return None
+        line = (summary(event.record, show_secrets) if stream
+                else protocol.frame_line(event.record, show_secrets))  # fmt: skip
+        out.write(LINE % (state["number"], seconds, side, line))
+        return None
 
     def run(frames: HotFrames, rows: np.ndarray) -> None:
         """The frames `rows` of a run, every frame of it counted."""

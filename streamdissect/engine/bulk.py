@@ -62,7 +62,7 @@ from streamdissect.capture.pcap import RECORD_HEADER_SIZE
 from streamdissect.capture.sources import Source
 from streamdissect.engine.anomalies import Anomaly
 from streamdissect.engine.stream import dissect_packet
-from streamdissect.framing.walk import BlockEvents, LimitCheck, Walk, walk
+from streamdissect.framing.walk import BlockEvents, LimitCheck, PlainFrames, Walk, walk
 from streamdissect.tcp import vectorized
 from streamdissect.tcp.connection import TcpConnection
 from streamdissect.tcp.vectorized import InOrder
@@ -100,7 +100,8 @@ class BulkCapture:
         self.layout: PacketLayout | None = None
         self.shift = 0  # (the layout's: a record's start to its block's file offset)
         self.headers: dict = {}  # (slot, layout) -> the layout's views of the slot
-        self.fast: Any = None
+        self.fast: Any = None  # the fast path of the protocols that have one
+        self.plain = PlainFrames()  # the walk of the others' connections
         self.buffer: BlockBuffer | None = None  # the block's
         self.events: BlockEvents | None = None  # the block's
         self.walk: Walk | None = None  # the connection's being walked
@@ -285,7 +286,8 @@ class BulkCapture:
         plan = vectorized.plan(conn, piece, rows, sides)
         saved = (conn.snapshot(), [f.snapshot() for f in owner.framers], list(owner.frames))
         events_made, notes_made = len(self.events.items), self.fast.mark()
-        self.walk = Walk(self.events, LimitCheck(owner.framers[0]), self.fast)
+        fast = self.fast if owner.protocol.fast_path is not None else self.plain
+        self.walk = Walk(self.events, LimitCheck(owner.framers[0]), fast)
         vectorized.apply(conn, piece, plan, self)
         check = self.walk.check
         if check.changes and check.wrong():
@@ -341,8 +343,8 @@ class _HelperParse:
 
 
 def _size(source: Source) -> int | None:
-    """The bytes the file holds, None when unknown before reading it (a pipe, gzip)."""
-    return source.bytes.size
+    """About how many bytes the file holds, None when unknown (a pipe)."""
+    return source.size
 
 
 def _from_offset(packets: Iterator, offset: int) -> Iterator:

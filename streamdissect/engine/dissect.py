@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from typing import Any
 
+from streamdissect.capture.sources import open_sources
 from streamdissect.engine import stream
 from streamdissect.engine.anomalies import Anomaly
-from streamdissect.capture.sources import open_sources
 from streamdissect.engine.bulk import BulkCapture
 from streamdissect.engine.state import (
     ConnectionSummary,

@@ -17,6 +17,7 @@ from streamdissect.capture import ACK, SYN
 from streamdissect.capture.segment import Segment
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer
+from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols import registry
 from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
@@ -168,10 +169,12 @@ class DissectionState:
         self.engine = engine
         self.protocols = registry.chosen(protocols)
         self.port_protocols = registry.server_ports(self.protocols, ports)
-        # The bulk engine's frame walk takes one fast path: the chosen protocols must share it
-        # (None: the exact per-packet engine reads every input).
-        paths = {p.fast_path for p in self.protocols}
-        self.fast_path: type | None = paths.pop() if len(paths) == 1 else None
+        # The bulk engine's frame walk takes one fast path for the connections of the
+        # protocols that have one (a protocol without: the plain walk, its framer decoding
+        # every frame); two different ones: the exact per-packet engine reads every input.
+        paths = {p.fast_path for p in self.protocols if p.fast_path is not None}
+        self.fast_path: type | None = (paths.pop() if len(paths) == 1
+                                       else None if paths else PlainFrames)  # fmt: skip
         self.ports = frozenset(self.port_protocols)
         self.protocol_of: dict[str, Protocol] = {}  # connection id -> its protocol
         self.heuristic = heuristic

@@ -89,6 +89,20 @@ class Protocol:
         `batches(most)` (tables.batches.frame_batches)."""
         raise NotImplementedError
 
+    def frame_line(self, record: Any, show_secrets: bool = False) -> str:
+        """A frame's text line (after the number, time and connection) for `frames`."""
+        raise NotImplementedError
+
+    def frame_fields(self, record: Any, show_secrets: bool = False,
+                     payloads: bool = False) -> dict[str, Any]:  # fmt: skip
+        """A frame's own fields in its jsonl line (after ts_ns, connection, direction,
+        stream_offset); `payloads`: with its raw payload fields."""
+        raise NotImplementedError
+
+    def filter_fields(self) -> frozenset[str]:
+        """Every field name frame_fields may give (what a display filter may name)."""
+        raise NotImplementedError
+
     def analysis(self, **options: Any) -> Any:
         """Its analyses for one run: the collector set the analysis driver feeds every frame
         event of its connections and reads the tables' rows from."""

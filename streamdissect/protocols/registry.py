@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from streamdissect.protocols.base import Protocol
+from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
 from streamdissect.protocols.stream.protocol import STREAM
 
 PROTOCOLS: tuple[Protocol, ...] = (
     STREAM,
+    ROCKETMQ,
 )  # fmt: skip
 
 BY_NAME = {p.name: p for p in PROTOCOLS}

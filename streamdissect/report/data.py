@@ -20,10 +20,8 @@ if TYPE_CHECKING:
 
     from streamdissect.analysis.driver import Analysis
 
-# The tables a report reads (every analysis table; frames and those made on request, the
-# messages, are never needed).
-TABLES = tuple(name for name in schema.TABLES
-               if name != "frames" and name not in schema.ON_REQUEST)  # fmt: skip
+# The tables a report reads (every analysis table; frames are never needed).
+TABLES = schema.analysis_tables()
 # Anomaly kinds that stand for a frame that could not be read.
 DAMAGED = ("malformed", "truncated")
 # Columns that hold a capture time, for the span of a directory of tables.

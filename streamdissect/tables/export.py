@@ -43,8 +43,7 @@ def write_tables(analysis: Analysis, directory: str, fmt: str,
         raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     os.makedirs(directory, exist_ok=True)
     written = []
-    for table in tables or [t for t in schema.TABLES
-                            if t != "frames" and t not in schema.ON_REQUEST]:
+    for table in tables or schema.analysis_tables():
         arrow = arrow_table(table, getattr(analysis, table))
         written.append(write_table(arrow, directory, table, fmt))
     return written

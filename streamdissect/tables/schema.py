@@ -10,11 +10,12 @@ case (`schema.FRAMES`).
 
 from __future__ import annotations
 
+from streamdissect.protocols import registry
 from streamdissect.protocols.registry import PROTOCOLS
 from streamdissect.tables.columns import KINDS, Column, arrow_schema_of, arrow_type, fit
 from streamdissect.tables.columns import columns as _cols
 
-__all__ = ["ANOMALIES", "KINDS", "ON_REQUEST", "TABLES", "Column", "arrow_schema", "arrow_type",
+__all__ = ["ANOMALIES", "KINDS", "TABLES", "Column", "arrow_schema", "arrow_type",
            "column_names", "fit", "pandas_dtypes"]  # fmt: skip
 
 ANOMALIES = _cols(
@@ -32,8 +33,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "anomalies": ANOMALIES,
 }
 
-# Tables made only when asked for (the Stream's messages): left out of the default exports
-ON_REQUEST = frozenset(name for protocol in PROTOCOLS for name in protocol.tables_on_request)
+
+def analysis_tables(protocol: str | None = None, on_request: bool = False) -> tuple[str, ...]:
+    """The tables an analysis of `protocol` (None: the default) gives: its tables but its
+    frames table (and those it makes only on request, as the Stream's messages, unless
+    `on_request`), and the anomalies table."""
+    analysed = registry.protocol(protocol)
+    left_out = {analysed.frames_table} | (set() if on_request else analysed.tables_on_request)
+    return (*(name for name in analysed.tables if name not in left_out), "anomalies")
 
 
 def __getattr__(name: str) -> tuple[Column, ...]:

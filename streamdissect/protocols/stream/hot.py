@@ -261,6 +261,8 @@ def positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int)
     """Positions of `counts[i]` items `strides[i]` apart from `firsts[i]`, all frames in a
     row."""
     total = int(counts.sum())
+    if total == len(counts) and bool((counts == 1).all()):  # (a Publish of one message each)
+        return firsts.astype(np.int64)  # (a copy: the caller may write into it)
     frame_of = np.repeat(np.arange(len(counts)), counts)
     index = np.arange(total, dtype=np.int64) - (np.cumsum(counts) - counts)[frame_of]
     step = strides if isinstance(strides, int) else strides[frame_of]

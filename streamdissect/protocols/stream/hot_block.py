@@ -123,7 +123,8 @@ class HotBlock:
         big_publish = np.flatnonzero((keys == hot.PUBLISH_KEY) & (wanted > SMALL_COPY))
         if len(big_publish) and self.patch_used + PUBLISH_HEAD * len(big_publish) < room:
             done = self._publish_messages(crossing[big_publish], note, ends, segments)
-            small = np.union1d(small, big_publish[done])
+            # (disjoint: no np.union1d, whose np.unique imports numpy.ma, ~0.015 s a run)
+            small = np.sort(np.concatenate((small, big_publish[done])))
         crossing = np.delete(crossing, small)
         mv = self.mv
         for k, a, b in zip(crossing.tolist(), offsets[crossing].tolist(),

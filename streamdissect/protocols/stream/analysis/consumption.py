@@ -148,13 +148,17 @@ class ThroughputCollector:
                     self.delivered(ts, records, size)
             return
         key = run.key
-        records = np.where(run.fields["record_count"][1], run.fields["record_count"][0], 0)
-        size = run.size.astype(np.int64) + 4
-        publish, deliver = key == PUBLISH_KEY, key == DELIVER_KEY
-        confirmed = np.where(key == CONFIRM_KEY, np.maximum(run.id_counts, 0), 0)
-        wanted = publish | deliver | (key == CONFIRM_KEY)
-        if not wanted.any():
+        publish, deliver, confirm = key == PUBLISH_KEY, key == DELIVER_KEY, key == CONFIRM_KEY
+        wanted = np.flatnonzero(publish | deliver | confirm)
+        if not len(wanted):
             return
+        # (the wanted frames' own columns: a publish's and a deliver's records and bytes,
+        # a confirm's ids, each summed per second over its kind's frames)
+        publish, deliver = publish[wanted], deliver[wanted]
+        counts, counted = run.fields["record_count"]
+        records = np.where(counted[wanted], counts[wanted], 0)
+        size = run.size[wanted].astype(np.int64) + 4
+        confirmed = np.where(confirm[wanted], np.maximum(run.id_counts[wanted], 0), 0)
         seconds = run.ts_ns[wanted] // NS_PER_S
         low = int(seconds.min())
         if int(seconds.max()) - low < 1 << 16:  # (a run spans a few seconds: no sort)
@@ -165,9 +169,10 @@ class ThroughputCollector:
         else:
             found, where = np.unique(seconds, return_inverse=True)
         sums = []
-        for values in (np.where(publish, records, 0), np.where(publish, size, 0), confirmed,
-                       np.where(deliver, records, 0), np.where(deliver, size, 0)):
-            sums.append(np.bincount(where, weights=values[wanted].astype(np.float64),
+        for kind, column in ((publish, records), (publish, size), (None, confirmed),
+                             (deliver, records), (deliver, size)):  # fmt: skip
+            at, weights = (where, column) if kind is None else (where[kind], column[kind])
+            sums.append(np.bincount(at, weights=weights.astype(np.float64),
                                     minlength=len(found)).astype(np.int64).tolist())
         buckets = self._buckets
         for k, second in enumerate(found.tolist()):

@@ -327,21 +327,24 @@ def _apply_columns(sub: _Subscription, at_once_ns: int, run: dict) -> None:
     decisive = np.flatnonzero(opens | closes)
     kind = opens[decisive]  # True: a Deliver that leaves no credit; False: a Credit restoring
     before = np.r_[sub.open_stall is not None, kind[:-1]]
-    for at, is_open, was_open in zip(decisive.tolist(), kind.tolist(), before.tolist()):
-        if is_open and not was_open:
-            stall = Stall(sub.connection, sub.subscription_id, int(ts[at]), bool(run["ahead"][at]))
+    turns = decisive[kind != before]  # where a stall opens or closes (the others change none)
+    # the Deliver after each turn (an index into `delivers`; len(delivers): none in this run)
+    following = np.searchsorted(delivers, turns, side="right").tolist()
+    delivered = ts[delivers].tolist()
+    ahead = run["ahead"]
+    for at, t, nxt in zip(turns.tolist(), ts[turns].tolist(), following):
+        if sub.open_stall is None:  # (a turn alternates: this one opens a stall)
+            stall = Stall(sub.connection, sub.subscription_id, t, bool(ahead[at]))
             sub.stalls.append(stall)
             sub.open_stall = stall
-        elif not is_open and was_open:
+        else:
             stall = sub.open_stall
-            stall.end_ns = int(ts[at])
+            stall.end_ns = t
             stall.ended_by = "credit"
-            stall.duration_ms = (stall.end_ns - stall.start_ns) / 1e6
+            stall.duration_ms = (t - stall.start_ns) / 1e6
             sub.open_stall = None
-            later = delivers[delivers > at]
-            nxt = int(later[0]) if later.size else None
-            if nxt is None:
+            if nxt == len(delivered):
                 sub.awaiting_deliver = stall  # (the next Deliver comes in a later run)
-            elif ts[nxt] - stall.end_ns <= at_once_ns:
+            elif delivered[nxt] - t <= at_once_ns:
                 stall.broker_had_more = True
     sub.balance = int(balance[-1])

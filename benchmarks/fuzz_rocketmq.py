@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Fuzz campaign for the RocketMQ codec, its framer and the pipeline with RocketMQ
+registered; benchmarks/fuzz.py's machinery (mutators, bounds, findings) with RocketMQ's
+targets of the same names:
+
+    python benchmarks/fuzz_rocketmq.py --minutes 5
+    python benchmarks/fuzz_rocketmq.py --frames 100000 --streams 2000 --pcaps 300
+
+- frame:  one mutated frame -> decode_frame (whole, and cut as snaplen leaves it), then what
+          a user can ask of the record: to_dict, the text line and jsonl object (JSON),
+          message ids, inflating each message (ValueError at most), re-encoding (a record
+          that encodes must decode to the same record).
+- stream: a direction's byte stream of mutated frames -> RocketMQFramer, whole and in random
+          splits (the same frames and anomalies), and with missing bytes (bounded buffer).
+- pcap:   a mutated capture of captures/rocketmq -> the Dissector with RocketMQ registered
+          beside the Stream, every event's line and object.
+
+Seeds: every frame of captures/rocketmq and crafted ones (zlib bombs, lying pull and batch
+bodies). Mutations: fuzz.py's generic ones plus RocketMQ's fields (the header-length word,
+ROCKETMQ ext lengths, stored messages' sizes). Findings are saved under
+tests/regressions/rocketmq/ (replayed by tests/test_rocketmq_fuzz_regressions.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import signal
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+import fuzz  # noqa: E402  (benchmarks/fuzz.py: the Stream's campaign and its machinery)
+from rocketmq_support import CAPTURES, NAMES, recorded_frames, rocketmq_registered  # noqa: E402
+
+from streamdissect.capture import CaptureError  # noqa: E402
+from streamdissect.engine.dissect import Dissector, FrameEvent  # noqa: E402
+from streamdissect.protocols.rocketmq import (  # noqa: E402
+    decode_frame,
+    encode_command,
+    make_command,
+    spec,
+)
+from streamdissect.protocols.rocketmq.framing import RocketMQFramer  # noqa: E402
+from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand  # noqa: E402
+from streamdissect.protocols.rocketmq.summary import frame_fields, frame_summary  # noqa: E402
+
+REGRESSIONS = HERE.parent / "tests" / "regressions" / "rocketmq"
+MAX_FRAME = 1 << 20  # the framer's cap here (the default is 8 MiB)
+
+
+# --- seeds --------------------------------------------------------------------------------
+
+
+def corpus() -> tuple[list[bytes], list[bytes]]:
+    """(frames, each direction's byte stream) of every RocketMQ capture."""
+    kept = recorded_frames()
+    streams: dict[int, list[bytes]] = {}
+    for direction, frame in kept:
+        streams.setdefault(direction, []).append(frame)
+    frames = [f for _, f in kept if len(f) <= 32 * 1024]
+    return frames, [b"".join(parts) for parts in streams.values()]
+
+
+def crafted() -> list[bytes]:
+    bomb = zlib.compress(b"\x00" * (spec.MAX_INFLATED + 1), 9)
+    return [encode_command(make_command(310, fields={"topic": "T", "sysFlag": 1}, body=bomb)),
+            encode_command(make_command(320, fields={"topic": "T"}, body=b"\x00\x00\x00\x18" * 6,
+                                        serialize_type=spec.ROCKETMQ)),
+            encode_command(make_command(0, response=True, body=b"\x00\x00\x01\x00" * 8, fields={
+                "nextBeginOffset": 1, "minOffset": 0, "maxOffset": 1}))]  # fmt: skip
+
+
+class RocketMQMutator(fuzz.FrameMutator):
+    """fuzz.py's frame mutations, and one in three a RocketMQ field."""
+
+    def step(self, buf: bytearray) -> None:
+        rng = self.rng
+        if len(buf) < 12 or rng.random() < 0.66:
+            super().step(buf)
+            return
+        what = rng.randrange(5)
+        header_length = struct.unpack_from(">I", buf, 4)[0] & 0xFFFFFF
+        if what == 0:  # the serialization byte and the header length
+            fuzz._put(buf, 4, ">B", rng.choice((0, 1, 1, 2, 0x80, 0xFF)))
+        elif what == 1:
+            fuzz._put(buf, 5, ">I", self.interesting(4, header_length) << 8)
+        elif what == 2 and buf[4] == 1:  # ROCKETMQ remark, ext length, a key's or value's
+            at = rng.choice((8 + 13, 8 + 17 + 4, rng.randrange(8, 8 + header_length + 1)))
+            fuzz._put(buf, at, rng.choice((">H", ">I")), self.interesting(4, header_length))
+        elif what == 3:  # a stored message's or batch item's total size, body length
+            body = 8 + header_length
+            at = rng.choice((body, body + 16, body + 4 * 5 + 8 * 2 + 4 + 8 + 8 + 8 + 8 + 4 + 8))
+            fuzz._put(buf, at, ">I", self.interesting(4, len(buf) - at))
+        else:  # the JSON header's text: a key or a value changed
+            text = bytes(buf[8 : 8 + header_length])
+            for old, new in ((b'"code":', b'"code":"'), (b"extFields", b"extField"),
+                             (b":0,", b":1e999,"), (b'"', b""), (b"}", b"]")):  # fmt: skip
+                if old in text and rng.random() < 0.4:
+                    buf[8 : 8 + header_length] = text.replace(old, new, 1)
+                    break
+
+
+# --- targets ------------------------------------------------------------------------------
+
+
+def exercise(record) -> None:
+    json.dumps(frame_fields(record, payloads=True))
+    frame_summary(record)
+    if not isinstance(record, RemotingCommand):
+        return
+    record.to_dict(payloads=True)
+    for message in record.messages or ():
+        try:
+            message.inflated()
+        except ValueError:
+            pass
+        message.to_dict()
+    try:
+        again = encode_command(record)
+    except ValueError:
+        return  # (what a ROCKETMQ header cannot hold)
+    back = decode_frame(again)
+    if record.truncated:
+        return
+    if not isinstance(back, RemotingCommand) or _but_sizes(back) != _but_sizes(record):
+        raise fuzz.Finding("a decoded record encodes to bytes that decode to another record")
+
+
+def _but_sizes(record: RemotingCommand) -> dict:
+    """The record but for what depends on the header's written length (a JSON header may be
+    written shorter, a ROCKETMQ header without bytes after its ext fields)."""
+    out = record.to_dict(True)
+    for key in ("size", "header_length", "body_error_offset"):
+        out.pop(key, None)
+    return out
+
+
+def run_frame(frame: bytes) -> None:
+    record = decode_frame(frame)
+    exercise(record)
+    if len(frame) >= 12:
+        size = struct.unpack_from(">I", frame)[0]
+        cut = len(frame) - 1 - int.from_bytes(hashlib.sha1(frame).digest()[:2], "big") % 8
+        if size >= 4 and cut >= 8:
+            exercise(decode_frame(frame[:cut], declared_size=size))
+
+
+def _framer(collect: fuzz._Collect) -> RocketMQFramer:
+    """RocketMQ's framer writing into fuzz.py's collector (frames as their jsonl objects)."""
+    def emit(offset: int, ts_ns: int, record) -> None:
+        collect.events.append(("frame", offset, frame_fields(record)))
+
+    return RocketMQFramer(emit, collect.report, MAX_FRAME)
+
+
+def run_stream(stream: bytes) -> None:
+    """fuzz.py's stream checks with RocketMQ's framer: whole and split feeds give the same
+    events; holes neither raise nor grow the buffer."""
+    rng = random.Random(hashlib.sha1(stream).digest())
+    fuzz.check_splits(stream, rng, _framer)
+    fuzz.check_gaps(stream, rng, _framer, MAX_FRAME)
+
+
+def run_pcap(data: bytes, path: str) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+    with rocketmq_registered():
+        try:
+            events = list(Dissector(engine="stream", ooo_cap=fuzz.FUZZ_OOO_CAP).run(path))
+        except CaptureError:
+            return
+    for event in events:
+        if isinstance(event, FrameEvent) and isinstance(event.record, (RemotingCommand,
+                                                                        Malformed)):
+            json.dumps(frame_fields(event.record))
+            frame_summary(event.record)
+
+
+def replay(target: str, data: bytes, scratch: str | None = None) -> None:
+    if target == "frame":
+        run_frame(data)
+    elif target == "stream":
+        run_stream(data)
+    elif scratch is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_pcap(data, os.path.join(tmp, "input.pcap"))
+    else:
+        run_pcap(data, scratch)
+
+
+def pcap_captures() -> list:
+    """(link type, packets) of every RocketMQ capture, as fuzz.PcapMutator takes them."""
+    import worsen
+
+    return [worsen.read_pcap(CAPTURES / f"{name}.pcap") for name in NAMES]
+
+
+def campaign(minutes: float | None, counts: dict[str, int] | None, seed: int) -> dict:
+    rng = random.Random(seed)
+    frames, streams = corpus()
+    mutator = RocketMQMutator(rng, frames + crafted())
+    generators = {"frame": mutator.mutate,
+                  "stream": fuzz.StreamMutator(rng, streams, mutator).mutate,
+                  "pcap": fuzz.PcapMutator(rng, pcap_captures(), mutator).mutate}  # fmt: skip
+    batch = {"frame": 200, "stream": 10, "pcap": 2}
+    stats = {name: fuzz.Stats() for name in generators}
+    old = signal.signal(signal.SIGALRM, fuzz._alarm)
+    fd, scratch = tempfile.mkstemp(prefix="rocketmq-fuzz-", suffix=".pcap")
+    os.close(fd)
+    deadline = time.monotonic() + minutes * 60 if minutes else None
+    started = time.monotonic()
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            pending = [n for n in generators if counts is None or stats[n].inputs < counts[n]]
+            if not pending:
+                break
+            for name in pending:
+                for _ in range(batch[name]):
+                    data = generators[name]()
+                    sample = stats[name].inputs % fuzz.SAMPLE_MEMORY_EVERY == 10
+                    fuzz.run_one(name, data, stats[name], scratch, REGRESSIONS, sample, print,
+                                 replay_with=replay)  # fmt: skip
+    finally:
+        signal.signal(signal.SIGALRM, old)
+        os.unlink(scratch)
+    return {"seed": seed, "minutes": round((time.monotonic() - started) / 60, 2),
+            "findings": sum(s.findings for s in stats.values()),
+            "targets": {n: {"inputs": s.inputs, "findings": s.findings,
+                            "slowest_ms": round(s.slowest_s * 1000, 2),
+                            "peak_traced_kib": round(s.peak_bytes / 1024),
+                            "saved": s.saved} for n, s in stats.items()}}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float)
+    parser.add_argument("--frames", type=int, default=0)
+    parser.add_argument("--streams", type=int, default=0)
+    parser.add_argument("--pcaps", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    counts = None
+    if args.frames or args.streams or args.pcaps:
+        counts = {"frame": args.frames, "stream": args.streams, "pcap": args.pcaps}
+    elif args.minutes is None:
+        parser.error("give --minutes or counts")
+    result = campaign(args.minutes, counts, args.seed)
+    print(json.dumps(result, indent=1))
+    return 1 if result["findings"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

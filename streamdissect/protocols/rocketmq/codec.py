@@ -1,0 +1,299 @@
+"""RocketMQ remoting frames to records and back (I/O-free).
+
+A frame is `total:i32` (the bytes after it), `word:i32` (high byte: the header's
+serialization, spec.JSON or spec.ROCKETMQ; low 3 bytes: its length), the header, the body.
+
+    decode_frame(frame) -> RemotingCommand | Malformed     (never raises)
+    encode_command(command) -> bytes                       (total length included)
+    make_command(code, fields=..., ...) -> RemotingCommand (a record to encode)
+
+A JSON header is an object with code, language (a name), version, opaque, flag, remark,
+extFields (values text, numbers or booleans, as the client wrote them) and
+serializeTypeCurrentRPC; a ROCKETMQ header is code:i16, language:u8, version:i16,
+opaque:i32, flag:i32, remark (i32 length, bytes), ext fields (i32 length, then key i16
+length + key, value i32 length + value, repeated). The ext fields a header of spec.py knows
+are also `fields`, named and typed; a body is read as the code says (spec.py): messages, a
+batch, a pull response's stored messages, fastjson.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from streamdissect.protocols.rocketmq import fastjson, spec
+from streamdissect.protocols.rocketmq.messages import (
+    BodyError,
+    batch_messages,
+    sent_message,
+    stored_messages,
+)
+from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
+
+_HEAD = struct.Struct(">Ii")
+_BINARY = struct.Struct(">hBhii")  # code, language, version, opaque, flag
+_i16 = struct.Struct(">h").unpack_from
+_i32 = struct.Struct(">i").unpack_from
+_JSON_ORDER = ("code", "extFields", "flag", "language", "opaque", "remark",
+               "serializeTypeCurrentRPC", "version")  # fastjson's (by name)  # fmt: skip
+
+
+class HeaderError(ValueError):
+    def __init__(self, reason: str, offset: int):
+        super().__init__(reason)
+        self.offset = offset
+
+
+def decode_frame(frame: bytes, *, declared_size: int | None = None) -> RemotingCommand | Malformed:
+    """A frame from its total length field on; `declared_size`: the total length when fewer
+    bytes are there (a cut frame: the record is made of what is there, `truncated`)."""
+    frame = bytes(frame)
+    if len(frame) < _HEAD.size:
+        return Malformed(declared_size, "frame shorter than its 8-byte head", 0,
+                         frame[: spec.MALFORMED_KEPT], True)  # fmt: skip
+    total, word = _HEAD.unpack_from(frame)
+    size = total if declared_size is None else declared_size
+    truncated = len(frame) < 4 + size
+    kind, header_length = (word >> 24) & 0xFF, word & spec.HEADER_LENGTH_MASK
+
+    def malformed(reason: str, offset: int) -> Malformed:
+        return Malformed(size, reason, offset, frame[: spec.MALFORMED_KEPT], truncated)
+
+    if size >= 2**31:
+        return malformed(f"negative total length {size - 2**32}", 0)
+    if word < 0 or kind not in spec.SERIALIZE_NAMES:
+        return malformed(f"unknown header serialization {kind}", 4)
+    if header_length > size - 4:
+        return malformed(f"header length {header_length} above the frame's {size - 4} bytes", 4)
+    header = frame[8 : 8 + header_length]
+    if len(header) < header_length:
+        return malformed(f"header cut short: {len(header)} of {header_length} bytes", 8)
+    try:
+        parts = (_json_header if kind == spec.JSON else _binary_header)(header)
+    except HeaderError as e:
+        return malformed(str(e), 8 + e.offset)
+    command = RemotingCommand(size=size, serialize_type=kind, header_length=header_length,
+                              body=frame[8 + header_length : 4 + size], truncated=truncated,
+                              **parts)  # fmt: skip
+    command.fields = named_fields(command)
+    if not truncated:
+        _read_body(command, 8 + header_length)
+    return command
+
+
+# --- headers -------------------------------------------------------------------------------
+
+
+def _json_header(header: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(header)
+    except (ValueError, RecursionError) as e:
+        raise HeaderError(f"header is not JSON: {e}", 0) from None
+    if not isinstance(obj, dict):
+        raise HeaderError("JSON header is not an object", 0)
+
+    def number(key: str, default: int | None = None) -> int | None:
+        value = obj.get(key, default)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise HeaderError(f"JSON header's {key} is not an integer: {value!r}", 0)
+        return value
+
+    code, opaque = number("code"), number("opaque", 0)
+    if code is None:
+        raise HeaderError("JSON header has no code", 0)
+    ext = obj.get("extFields") or {}
+    remark = obj.get("remark")
+    if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
+        raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
+    extra = {k: v for k, v in obj.items() if k not in spec.JSON_KEYS[:-1]}
+    return {"code": code, "language": obj.get("language"), "version": number("version"),
+            "opaque": opaque, "flag": number("flag", 0), "remark": remark, "ext": ext,
+            "json_extra": extra or None, "json_keys": tuple(obj),
+            "json_tail": header[len(header.rstrip()):].decode() or None}  # fmt: skip
+
+
+def _binary_header(header: bytes) -> dict[str, Any]:
+    end = len(header)
+    if end < _BINARY.size + 8:
+        raise HeaderError(f"ROCKETMQ header of {end} bytes, under its fixed {_BINARY.size + 8}", 0)
+    code, language, version, opaque, flag = _BINARY.unpack_from(header)
+    at = _BINARY.size
+    (remark_length,) = _i32(header, at)
+    at += 4
+    if not 0 <= remark_length <= end - at - 4:
+        raise HeaderError(f"remark length {remark_length} beyond the header", at - 4)
+    remark = header[at : at + remark_length].decode("utf-8", "replace") if remark_length else None
+    at += remark_length
+    (ext_length,) = _i32(header, at)
+    at += 4
+    if not 0 <= ext_length <= end - at:
+        raise HeaderError(f"ext fields length {ext_length} beyond the header", at - 4)
+    return {"code": code, "language": spec.LANGUAGES.get(language, language),
+            "version": version, "opaque": opaque, "flag": flag, "remark": remark,
+            "ext": _binary_ext(header, at, at + ext_length)}  # fmt: skip
+
+
+def _binary_ext(header: bytes, at: int, stop: int) -> dict[str, str]:
+    ext = {}
+    while at < stop:
+        if at + 2 > stop:
+            raise HeaderError("ext fields cut short in a key length", at)
+        (key_length,) = _i16(header, at)
+        at += 2
+        if not 0 <= key_length <= stop - at - 4:
+            raise HeaderError(f"ext key length {key_length} beyond the ext fields", at - 2)
+        key = header[at : at + key_length].decode("utf-8", "replace")
+        at += key_length
+        (value_length,) = _i32(header, at)
+        at += 4
+        if not 0 <= value_length <= stop - at:
+            raise HeaderError(f"ext value length {value_length} beyond the ext fields", at - 4)
+        ext[key] = header[at : at + value_length].decode("utf-8", "replace")
+        at += value_length
+    return ext
+
+
+def header_of(code: int, response: bool) -> spec.Header | None:
+    return spec.RESPONSE_HEADER if response else spec.REQUEST_HEADERS.get(code)
+
+
+def _typed(value: Any, kind: str) -> Any:
+    """An ext value as its field's type says, or None when it is not one."""
+    if kind == spec.STR:
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool):
+        return value if kind == spec.BOOL else None
+    if kind == spec.INT:
+        if isinstance(value, int):
+            return value
+        try:
+            return int(value) if isinstance(value, str) and len(value) < 24 else None
+        except ValueError:
+            return None
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+def named_fields(command: RemotingCommand) -> dict[str, Any]:
+    """The ext fields its header knows, by name and typed (a value of another type is left
+    out here and stays in `ext`)."""
+    header = header_of(command.code, command.response)
+    if header is None:
+        return {}
+    known = header.by_key()
+    out = {}
+    for key, value in command.ext.items():
+        f = known.get(key)
+        if f is not None:
+            typed = _typed(value, f.type)
+            if typed is not None:
+                out[f.name] = typed
+    return out
+
+
+# --- bodies -------------------------------------------------------------------------------
+
+
+def _read_body(command: RemotingCommand, body_at: int) -> None:
+    body, fields = command.body, command.fields
+    try:
+        if not command.response and command.code in spec.MESSAGE_BODY_CODES:
+            command.messages = [sent_message(body, fields)]
+        elif not command.response and command.code == spec.BATCH_CODE:
+            command.messages = batch_messages(body, fields.get("topic"), fields.get("queueId"))
+        elif (command.response and command.code == 0
+              and spec.PULL_RESPONSE_KEYS <= command.ext.keys()):
+            command.messages = stored_messages(body)
+        elif body[:1] in (b"{", b"["):
+            command.body_json = fastjson.parse(body)
+            if command.body_json is None:
+                command.body_text = body.decode("utf-8", "replace")
+    except BodyError as e:
+        command.messages = e.messages
+        command.body_error, command.body_error_offset = str(e), body_at + e.offset
+        return
+    for i, message in enumerate(command.messages or ()):
+        if message.inflate_error:
+            command.body_error = f"message {i}: {message.inflate_error}"
+            command.body_error_offset = body_at
+            return
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+
+def encode_command(command: RemotingCommand) -> bytes:
+    """The frame of a record (total length included): its envelope, header and body."""
+    if command.serialize_type == spec.JSON:
+        header = _encode_json_header(command)
+    else:
+        header = _encode_binary_header(command)
+    word = (command.serialize_type << 24) | len(header)
+    return _HEAD.pack(4 + len(header) + len(command.body), word) + header + command.body
+
+
+def _encode_json_header(command: RemotingCommand) -> bytes:
+    values = {"code": command.code, "extFields": command.ext or None, "flag": command.flag,
+              "language": command.language, "opaque": command.opaque,
+              "remark": command.remark, "version": command.version}  # fmt: skip
+    values.update(command.json_extra or {})
+    if command.json_keys is not None:  # as it came: these keys in this order
+        values["extFields"] = command.ext
+        obj = {k: values.get(k) for k in command.json_keys}
+    else:  # as fastjson writes it: by name, no nulls
+        obj = {k: values[k] for k in _JSON_ORDER if values.get(k) is not None}
+        obj.update((k, v) for k, v in values.items() if k not in obj and v is not None)
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return (text + (command.json_tail or "")).encode()
+
+
+def _encode_binary_header(command: RemotingCommand) -> bytes:
+    """(ValueError for what a ROCKETMQ header cannot hold: a code beyond int16, a language
+    it has no number for, a key longer than 32767 bytes.)"""
+    language = command.language
+    if isinstance(language, str):
+        language = spec.LANGUAGE_CODES.get(language, language)
+    remark = (command.remark or "").encode()
+    try:
+        ext = b"".join(
+            struct.pack(">h", len(k := str(key).encode())) + k
+            + struct.pack(">i", len(v := _wire_text(value).encode())) + v
+            for key, value in command.ext.items())  # fmt: skip
+        fixed = _BINARY.pack(command.code, language or 0, command.version or 0, command.opaque,
+                             command.flag)  # fmt: skip
+    except struct.error as e:
+        raise ValueError(f"not writable as a ROCKETMQ header: {e}") from None
+    return fixed + struct.pack(">i", len(remark)) + remark + struct.pack(">i", len(ext)) + ext
+
+
+def _wire_text(value: Any) -> str:
+    """A field's value as the Java client writes it into ext fields."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def make_command(code: int, *, response: bool = False, oneway: bool = False, opaque: int = 0,
+                 fields: dict[str, Any] | None = None, ext: dict[str, Any] | None = None,
+                 body: bytes = b"", remark: str | None = None, language: str | int = "JAVA",
+                 version: int = 0, serialize_type: int = spec.JSON) -> RemotingCommand:
+    """A record to encode: `fields` by name (turned into the header's wire keys and text, as
+    the Java client sends them: SEND_MESSAGE_V2's letters), `ext` as is, added after them."""
+    wire: dict[str, Any] = {}
+    header = header_of(code, response)
+    by_name = {f.name: f.key for f in header.fields} if header else {}
+    for name, value in (fields or {}).items():
+        if name not in by_name:
+            raise ValueError(f"{spec.request_name(code)} has no header field {name!r}")
+        wire[by_name[name]] = _wire_text(value)
+    wire.update(ext or {})
+    flag = (spec.RESPONSE_FLAG if response else 0) | (spec.ONEWAY_FLAG if oneway else 0)
+    command = RemotingCommand(size=0, serialize_type=serialize_type, header_length=0, code=code,
+                              language=language, version=version, opaque=opaque, flag=flag,
+                              remark=remark, ext=wire, body=body)  # fmt: skip
+    decoded = decode_frame(encode_command(command))
+    if isinstance(decoded, Malformed):
+        raise ValueError(f"cannot be encoded: {decoded.reason}")
+    return decoded

@@ -1,0 +1,93 @@
+"""RocketMQ remoting behind the protocol seam (protocols.base.Protocol): the one object a
+registry line would list for this package (`ROCKETMQ`).
+
+It gives the engine what it needs to find and frame RocketMQ connections (ports 9876, the
+name server, and 10911, the broker; the heuristic; the framer) and pairs a response with
+its request by `opaque` and the response bit of `flag`; its frames table is
+`rocketmq_frames` (tables.py, frame_table.py: `frame_batches(paths, protocol="rocketmq")`).
+Its analyses are not written yet (issue 26's second half).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from streamdissect.framing.framer import Emit, Framer, Report
+from streamdissect.protocols.base import FramerOptions, Protocol
+from streamdissect.protocols.rocketmq.framing import (
+    RocketMQFramer,
+    looks_like_rocketmq,
+    sent_by_server,
+)
+from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+
+class RocketMQProtocol(Protocol):
+    name = "rocketmq"
+    title = "RocketMQ remoting"
+    ports = (9876, 10911)
+    framer_class = RocketMQFramer
+    frames_table = "rocketmq_frames"
+
+    def looks_like(self, data: bytes) -> bool | None:
+        return looks_like_rocketmq(data)
+
+    def framer(self, emit: Emit, report: Report, options: FramerOptions,
+               framers: list[Framer], framer_class: Callable[..., Framer] | None = None,
+               ) -> Framer:  # fmt: skip
+        """The base's framer, whose records name the call they answer: a direction's
+        requests are remembered by opaque, and a response of the other direction gets its
+        request's code (`request_code`; None when the request was not seen)."""
+        def named_emit(offset: int, ts_ns: int, record: Any) -> None:
+            if record.__class__ is RemotingCommand:
+                if not record.response:
+                    framer.asked(record)
+                else:
+                    peer = next((f for f in framers if f is not framer), None)
+                    if peer is not None:
+                        record.request_code = peer.answered(record.opaque)
+            emit(offset, ts_ns, record)
+
+        framer = super().framer(named_emit, report, options, framers, framer_class)
+        return framer
+
+    def sent_by_server(self, data: bytes) -> bool:
+        return sent_by_server(data)
+
+    def pairing(self, record: Any) -> tuple[Hashable, bool] | None:
+        """A response carries its request's opaque and the response bit; a oneway request
+        gets no response, and a frame with no header read is no call."""
+        if record.__class__ is not RemotingCommand:
+            return None
+        return record.opaque, record.response
+
+    def frame_line(self, record: Any, show_secrets: bool = False) -> str:
+        from streamdissect.protocols.rocketmq.summary import frame_summary
+
+        return frame_summary(record)
+
+    def frame_fields(self, record: Any, show_secrets: bool = False,
+                     payloads: bool = False) -> dict[str, Any]:  # fmt: skip
+        from streamdissect.protocols.rocketmq.summary import frame_fields
+
+        return frame_fields(record, payloads)
+
+    def filter_fields(self) -> frozenset[str]:
+        from streamdissect.protocols.rocketmq.summary import FIELD_NAMES
+
+        return FIELD_NAMES
+
+    @property
+    def tables(self) -> dict[str, tuple]:
+        from streamdissect.protocols.rocketmq.tables import TABLES
+
+        return TABLES
+
+    def frame_columns(self, show_secrets: bool = False) -> Any:
+        from streamdissect.protocols.rocketmq.frame_table import FrameRows
+
+        return FrameRows(show_secrets)
+
+
+ROCKETMQ = RocketMQProtocol()

@@ -1,0 +1,91 @@
+"""What the RocketMQ tests share: the recorded captures, the registry with RocketMQ beside the
+Stream (one more line, as a test puts it), the frames of a capture by connection, and the
+captures' truths read as the clients wrote them (captures/README.md, RocketMQ section)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols import registry
+from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
+from streamdissect.protocols.stream.protocol import STREAM
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures" / "rocketmq"
+NAMES = sorted(p.name[: -len(".pcap")] for p in CAPTURES.glob("*.pcap"))
+# a trace's direction -> (the wire's direction, a response)
+DIRECTIONS = {"c->s request": ("c2s", False), "s->c response": ("s2c", True),
+              "s->c request": ("s2c", False), "c->s response": ("c2s", True)}  # fmt: skip
+
+
+@contextlib.contextmanager
+def rocketmq_registered() -> Iterator[tuple]:
+    """The registry with RocketMQ after the Stream, for the time of a `with` (and its tables
+    among tables.schema's, which it reads from the registry when first imported)."""
+    from streamdissect.tables import schema
+
+    protocols = (STREAM, ROCKETMQ)
+    registry.check(protocols)
+    saved = registry.PROTOCOLS, registry.BY_NAME, dict(schema.TABLES)
+    registry.PROTOCOLS, registry.BY_NAME = protocols, {p.name: p for p in protocols}
+    schema.TABLES.update(ROCKETMQ.tables)
+    try:
+        yield protocols
+    finally:
+        registry.PROTOCOLS, registry.BY_NAME, tables = saved
+        schema.TABLES.clear()
+        schema.TABLES.update(tables)
+
+
+def truth(name: str) -> dict:
+    return json.loads((CAPTURES / f"{name}.truth.json").read_text())
+
+
+def client_port(connection: str) -> int:
+    """The client's port of a connection id `ip:port-ip:port`."""
+    return int(connection.split("-")[0].rsplit(":", 1)[1])
+
+
+def own_fields(record) -> dict:
+    """A record's dict without what it takes from other frames (the request a response
+    answers: a capture made worse may have lost that request, or give it later)."""
+    out = record.to_dict()
+    out.pop("request_code", None)
+    out.pop("request_name", None)
+    return out
+
+
+def dissect(path: Path | str, **options) -> tuple[list[FrameEvent], list]:
+    """Frame events and anomalies of a capture, RocketMQ registered."""
+    frames, anomalies = [], []
+    with rocketmq_registered():
+        for event in Dissector(engine="stream", **options).run(str(path)):
+            (frames if isinstance(event, FrameEvent) else anomalies).append(event)
+    return frames, anomalies
+
+
+class _KeepingFramer(RocketMQFramer):
+    """The framer, keeping each whole frame's bytes (and which direction it came in)."""
+
+    __slots__ = ()
+    kept: list = []
+
+    def _decode(self, offset, ts_ns, frame, size, cut):
+        _KeepingFramer.kept.append((id(self), frame))
+        super()._decode(offset, ts_ns, frame, size, cut)
+
+
+def recorded_frames() -> list[tuple[int, bytes]]:
+    """Every frame of every recorded capture as on the wire, each with a number naming its
+    direction (frames of one direction are in their order)."""
+    _KeepingFramer.kept = []
+    with rocketmq_registered():
+        for name in NAMES:
+            dissector = Dissector(engine="stream", protocols=["rocketmq"])
+            dissector.framer_class = _KeepingFramer
+            list(dissector.run(str(CAPTURES / f"{name}.pcap")))
+    return _KeepingFramer.kept

@@ -1,0 +1,62 @@
+"""The JSON report's rows written a chunk at a time in one format (cli._text_report: a column
+of ints, of finite floats, of None, of one int or one string each goes into the format its
+own way) are json.dumps(indent=1)'s text: for table rows (RowStream, tuples or
+CompactRows) and for rows of dicts of one set of keys, with every kind of column, strings
+holding "%", and chunks where a column is one value, or all but one."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from streamdissect.analysis.compact import CompactRows
+from streamdissect.cli import _text_report as report
+from streamdissect.cli._text_report import json_text, json_write
+
+STRINGS = ["10.0.0.1:5000-10.0.0.2:5552", "100%", "%s%d", 'é\n"', ""]
+
+
+def _anomaly(i: int, rng: random.Random, same: bool) -> tuple:
+    """An anomalies row (ts_ns, connection, direction, kind, stream_offset, length,
+    detail); `same`: most columns keep one value."""
+    if same:
+        return (7, STRINGS[1], "c2s", "gap", i if i % 97 == 5 else 3, 2**70, "")
+    return (rng.choice([i, -i, 2**63 - 1, None]), rng.choice(STRINGS + [None]),
+            rng.choice(["c2s", "s2c"]), rng.choice(STRINGS), rng.choice([i, True, None]),
+            rng.choice([1448, 2**70, None]), rng.choice(STRINGS))  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
+@pytest.mark.parametrize("same", [True, False])
+@pytest.mark.parametrize("compact", [False, True])
+def test_table_rows_are_json_dumps(chunk, same, compact, monkeypatch):
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+    rng = random.Random(chunk)
+    given = [_anomaly(i, rng, same) for i in range(300)]
+    rows = given
+    if compact:  # (kept as columns: arrays where the values allow)
+        rows = CompactRows(7)
+        rows.extend(given)
+    pieces: list[str] = []
+    json_write({"anomalies": report.RowStream("anomalies", rows)}, pieces.append)
+    expected = json.dumps({"anomalies": report.plain_records("anomalies", given)}, indent=1)
+    assert "".join(pieces) == expected
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_rows_of_dicts_are_json_dumps(same):
+    rng = random.Random(3)
+    values = [0, 1, -1, 2**70, 0.5, -0.0, float("nan"), float("inf"), True, None, "a%sb",
+              "%", "x"]  # fmt: skip
+    keys = ["start_ns", "a%d", "s", "f"]
+    rows = []
+    for i in range(200):
+        if same:  # (each column one value but for a few rows)
+            row = {"start_ns": 5, "a%d": "%d%%", "s": i if i == 150 else 1, "f": 0.25}
+        else:
+            row = {k: rng.choice(values) for k in keys}
+        rows.append(row)
+    for table in (rows, rows[:1], rows[150:151]):
+        assert json_text({"t": table}) == json.dumps({"t": table}, indent=1)
