@@ -307,3 +307,17 @@ def test_malformed_and_unknown_frames_show_their_reason_and_bytes():
     unknown = decode_frame(struct.pack(">IHH", 6, 0x0077, 1) + b"ab")
     lines = [line.strip() for line in frame_tree(unknown).splitlines()]
     assert "key: 0x0077 (unknown)" in lines and "unknown: true" in lines
+
+
+def test_a_frame_inflates_a_bounded_amount_in_all():
+    """Sub-batches that each claim little but add up: past the frame's bound of inflated
+    bytes (max_decompressed) an entry is said not inflated; the ones before are shown."""
+    records = [b"r" * 1000] * 300  # (300 KB a sub-batch, gzip'd to a few hundred bytes)
+    plain = b"".join(struct.pack(">I", len(r)) + r for r in records)
+    entry = sub_batch(CompressionType.GZIP, records, gzip.compress(plain))
+    record = decode_frame(deliver(chunk([entry] * 4, 1200)))
+    tree = frame_tree(record, max_decompressed=700_000, bodies=False)
+    assert tree.count("body (raw, 1000 bytes): left out") == 600  # (two sub-batches)
+    assert tree.count(f"[damaged] not inflated: its {len(plain)} bytes would take the frame "
+                      "past 700000 inflated bytes") == 2  # fmt: skip
+    assert "data: 4 entries, 600 messages" in tree

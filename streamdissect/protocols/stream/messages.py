@@ -90,12 +90,15 @@ class EntryView:
 
 def frame_entries(record: Any, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
                   ) -> Iterator[EntryView]:  # fmt: skip
-    """The entries of a Publish or Deliver record, in order; nothing for any other frame."""
+    """The entries of a Publish or Deliver record, in order, one at a time; nothing for any
+    other frame. Its sub-batches inflate to `max_decompressed` bytes in all (a frame of
+    small sub-batches each claiming the most is bounded as one is): one past it is an entry
+    said not inflated."""
     command = getattr(record, "command", None)
     if command == "Deliver" and hasattr(record, "entries"):
-        return _deliver_entries(record, max_decompressed)
+        return _deliver_entries(record, [max_decompressed, max_decompressed])
     if command == "Publish" and getattr(record, "messages", None) is not None:
-        return _publish_entries(record, max_decompressed)
+        return _publish_entries(record, [max_decompressed, max_decompressed])
     return iter(())
 
 
@@ -110,7 +113,7 @@ def deliver_data_kept(record: Any) -> bool:
     return record.chunk is not None and record.chunk_payload is not None
 
 
-def _deliver_entries(record: Any, max_decompressed: int) -> Iterator[EntryView]:
+def _deliver_entries(record: Any, budget: list[int]) -> Iterator[EntryView]:
     if not deliver_data_kept(record) or record.chunk["chunk_type"] != ChunkType.USER:
         return
     index = 0
@@ -126,16 +129,22 @@ def _deliver_entries(record: Any, max_decompressed: int) -> Iterator[EntryView]:
             view.messages.append(Message(index, entry.data, offset=entry.offset))
             index += 1
         else:
-            index = _inflate(view, entry, index, max_decompressed)
+            index = _inflate(view, entry, index, budget)
         yield view
 
 
-def _inflate(view: EntryView, entry: osiris.Entry, index: int, max_decompressed: int) -> int:
-    """A sub-batch's records as view's messages (or its error); the next message index."""
-    records = osiris.sub_batch_records(entry, max_decompressed)
+def _inflate(view: EntryView, entry: osiris.Entry, index: int, budget: list[int]) -> int:
+    """A sub-batch's records as view's messages (or its error); the next message index.
+    `budget`: [inflated bytes the frame has left, its bound]."""
+    if entry.uncompressed_length > budget[0]:
+        view.error = (f"not inflated: its {entry.uncompressed_length} bytes would take the "
+                      f"frame past {budget[1]} inflated bytes")  # fmt: skip
+        return index
+    records = osiris.sub_batch_records(entry, budget[0])
     if isinstance(records, osiris.MalformedEntry):
         view.error = records.reason
         return index
+    budget[0] -= entry.uncompressed_length
     for record in records:
         view.messages.append(Message(index, record.data, publishing_id=view.publishing_id,
                                      offset=record.offset if view.publishing_id is None else None,
@@ -145,7 +154,7 @@ def _inflate(view: EntryView, entry: osiris.Entry, index: int, max_decompressed:
     return index
 
 
-def _publish_entries(record: Any, max_decompressed: int) -> Iterator[EntryView]:
+def _publish_entries(record: Any, budget: list[int]) -> Iterator[EntryView]:
     index = 0
     messages = iter(record.messages)
     while True:
@@ -164,7 +173,7 @@ def _publish_entries(record: Any, max_decompressed: int) -> Iterator[EntryView]:
                              filter_value=published.filter_value)  # fmt: skip
             as_entry = osiris.Entry(0, index, 0, True, entry.compression, entry.num_records,
                                     entry.uncompressed_length, memoryview(entry.data))  # fmt: skip
-            index = _inflate(view, as_entry, index, max_decompressed)
+            index = _inflate(view, as_entry, index, budget)
         else:
             view = EntryView(None, False, None, 1, len(entry), None, published.publishing_id,
                              filter_value=published.filter_value)  # fmt: skip

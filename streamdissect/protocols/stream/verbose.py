@@ -211,12 +211,17 @@ def _deliver_data(tree: Tree, depth: int, record: Any) -> None:
 
 
 def _entries(tree: Tree, depth: int, record: Any, publish: bool) -> None:
-    entries = list(frame_entries(record, tree.max_decompressed))
-    messages = sum(len(e.messages) for e in entries)
-    tree.add(depth, f"{'messages' if publish else 'data'}: {len(entries)} entries, "
-                    f"{messages} messages")  # fmt: skip
-    for entry in entries:
+    """The entries one at a time (one sub-batch's inflated records held at once), their
+    count written above them once known."""
+    head = len(tree.lines)
+    tree.add(depth, "")
+    entries = messages = 0
+    for entry in frame_entries(record, tree.max_decompressed):
+        entries += 1
+        messages += len(entry.messages)
         _entry(tree, depth + 1, entry, publish)
+    tree.lines[head] += f"{'messages' if publish else 'data'}: {entries} entries, " \
+                        f"{messages} messages"  # fmt: skip
 
 
 def _entry(tree: Tree, depth: int, entry: EntryView, publish: bool) -> None:
