@@ -321,3 +321,18 @@ def test_a_frame_inflates_a_bounded_amount_in_all():
     assert tree.count(f"[damaged] not inflated: its {len(plain)} bytes would take the frame "
                       "past 700000 inflated bytes") == 2  # fmt: skip
     assert "data: 4 entries, 600 messages" in tree
+
+
+def test_rocketmq_frames_show_their_fields_as_a_tree(capsys):
+    """A RocketMQ connection under -V: each frame's line and its fields (its jsonl object) as
+    a tree; each send's tags, keys and message id as the Java client reported them."""
+    capture = CAPTURES / "rocketmq" / "rmq-java-json.pcap"
+    report = json.loads(capture.with_suffix(".truth.json").read_text())["clients"][0]["report"]
+    text = verbose(capsys, str(capture))
+    lines = [line.strip() for line in text.splitlines()]
+    assert f'topic: "{report["topic"]}"' in lines
+    for send in report["sends"]:
+        assert f'UNIQ_KEY: "{send["msgId"]}"' in lines
+        assert all(f'TAGS: "{tag}"' in lines for tag in send["tags"])
+        assert all(f'KEYS: "{key}"' in lines for key in send["keys"])
+    assert "code: 310" in lines  # (RocketMQ's request code, not named as a Stream code)

@@ -95,11 +95,15 @@ def message_test(test: Test, frame_row: Callable[[Any], dict], bodies: bool
     return frame_test
 
 
-def verbose_tree(args: argparse.Namespace) -> Callable[[Any], tuple[str, str]]:
-    """-V in text: a record's line and the tree under it (and a blank line after)."""
-    from streamdissect.protocols.stream.verbose import frame_view
+def verbose_tree(args: argparse.Namespace) -> Callable[..., tuple[str, str]]:
+    """-V in text: a record's line and the tree under it (and a blank line after); a frame
+    of another protocol (`protocol`): its line and its jsonl fields as a tree (no bodies)."""
+    from streamdissect.protocols.stream.verbose import fields_tree, frame_view
 
-    def tree(record: Any) -> tuple[str, str]:
+    def tree(record: Any, protocol: Any = None) -> tuple[str, str]:
+        if protocol is not None:
+            fields = protocol.frame_fields(record, args.show_secrets, False)
+            return protocol.frame_line(record, args.show_secrets), fields_tree(fields) + "\n"
         line, below = frame_view(record, args.show_secrets, args.max_body, not args.no_bodies)
         return line, below + "\n"
 

@@ -430,7 +430,7 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
                 message_lines: Callable[[Any], list[str]] | None = None,
                 ) -> Callable[[Any], None]:  # fmt: skip
     """A line a frame; `protocol_of(connection)`: the protocol a frame's connection carries;
-    `tree` (-V): a Stream record's line and what to write under it (its fields);
+    `tree(record, protocol)` (-V): a record's line and what to write under it (its fields);
     `message_lines` (--messages): a frame's lines instead, one a message."""
     state = {"first_ns": None, "number": 0}
 
@@ -467,8 +467,8 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
             for text in message_lines(event):
                 out.write(LINE % (state["number"], seconds, side, text))
             return not message_lines.done()  # type: ignore[attr-defined]
-        if tree is not None and stream:
-            line, below = tree(event.record)
+        if tree is not None:
+            line, below = tree(event.record, None if stream else protocol)
             out.write(LINE % (state["number"], seconds, side, line))
             out.write(below)
             return None
