@@ -21,7 +21,8 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           anomalies as the whole feed (TCP segmentation must not change what we report).
 - pcap:   a mutated capture file (pcap or pcapng, sometimes gzip'd) -> the whole Dissector
           pipeline (capture readers, link/IP/TCP headers, reassembler, framer, codec) with
-          every event turned into its jsonl and text output; the frames as Arrow batches
+          every event turned into its jsonl and text output, its messages into the messages
+          table's rows (no preview past --max-body); the frames as Arrow batches
           (frame_batches, in batches of BATCH_ROWS) must hold the record rows (frame_row),
           and turned back into events (protocols.stream.frame_events) give the collectors' tables of the
           records (where every frame's time fits the table's int64); a plain pcap
@@ -90,12 +91,19 @@ from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
 from streamdissect.protocols.stream.frame_events import frame_events
 from streamdissect.protocols.stream.frame_table import frame_row
 from streamdissect.protocols.stream.framing import StreamFramer
-from streamdissect.protocols.stream.messages import frame_messages, message_body, message_fields
+from streamdissect.protocols.stream.messages import (
+    MessageRows,
+    frame_messages,
+    message_body,
+    message_fields,
+    table_row,
+)
 from streamdissect.protocols.stream.summary import frame_summary as summary
 from streamdissect.protocols.stream.verbose import frame_tree
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
+from streamdissect.tables.convert import dataframe
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -1029,6 +1037,7 @@ def run_pcap(data: bytes, path: str) -> None:
             text = io.StringIO()
     for row in dissector.connections:
         repr(row)
+    check_messages(events)
     ROTATED_CHECKS[0] += check_rotated(path, data)
     frames = [frame_row(e) for e in events if isinstance(e, FrameEvent)]
     arrow = frames_arrow(path, ooo_cap=FUZZ_OOO_CAP, rows_per_batch=BATCH_ROWS)
@@ -1042,6 +1051,22 @@ def run_pcap(data: bytes, path: str) -> None:
 
 
 ROTATED_CHECKS = [0]  # (captures cut and stitched so far: the campaign's summary says)
+
+
+def check_messages(events: list) -> None:
+    """The messages table of the events (what --messages and analyze --messages make): its
+    rows JSON-able and typed by the schema, no body preview past --max-body."""
+    rows = MessageRows(VERBOSE_BODY)
+    table = [table_row(row) for event in events if isinstance(event, FrameEvent)
+             for row in rows.feed(event)]  # fmt: skip
+    json.dumps(table, default=str)
+    dataframe("messages", table)
+    for row in table:
+        preview = row["body_preview"] or ""
+        shown = len(preview) // 2 if row["body_encoding"] == "hex" else len(preview.encode(
+            "utf-8", "surrogatepass"))  # fmt: skip
+        if row["body_encoding"] is not None and shown > VERBOSE_BODY:
+            raise Finding(f"a messages row previews {shown} bytes, past {VERBOSE_BODY}")
 
 
 def check_rotated(path: str, data: bytes) -> int:
