@@ -201,8 +201,9 @@ def _peer_properties(rows) -> list[dict]:
     return out
 
 
-def to_json(a: Analysis, lazy: bool = False) -> dict:
-    """The report as a JSON-able dict; `lazy`: row tables as RowStream (for json_write)."""
+def to_json(a: Analysis, lazy: bool = False, messages: bool = False) -> dict:
+    """The report as a JSON-able dict; `lazy`: row tables as RowStream (for json_write);
+    `messages`: with the messages table (analyze(messages=True))."""
     table = RowStream if lazy else (lambda *args: plain_records(*args))
     credit = []
     for row in a.credit_rows():
@@ -210,6 +211,7 @@ def to_json(a: Analysis, lazy: bool = False) -> dict:
             "connection", "subscription_id", "stream", "initial_credit", "credits_granted",
             "credit_frames", "chunks_delivered", "records_delivered", "credit_errors",
             "final_credit", "stalls", "stalled_ms_total")})
+    extra = {"messages": table("messages", a.rows("messages"))} if messages else {}
     return {
         "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
         "connections": table("connections", a.rows("connections"), CONNECTION_COLUMNS),
@@ -221,6 +223,7 @@ def to_json(a: Analysis, lazy: bool = False) -> dict:
         "throughput": table("throughput", a.rows("throughput")),
         "errors": table("errors", a.rows("errors")),
         "anomalies": table("anomalies", a.rows("anomalies")),
+        **extra,
     }
 
 
@@ -258,9 +261,9 @@ def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None,
     return f"{title}\n{line}\n{body}\n"
 
 
-def to_text(a: Analysis, max_rows: int = 50, local: bool = False) -> str:
+def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool = False) -> str:
     """The report as text tables: capture times as wall-clock times (UTC, or `local`),
-    durations in ms."""
+    durations in ms; `messages`: the messages table's first rows too."""
     import pandas as pd
 
     lag = a.deliveries
@@ -297,6 +300,11 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False) -> str:
         _section("Errors", a.errors, local=local),
         _section("Anomalies", a.anomalies.head(max_rows), local=local),
     ]
+    if messages:
+        parts.append(_section(f"Messages (the first {max_rows})", a.messages.head(max_rows), [
+            "ts_ns", "connection", "direction", "frame", "command", "publishing_id", "offset",
+            "stream", "size", "subject", "application_properties", "body_size",
+            "body_preview"], local=local))  # fmt: skip
     return "\n".join(parts)
 
 
