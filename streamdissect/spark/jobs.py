@@ -33,6 +33,8 @@ from streamdissect.spark.tasks import (
     bucket_of,
     part_path,
     stitch_piece,
+    visible_parts,
+    write_whole,
 )
 from streamdissect.tables import schema
 
@@ -148,25 +150,24 @@ def _ipc(table: Any) -> bytes:
 def _write_driver_rows(the_plan: Any, cuts: dict, options: dict) -> None:
     """The anomalies found at the cuts, and (frames on request) the frames across them."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from streamdissect.rotated.local import anomaly_rows
 
     if the_plan.anomalies:
-        pq.write_table(anomaly_rows(the_plan.anomalies),
-                       part_path(options["work"], "anomalies", "cuts"))  # fmt: skip
+        write_whole(anomaly_rows(the_plan.anomalies),
+                    part_path(options["work"], "anomalies", "cuts"))  # fmt: skip
     if options["frames"] and cuts:
         names = schema.column_names("frames")
         every = pa.concat_tables([cut.select(names) for cut in cuts.values()])
         if every.num_rows:
-            pq.write_table(every, part_path(options["work"], "frames", "cuts"))
+            write_whole(every, part_path(options["work"], "frames", "cuts"))
 
 
 def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
     folder = os.path.join(out, table)
     if table in IN_PLACE:
         parts = os.path.join(work, table)
-        names = sorted(os.listdir(parts)) if os.path.isdir(parts) else []
+        names = visible_parts(parts)
         if names:
             os.makedirs(folder, exist_ok=True)
             for name in names:
@@ -180,7 +181,7 @@ def _finish_table(spark: Any, table: str, work: str, out: str) -> int:
     else:
         source = "requests" if table == "latency" else table
         parts = os.path.join(work, source)
-        if os.path.isdir(parts) and os.listdir(parts):
+        if visible_parts(parts):
             from streamdissect.spark.types import spark_ddl
 
             frame = spark.read.schema(spark_ddl(source)).parquet(_literal(parts))

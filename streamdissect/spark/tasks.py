@@ -11,8 +11,10 @@ runs in a Python worker with the core, and writes its rows as Parquet part files
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -54,11 +56,39 @@ def part_path(work: str, table: str, name: str) -> str:
 
 
 def _write(arrow: Any, work: str, table: str, name: str) -> int:
+    if arrow.num_rows:
+        write_whole(arrow, part_path(work, table, name))
+    return arrow.num_rows
+
+
+def write_whole(arrow: Any, where: str) -> None:
+    """A part file written whole or not at all: under a hidden name, then renamed over
+    `where` (a task attempt killed mid-write leaves no cut part; its retry writes it again).
+    Hidden files (a leading dot) are not read by Spark, pyarrow or visible_parts."""
     import pyarrow.parquet as pq
 
-    if arrow.num_rows:
-        pq.write_table(arrow, part_path(work, table, name))
-    return arrow.num_rows
+    folder, name = os.path.split(where)
+    hidden = os.path.join(folder, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    pq.write_table(arrow, hidden)
+    os.replace(hidden, where)
+
+
+def visible_parts(folder: str) -> list[str]:
+    """The part files of a folder, by name (not the hidden ones write_whole and
+    first_stage make)."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted(n for n in names if not n.startswith((".", "_")))
+
+
+def first_stage(where: str) -> str:
+    """The first stage's part file as that stage wrote it: kept (a hard link, hidden) by
+    the first stitch attempt before it rewrites the part, and read by every attempt, so a
+    retried task writes what the first would have, never the rows stitched twice."""
+    folder, name = os.path.split(where)
+    kept = os.path.join(folder, f".{name}.first")
+    with contextlib.suppress(FileExistsError):
+        os.link(where, kept)
+    return kept
 
 
 @timed
@@ -125,7 +155,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         where = part_file(work, table, f"{k:05d}")
         if not os.path.exists(where):
             continue
-        rows = pq.read_table(where, schema=schema.arrow_schema(table))
+        rows = pq.read_table(first_stage(where), schema=schema.arrow_schema(table))
         if table == "frames":
             own_frames = rows
             moved = chain_frames(rows, k, plan)  # (the frames table keeps the chains' too)
@@ -133,7 +163,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
             rows = pa.concat_tables([piece_rows(rows, table, k, plan), kept])
         else:
             rows = piece_rows(rows, table, k, plan)
-        pq.write_table(rows, where)
+        write_whole(rows, where)
     if all(plan.chain_of(k, part) is None for part in _locals(plan, k)):
         return 0
     if own_frames is None:  # (else the frames table's part: no second dissection)
@@ -183,7 +213,7 @@ def analyse_chains(bucket: int, chains: list[tuple[Any, bytes]], options: dict) 
 
     work = options["work"]
     folder = os.path.join(work, FRAMES_DIR, f"{bucket:05d}", "frames")
-    files = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    files = visible_parts(folder)
     every = pa.concat_tables([pq.read_table(os.path.join(folder, f)) for f in files]) if files \
         else None  # fmt: skip
     parts: dict[str, list] = {}
