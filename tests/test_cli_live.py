@@ -178,3 +178,10 @@ def test_analyze_live_prints_a_running_summary():
     assert len(summaries) >= 2 and "2 connections" in summaries[-1]
     assert int(summaries[-1].split()[2]) >= 30  # frames so far (a connection's ~15 and more)
     assert b"Publish confirms" in out
+    # tcpdump's own counts, asked for at every summary, and its last ones at the end
+    counts = [line.rsplit("tcpdump: ", 1)[1] for line in summaries if "tcpdump: " in line]
+    assert len(counts) == len(summaries)
+    received = int(counts[-1].split()[0].replace(",", ""))
+    assert received >= 30 and counts[-1].endswith(", 0 dropped")
+    [final] = [line for line in err.decode().splitlines() if line.startswith("streamdissect: tcpdump")]
+    assert int(final.split()[2].replace(",", "")) >= received

@@ -44,6 +44,12 @@ class Analysis:
             raise KeyError(table)
         return sources[table]()
 
+    def add_anomaly(self, anomaly: Any) -> None:
+        """An anomaly of the capture itself, not of its bytes (a live capture tool's drops),
+        into the anomalies table."""
+        self._anomalies.append(anomaly)
+        self.__dict__.pop("anomalies", None)  # (the DataFrame, when it was made already)
+
     def credit_rows(self) -> list[dict]:
         """Credit summary rows with each subscription's stalls as a list (for JSON)."""
         return self._c.credit.summary()

@@ -15,16 +15,56 @@ the command finishes what it read. `write_to` keeps the raw capture too, as read
 from __future__ import annotations
 
 import os
+import re
+import select
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterable
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from streamdissect.capture.errors import CaptureError
 
 TOOLS = ("tcpdump", "dumpcap")
+
+
+class CaptureStatistics(NamedTuple):
+    """What the capture tool counted: packets it received (after its filter) and those the
+    kernel or the interface dropped before it saw them."""
+
+    tool: str
+    received: int
+    dropped: int
+
+    def text(self) -> str:
+        return f"{self.tool}: {self.received:,} packets received, {self.dropped:,} dropped"
+
+
+# tcpdump's counts (at its end, and on SIGUSR1: "N packets received by filter, N packets
+# dropped by kernel", and "by interface" where libpcap knows it); dumpcap's line at its end
+# ("Packets received/dropped on interface 'lo': R/D (pcap:...)")
+_TCPDUMP_RECEIVED = re.compile(rb"(\d+) packets? received by filter")
+_TCPDUMP_DROPPED = re.compile(rb"(\d+) packets? dropped by (?:kernel|interface)")
+_DUMPCAP = re.compile(rb"Packets received/dropped on interface .*?: (\d+)/(\d+)")
+
+
+def parse_statistics(tool: str, said: bytes) -> CaptureStatistics | None:
+    """The last counts a capture tool's stderr holds, or None."""
+    if tool == "dumpcap":
+        found = _DUMPCAP.findall(said)
+        if not found:
+            return None
+        return CaptureStatistics(tool, sum(int(r) for r, _ in found),
+                                 sum(int(d) for _, d in found))  # fmt: skip
+    received = _TCPDUMP_RECEIVED.findall(said)
+    if not received:
+        return None
+    # (the last report: its "dropped by" lines follow its "received" line)
+    last = said.rfind(b"received by filter")
+    dropped = _TCPDUMP_DROPPED.findall(said[last:])
+    return CaptureStatistics(tool, int(received[-1]), sum(int(d) for d in dropped))
 
 
 def capture_filter(ports: Iterable[int], heuristic: bool) -> str:
@@ -53,6 +93,7 @@ class LiveCapture:
             raise CaptureError(
                 "live capture needs tcpdump (Debian: apt-get install tcpdump) or dumpcap")
         self.process: subprocess.Popen | None = None
+        self.said = b""  # what the tool wrote on stderr so far (read by statistics())
         self.path = ""
         self._read_fd = -1
         self._copier: threading.Thread | None = None
@@ -85,6 +126,31 @@ class LiveCapture:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
 
+    def statistics(self, ask: bool = True, wait: float = 0.5) -> CaptureStatistics | None:
+        """The tool's counts so far: asked for (tcpdump prints them on SIGUSR1; dumpcap only
+        at its end) and read from its stderr for up to `wait` seconds; after the tool's end,
+        its final counts."""
+        process = self.process
+        if process is None:
+            return None
+        running = process.poll() is None
+        if running and ask and self.tool == "tcpdump":
+            process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + (wait if running else 5.0)
+        stream = process.stderr
+        while True:
+            left = deadline - time.monotonic()
+            ready = select.select([stream], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                break
+            chunk = os.read(stream.fileno(), 1 << 16)
+            if not chunk:
+                break
+            self.said += chunk
+            if running and parse_statistics(self.tool, chunk) is not None:
+                break
+        return parse_statistics(self.tool, self.said)
+
     def error(self) -> str | None:
         """What the tool said when it ended on its own with a failure (no permission, no such
         interface), for the user; None when it ran."""
@@ -96,7 +162,8 @@ class LiveCapture:
             return None
         if code in (0, -signal.SIGINT, -signal.SIGTERM):
             return None
-        said = self.process.stderr.read().decode(errors="replace").strip().splitlines()
+        self.said += self.process.stderr.read()
+        said = self.said.decode(errors="replace").strip().splitlines()
         chatter = ("listening on", "tcpdump: verbose")
         lines = [line for line in said if not line.startswith(chatter)]
         return f"{self.tool} failed (exit {code}): " + (" ".join(lines[-2:]) or "no message")

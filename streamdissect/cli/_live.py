@@ -33,9 +33,10 @@ def add_live_options(parser: argparse.ArgumentParser) -> None:
                             help="with -i: a running summary on stderr every S seconds")
 
 
-def running_summary(every: float, err=sys.stderr):
+def running_summary(every: float, err=sys.stderr, live=None):
     """An event watcher (analyze's `watch`) that prints on stderr, every `every` seconds, what
-    went by so far (frames by command, connections, anomalies), traffic or not."""
+    went by so far (frames by command, connections, anomalies), traffic or not; with a live
+    capture, the capture tool's own counts too (its drops never hidden)."""
     from collections import Counter
 
     import numpy as np
@@ -51,9 +52,10 @@ def running_summary(every: float, err=sys.stderr):
     def report(started: float) -> None:
         while not done.wait(every):
             top = ", ".join(f"{c} {n:,}" for c, n in commands.copy().most_common(5))
+            stats = live.statistics() if live is not None else None
             err.write(f"[{time.monotonic() - started:.0f} s] {sum(commands.values()):,} frames"
                       f"{f' ({top})' if top else ''}; {len(connections)} connections; "
-                      f"{seen['anomalies']} anomalies\n")  # fmt: skip
+                      f"{seen['anomalies']} anomalies{f'; {stats.text()}' if stats else ''}\n")  # fmt: skip
             err.flush()
 
     def watch(events):

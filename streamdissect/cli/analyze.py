@@ -67,7 +67,7 @@ def _watchers(args, live):
     if args.count is not None:
         watchers.append(first_frames(args.count, live))
     if args.every:
-        watchers.append(running_summary(args.every))
+        watchers.append(running_summary(args.every, live=live))
     if not watchers:
         return None
 
@@ -77,6 +77,20 @@ def _watchers(args, live):
         return events
 
     return watch
+
+
+def told_drops(result, live) -> None:
+    """The capture tool's own counts on stderr, and its drops an anomaly of the report:
+    what the kernel dropped was never seen, and is never hidden."""
+    from streamdissect.engine.anomalies import Anomaly
+
+    stats = live.statistics(ask=False)
+    if stats is None:
+        return
+    print(f"streamdissect: {stats.text()}", file=sys.stderr)
+    if stats.dropped:
+        result.add_anomaly(Anomaly(None, None, None, "capture_dropped", None, stats.dropped,
+                                   f"{stats.text()}: those packets were never seen"))  # fmt: skip
 
 
 def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> int:
@@ -101,6 +115,8 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
     finally:
         if bar:
             bar.close()
+    if live is not None:
+        told_drops(result, live)
     if files:
         from streamdissect.tables import schema
         from streamdissect.tables.export import write_tables
