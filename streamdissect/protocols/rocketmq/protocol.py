@@ -4,8 +4,9 @@ registry line would list for this package (`ROCKETMQ`).
 It gives the engine what it needs to find and frame RocketMQ connections (ports 9876, the
 name server, and 10911, the broker; the heuristic; the framer) and pairs a response with
 its request by `opaque` and the response bit of `flag`; its frames table is
-`rocketmq_frames` (tables.py, frame_table.py: `frame_batches(paths, protocol="rocketmq")`).
-Its analyses are not written yet (issue 26's second half).
+`rocketmq_frames` (tables.py, frame_table.py: `frame_batches(paths, protocol="rocketmq")`);
+its analyses are analysis/ (calls and latency, errors, sends, pulls, offsets, clients, broker
+registrations).
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ class RocketMQProtocol(Protocol):
         from streamdissect.protocols.rocketmq.frame_table import FrameRows
 
         return FrameRows(show_secrets)
+
+    def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
+                 tables: Any = None) -> Any:  # fmt: skip
+        """RocketMQ's collector set (analysis/collectors.py); `at_once_ms` and `report_only`
+        change nothing here (no credit, nothing the report leaves out)."""
+        from streamdissect.protocols.rocketmq.analysis.collectors import Collectors
+
+        return Collectors.made(tables)
 
 
 ROCKETMQ = RocketMQProtocol()

@@ -1,0 +1,63 @@
+"""Every message sent (`rocketmq_sends`): a SEND_MESSAGE(_V2) is one, a SEND_BATCH_MESSAGE
+one a message of its body; each with its topic, queue, ids, size and how the broker
+answered (the Java client's SendStatus, or the error), and the call's latency.
+
+A batch's response names one queue and the first message's queue offset, and its `msgId`
+lists the messages' offset ids in their order, comma-separated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+
+
+class SendCollector(PerCall):
+    def on_request(self, ev: Any) -> None:
+        rec = ev.record
+        fields = rec.fields
+        first = len(self.rows)
+        base = {"connection": ev.connection, "server": server_of(ev.connection),
+                "opaque": rec.opaque, "request_name": rec.code_name,
+                "producer_group": fields.get("producerGroup"), "queue_offset": None,
+                "offset_msg_id": None, "request_ts_ns": ev.ts_ns, "response_ts_ns": None,
+                "latency_ms": None, "code": None,
+                "status": "oneway" if rec.oneway else "no_response", "remark": None}  # fmt: skip
+        for index, message in enumerate(rec.messages or (None,)):
+            row = dict(base, batch_index=index)
+            if message is None:  # (a body not read: the frame cut short)
+                row.update(
+                    topic=rec.topic,
+                    queue_id=rec.queue_id,
+                    msg_id=None,
+                    tags=None,
+                    keys=None,
+                    size=None,
+                    wire_length=len(rec.body),
+                    compressed=None,
+                )
+            else:
+                wire = len(message.body)
+                row.update(topic=message.topic, queue_id=message.queue_id,
+                           msg_id=message.msg_id, tags=message.tags, keys=message.keys,
+                           size=message.inflated_length if message.compressed else wire,
+                           wire_length=wire, compressed=message.compressed)  # fmt: skip
+            self.rows.append(row)
+        self.keep(ev, (first, len(self.rows)))  # (its rows' range)
+
+    def answered(self, request: Any, span: Any, ev: Any) -> None:
+        rec = ev.record
+        fields = rec.fields
+        status = spec.SEND_STATUS.get(rec.code) or rec.code_name
+        offset_ids = (fields.get("msgId") or "").split(",")
+        queue_offset = fields.get("queueOffset")
+        for index, row in enumerate(self.rows[span[0] : span[1]]):
+            answer(row, request, ev)
+            row["status"] = status
+            if fields.get("queueId") is not None:
+                row["queue_id"] = fields["queueId"]
+            if queue_offset is not None:
+                row["queue_offset"] = queue_offset + index
+            if index < len(offset_ids) and offset_ids[index]:
+                row["offset_msg_id"] = offset_ids[index]
