@@ -31,6 +31,12 @@ class RocketMQProtocol(Protocol):
     framer_class = RocketMQFramer
     frames_table = "rocketmq_frames"
 
+    @property
+    def report_sections(self) -> tuple:  # (tables.py is read when asked for)
+        from streamdissect.protocols.rocketmq.tables import REPORT_SECTIONS
+
+        return REPORT_SECTIONS
+
     def looks_like(self, data: bytes) -> bool | None:
         return looks_like_rocketmq(data)
 
