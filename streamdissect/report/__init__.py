@@ -22,7 +22,7 @@ from streamdissect.report.html import render as render_html
 from streamdissect.report.html import write as write_html
 from streamdissect.report.latency import latency_figure
 from streamdissect.report.publishing import backlog_figure, confirm_lag_figure
-from streamdissect.report.sections import SECTIONS, Section
+from streamdissect.report.sections import OTHER_SECTIONS, SECTIONS, Section
 from streamdissect.report.summary import Finding, findings, summary_frame
 from streamdissect.report.timeline import timeline_figure
 from streamdissect.report.traffic import errors_figure, throughput_figure
@@ -31,7 +31,7 @@ from streamdissect.report.traffic import errors_figure, throughput_figure
 FIGURES = {section.anchor: section.figure for section in SECTIONS}
 
 __all__ = [
-    "FIGURES", "SECTIONS", "Finding", "ReportData", "Section", "backlog_figure",
+    "FIGURES", "OTHER_SECTIONS", "SECTIONS", "Finding", "ReportData", "Section", "backlog_figure",
     "confirm_lag_figure", "consumer_figure", "credit_figure", "errors_figure", "findings",
     "from_analysis", "from_parquet", "latency_figure", "load", "render_html",
     "summary_frame", "throughput_figure", "timeline_figure", "write_html", "zone",
