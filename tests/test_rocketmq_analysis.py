@@ -337,3 +337,23 @@ def test_only_the_tables_asked_for_are_made(analyses):
                        tables=["rocketmq_errors"], protocol_of=dissector.protocol_of.get)  # fmt: skip
     assert a.rows("rocketmq_errors") == analyses["rmq-errors"].rows("rocketmq_errors")
     assert a.rows("rocketmq_sends") == [] and a.rows("rocketmq_pulls") == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_report_only_analysis_gives_the_same_latency_without_a_row_a_call(analyses, name):
+    report_only = analyze(str(CAPTURES / f"{name}.pcap"), report_only=True)
+    assert report_only.rows("rocketmq_requests") == []
+    assert report_only.rows("rocketmq_latency") == analyses[name].rows("rocketmq_latency")
+    # and the latency table counts what the requests table holds
+    requests = analyses[name].rows("rocketmq_requests")
+    for row in analyses[name].rows("rocketmq_latency"):
+        mine = [r for r in requests if (r["request_code"], r["server"], r["direction"])
+                == (row["request_code"], row["server"], row["direction"])]  # fmt: skip
+        status = collections.Counter(r["status"] for r in mine)
+        assert row["answered"] == status["answered"]
+        assert row["oneway"] == status["oneway"]
+        assert row["orphan_responses"] == status["orphan_response"]
+        assert row["calls"] == row["answered"] + status["open"] + status["duplicate"]
+        if row["answered"]:
+            latencies = sorted(r["latency_ms"] for r in mine if r["status"] == "answered")
+            assert (row["min_ms"], row["max_ms"]) == (latencies[0], latencies[-1])

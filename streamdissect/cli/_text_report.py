@@ -314,10 +314,10 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False) -> str:
         _section("Errors", a.errors, local=local),
     ]
     for section, rows in protocol_sections(a):
-        df = _first_lines(dataframe(section.table, rows))
+        shown = rows[:max_rows] if section.one_row_an_event else rows
+        df = _first_lines(dataframe(section.table, shown))
         columns = None if section.columns is None else list(section.columns)
-        parts.append(_section(section.title, df.head(max_rows) if section.one_row_an_event
-                              else df, columns, local=local))  # fmt: skip
+        parts.append(_section(section.title, df, columns, local=local))
     parts.append(_section("Anomalies", a.anomalies.head(max_rows), local=local))
     return "\n".join(parts)
 

@@ -98,11 +98,12 @@ class RocketMQProtocol(Protocol):
 
     def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
                  tables: Any = None) -> Any:  # fmt: skip
-        """RocketMQ's collector set (analysis/collectors.py); `at_once_ms` and `report_only`
-        change nothing here (no credit, nothing the report leaves out)."""
+        """RocketMQ's collector set (analysis/collectors.py); `report_only`: no row a call
+        (the requests table; the latency table is made all the same); `at_once_ms` changes
+        nothing here (RocketMQ has no credit)."""
         from streamdissect.protocols.rocketmq.analysis.collectors import Collectors
 
-        return Collectors.made(tables)
+        return Collectors.made(report_only, tables)
 
 
 ROCKETMQ = RocketMQProtocol()

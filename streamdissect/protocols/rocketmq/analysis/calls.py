@@ -10,7 +10,7 @@ keeps something per open call keys it by `call_key(request event)`.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from array import array
 from typing import Any
 
 from streamdissect.analysis.percentiles import summarize_ms
@@ -90,10 +90,29 @@ def answer(row: dict, request_event: Any, response_event: Any) -> None:
 
 
 class CallCollector:
-    def __init__(self) -> None:
+    """Pairs calls; counts them and keeps their latencies per (request code, server,
+    direction) for the latency table, and, with `keep_rows`, a row a call (the requests
+    table: the analyze report, which shows only the latency table, leaves it out)."""
+
+    def __init__(self, keep_rows: bool = True) -> None:
         self.rows: list[dict] = []
         self.answered: Any = None  # the request event the current response answers
-        self._pending = OpenCalls()  # (row, request event) of each open call
+        self._keep_rows = keep_rows
+        self._pending = OpenCalls()  # (row or None, request event, group) of each open call
+        self._groups: dict[tuple, dict] = {}  # (code, server, direction) -> its counts
+        self._samples: dict[tuple, array] = {}  # -> its answered calls' latencies
+
+    def _group(self, code: int | None, connection: str, direction: str) -> dict:
+        key = (code, server_of(connection), direction)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = {
+                "request_code": code, "request_name": None if code is None else
+                spec.request_name(code), "server": key[1], "direction": direction,
+                "calls": 0, "answered": 0, "open_requests": 0, "orphan_responses": 0,
+                "duplicate_ids": 0, "oneway": 0}  # fmt: skip
+            self._samples[key] = array("d")
+        return group
 
     def on_frame(self, ev: Any) -> None:
         rec = ev.record
@@ -101,64 +120,55 @@ class CallCollector:
             self._on_response(ev, rec)
             return
         self.answered = None
-        self.rows.append({
-            "connection": ev.connection, "server": server_of(ev.connection),
-            "direction": ev.direction, "opaque": rec.opaque, "request_code": rec.code,
-            "request_name": spec.request_name(rec.code), "topic": rec.topic,
-            "request_ts_ns": ev.ts_ns, "response_ts_ns": None, "latency_ms": None,
-            "code": None, "code_name": None, "remark": None,
-            "status": "oneway" if rec.oneway else "open"})  # fmt: skip
+        group = self._group(rec.code, ev.connection, ev.direction)
+        group["oneway" if rec.oneway else "calls"] += 1
+        row = None
+        if self._keep_rows:
+            row = {"connection": ev.connection, "server": group["server"],
+                   "direction": ev.direction, "opaque": rec.opaque, "request_code": rec.code,
+                   "request_name": group["request_name"], "topic": rec.topic,
+                   "request_ts_ns": ev.ts_ns, "response_ts_ns": None, "latency_ms": None,
+                   "code": None, "code_name": None, "remark": None,
+                   "status": "oneway" if rec.oneway else "open"}  # fmt: skip
+            self.rows.append(row)
         if rec.oneway:
             return
-        previous = self._pending.opened(ev, (len(self.rows) - 1, ev))
+        previous = self._pending.opened(ev, (row, ev, group))
         if previous is not None:
-            self.rows[previous[0]]["status"] = "duplicate"
+            previous[2]["duplicate_ids"] += 1
+            if previous[0] is not None:
+                previous[0]["status"] = "duplicate"
 
     def _on_response(self, ev: Any, rec: Any) -> None:
         key = (ev.connection, _OTHER.get(ev.direction, ev.direction), rec.opaque)
         found = self._pending.closed_key(key)
         if found is None:
             self.answered = None
-            self.rows.append({
-                "connection": ev.connection, "server": server_of(ev.connection),
-                "direction": key[1], "opaque": rec.opaque, "request_code": rec.request_code,
-                "request_name": (None if rec.request_code is None
-                                 else spec.request_name(rec.request_code)),
-                "topic": None, "request_ts_ns": None, "response_ts_ns": ev.ts_ns,
-                "latency_ms": None, "code": rec.code, "code_name": rec.code_name,
-                "remark": rec.remark, "status": "orphan_response"})  # fmt: skip
+            group = self._group(rec.request_code, ev.connection, key[1])
+            group["orphan_responses"] += 1
+            if self._keep_rows:
+                self.rows.append({
+                    "connection": ev.connection, "server": group["server"],
+                    "direction": key[1], "opaque": rec.opaque,
+                    "request_code": rec.request_code, "request_name": group["request_name"],
+                    "topic": None, "request_ts_ns": None, "response_ts_ns": ev.ts_ns,
+                    "latency_ms": None, "code": rec.code, "code_name": rec.code_name,
+                    "remark": rec.remark, "status": "orphan_response"})  # fmt: skip
             return
-        index, self.answered = found
-        row = self.rows[index]
-        answer(row, self.answered, ev)
-        row["status"] = "answered"
+        row, self.answered, group = found
+        group["answered"] += 1
+        self._samples[(group["request_code"], group["server"], group["direction"])].append(
+            (ev.ts_ns - self.answered.ts_ns) / 1e6
+        )
+        if row is not None:
+            answer(row, self.answered, ev)
+            row["status"] = "answered"
 
     def summary(self) -> list[dict]:
         """One row per (request code, server, direction), in order of first appearance."""
-        groups: dict[tuple, dict] = {}
-        samples: dict[tuple, list[float]] = defaultdict(list)
-        for row in self.rows:
-            key = (row["request_code"], row["server"], row["direction"])
-            stats = groups.get(key)
-            if stats is None:
-                stats = groups[key] = {
-                    "request_code": key[0], "request_name": row["request_name"],
-                    "server": key[1], "direction": key[2], "calls": 0, "answered": 0,
-                    "open_requests": 0, "orphan_responses": 0, "duplicate_ids": 0,
-                    "oneway": 0}  # fmt: skip
-            status = row["status"]
-            if status == "orphan_response":
-                stats["orphan_responses"] += 1
-            elif status == "oneway":
-                stats["oneway"] += 1
-            else:
-                stats["calls"] += 1
-                if status == "answered":
-                    stats["answered"] += 1
-                    samples[key].append(row["latency_ms"])
-                else:
-                    stats["open_requests"] += 1
-                    stats["duplicate_ids"] += status == "duplicate"
-        for key, stats in groups.items():
-            stats.update(summarize_ms(samples[key]))
-        return list(groups.values())
+        out = []
+        for key, group in self._groups.items():
+            row = dict(group, open_requests=group["calls"] - group["answered"])
+            row.update(summarize_ms(self._samples[key]))
+            out.append(row)
+        return out

@@ -29,8 +29,8 @@ MADE_BY = {"rocketmq_requests": "calls", "rocketmq_latency": "calls",
 
 
 class Collectors:
-    def __init__(self) -> None:
-        self.calls = calls = CallCollector()
+    def __init__(self, keep_call_rows: bool = True) -> None:
+        self.calls = calls = CallCollector(keep_rows=keep_call_rows)
         self.clients = ClientCollector()
         self.errors = ErrorCollector(calls)  # (these read `calls.answered`)
         self.sends = SendCollector(calls)
@@ -43,9 +43,13 @@ class Collectors:
         self._by_code: dict[tuple, tuple] = {}
 
     @classmethod
-    def made(cls, tables: Collection[str] | None = None) -> Collectors:
-        """The set for one capture; `tables`: feed only the collectors these tables need."""
-        c = cls()
+    def made(cls, report_only: bool = False,
+             tables: Collection[str] | None = None) -> Collectors:  # fmt: skip
+        """The set for one capture. `report_only`: keep only what the analyze report shows
+        (no row a call: the requests table stays empty unless `tables` names it). `tables`:
+        feed only the collectors these tables need."""
+        asked = tables is not None and "rocketmq_requests" in tables
+        c = cls(keep_call_rows=not report_only or asked)
         if tables is not None:
             wanted = {MADE_BY[t] for t in tables if t in MADE_BY} | {"calls"}
             c.active = tuple(getattr(c, name) for name in wanted)
