@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.tables import BROKER_REGISTRATIONS
 
 
 def _topic_names(body: Any) -> list[str] | None:
@@ -16,23 +18,32 @@ def _topic_names(body: Any) -> list[str] | None:
     return sorted(str(name) for name in table) if isinstance(table, dict) else None
 
 
+RegistrationRow = row_type("RegistrationRow", BROKER_REGISTRATIONS)
+
+
 class BrokerCollector(PerCall):
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
         topics = _topic_names(rec.body_json)
-        self.rows.append({
-            "connection": ev.connection, "server": server_of(ev.connection),
-            "request_name": rec.code_name, "cluster_name": fields.get("clusterName"),
-            "broker_name": fields.get("brokerName"), "broker_addr": fields.get("brokerAddr"),
-            "broker_id": fields.get("brokerId"), "ha_server_addr": fields.get("haServerAddr"),
-            "topics": None if topics is None else len(topics),
-            "topic_names": None if topics is None else ",".join(topics),
-            "request_ts_ns": ev.ts_ns, "response_ts_ns": None, "latency_ms": None,
-            "code": None, "code_name": None, "remark": None, "master_addr": None})  # fmt: skip
+        self.rows.append(
+            RegistrationRow(
+                connection=ev.connection,
+                server=server_of(ev.connection),
+                request_name=rec.code_name,
+                cluster_name=fields.get("clusterName"),
+                broker_name=fields.get("brokerName"),
+                broker_addr=fields.get("brokerAddr"),
+                broker_id=fields.get("brokerId"),
+                ha_server_addr=fields.get("haServerAddr"),
+                topics=None if topics is None else len(topics),
+                topic_names=None if topics is None else ",".join(topics),
+                request_ts_ns=ev.ts_ns,
+            )
+        )
         self.keep(ev, len(self.rows) - 1)
 
     def answered(self, request: Any, index: Any, ev: Any) -> None:
         row = self.rows[index]
         answer(row, request, ev)
-        row["master_addr"] = ev.record.fields.get("masterAddr")
+        row.master_addr = ev.record.fields.get("masterAddr")

@@ -15,9 +15,12 @@ from typing import Any
 
 from streamdissect.analysis.percentiles import summarize_ms
 from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.analysis.rows import row_type
 from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
+from streamdissect.protocols.rocketmq.tables import REQUESTS
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
+RequestRow = row_type("RequestRow", REQUESTS)
 
 
 def server_of(connection: str) -> str:
@@ -62,7 +65,7 @@ class PerCall:
     def __init__(self, calls: Any) -> None:
         self._calls = calls
         self._open = OpenCalls()
-        self.rows: list[dict] = []
+        self.rows: list = []  # (rows.row_type rows)
 
     def keep(self, request_event: Any, value: Any) -> None:
         if not request_event.record.oneway:
@@ -78,15 +81,15 @@ class PerCall:
         raise NotImplementedError
 
 
-def answer(row: dict, request_event: Any, response_event: Any) -> None:
-    """A row's response columns from its response (and the latency from its request)."""
+def answer(row: Any, request_event: Any, response_event: Any) -> None:
+    """A row's response columns (rows.row_type) from its response, and the latency."""
     rec = response_event.record
-    row["response_ts_ns"] = response_event.ts_ns
-    row["latency_ms"] = (response_event.ts_ns - request_event.ts_ns) / 1e6
-    row["code"] = rec.code
-    row["remark"] = rec.remark
-    if "code_name" in row:
-        row["code_name"] = rec.code_name
+    row.response_ts_ns = response_event.ts_ns
+    row.latency_ms = (response_event.ts_ns - request_event.ts_ns) / 1e6
+    row.code = rec.code
+    row.remark = rec.remark
+    if "code_name" in row.columns:
+        row.code_name = rec.code_name
 
 
 class CallCollector:
@@ -95,7 +98,7 @@ class CallCollector:
     table: the analyze report, which shows only the latency table, leaves it out)."""
 
     def __init__(self, keep_rows: bool = True) -> None:
-        self.rows: list[dict] = []
+        self.rows: list = []
         self.answered: Any = None  # the request event the current response answers
         self._keep_rows = keep_rows
         self._pending = OpenCalls()  # (row or None, request event, group) of each open call
@@ -124,12 +127,17 @@ class CallCollector:
         group["oneway" if rec.oneway else "calls"] += 1
         row = None
         if self._keep_rows:
-            row = {"connection": ev.connection, "server": group["server"],
-                   "direction": ev.direction, "opaque": rec.opaque, "request_code": rec.code,
-                   "request_name": group["request_name"], "topic": rec.topic,
-                   "request_ts_ns": ev.ts_ns, "response_ts_ns": None, "latency_ms": None,
-                   "code": None, "code_name": None, "remark": None,
-                   "status": "oneway" if rec.oneway else "open"}  # fmt: skip
+            row = RequestRow(
+                connection=ev.connection,
+                server=group["server"],
+                direction=ev.direction,
+                opaque=rec.opaque,
+                request_code=rec.code,
+                request_name=group["request_name"],
+                topic=rec.topic,
+                request_ts_ns=ev.ts_ns,
+                status="oneway" if rec.oneway else "open",
+            )
             self.rows.append(row)
         if rec.oneway:
             return
@@ -137,7 +145,7 @@ class CallCollector:
         if previous is not None:
             previous[2]["duplicate_ids"] += 1
             if previous[0] is not None:
-                previous[0]["status"] = "duplicate"
+                previous[0].status = "duplicate"
 
     def _on_response(self, ev: Any, rec: Any) -> None:
         key = (ev.connection, _OTHER.get(ev.direction, ev.direction), rec.opaque)
@@ -147,13 +155,21 @@ class CallCollector:
             group = self._group(rec.request_code, ev.connection, key[1])
             group["orphan_responses"] += 1
             if self._keep_rows:
-                self.rows.append({
-                    "connection": ev.connection, "server": group["server"],
-                    "direction": key[1], "opaque": rec.opaque,
-                    "request_code": rec.request_code, "request_name": group["request_name"],
-                    "topic": None, "request_ts_ns": None, "response_ts_ns": ev.ts_ns,
-                    "latency_ms": None, "code": rec.code, "code_name": rec.code_name,
-                    "remark": rec.remark, "status": "orphan_response"})  # fmt: skip
+                self.rows.append(
+                    RequestRow(
+                        connection=ev.connection,
+                        server=group["server"],
+                        direction=key[1],
+                        opaque=rec.opaque,
+                        request_code=rec.request_code,
+                        request_name=group["request_name"],
+                        response_ts_ns=ev.ts_ns,
+                        code=rec.code,
+                        code_name=rec.code_name,
+                        remark=rec.remark,
+                        status="orphan_response",
+                    )
+                )
             return
         row, self.answered, group = found
         group["answered"] += 1
@@ -162,7 +178,7 @@ class CallCollector:
         )
         if row is not None:
             answer(row, self.answered, ev)
-            row["status"] = "answered"
+            row.status = "answered"
 
     def summary(self) -> list[dict]:
         """One row per (request code, server, direction), in order of first appearance."""

@@ -9,23 +9,31 @@ from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.tables import PULLS
+
+PullRow = row_type("PullRow", PULLS)
 
 
 class PullCollector(PerCall):
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
-        self.rows.append({
-            "connection": ev.connection, "server": server_of(ev.connection),
-            "opaque": rec.opaque, "consumer_group": fields.get("consumerGroup"),
-            "topic": rec.topic, "queue_id": rec.queue_id,
-            "queue_offset": fields.get("queueOffset"), "max_msg_nums": fields.get("maxMsgNums"),
-            "long_poll": bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
-            "suspend_timeout_ms": fields.get("suspendTimeoutMillis"), "request_ts_ns": ev.ts_ns,
-            "response_ts_ns": None, "latency_ms": None, "held_ms": None, "code": None,
-            "code_name": None, "remark": None, "messages": None, "bytes": None,
-            "next_begin_offset": None, "min_offset": None, "max_offset": None,
-            "suggested_broker_id": None})  # fmt: skip
+        self.rows.append(
+            PullRow(
+                connection=ev.connection,
+                server=server_of(ev.connection),
+                opaque=rec.opaque,
+                consumer_group=fields.get("consumerGroup"),
+                topic=rec.topic,
+                queue_id=rec.queue_id,
+                queue_offset=fields.get("queueOffset"),
+                max_msg_nums=fields.get("maxMsgNums"),
+                long_poll=bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
+                suspend_timeout_ms=fields.get("suspendTimeoutMillis"),
+                request_ts_ns=ev.ts_ns,
+            )
+        )
         self.keep(ev, len(self.rows) - 1)
 
     def answered(self, request: Any, index: Any, ev: Any) -> None:
@@ -34,10 +42,10 @@ class PullCollector(PerCall):
         row = self.rows[index]
         answer(row, request, ev)
         messages = rec.messages or ()
-        row.update(messages=len(messages),
-                   bytes=sum(len(m.body) for m in messages),
-                   next_begin_offset=fields.get("nextBeginOffset"),
-                   min_offset=fields.get("minOffset"), max_offset=fields.get("maxOffset"),
-                   suggested_broker_id=fields.get("suggestWhichBrokerId"))  # fmt: skip
-        if row["long_poll"]:
-            row["held_ms"] = row["latency_ms"]
+        row.messages = len(messages)
+        row.bytes = sum(len(m.body) for m in messages)
+        row.next_begin_offset = fields.get("nextBeginOffset")
+        row.min_offset, row.max_offset = fields.get("minOffset"), fields.get("maxOffset")
+        row.suggested_broker_id = fields.get("suggestWhichBrokerId")
+        if row.long_poll:
+            row.held_ms = row.latency_ms

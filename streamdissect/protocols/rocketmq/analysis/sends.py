@@ -11,6 +11,10 @@ from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.tables import SENDS
+
+SendRow = row_type("SendRow", SENDS)
 
 
 class SendCollector(PerCall):
@@ -18,31 +22,24 @@ class SendCollector(PerCall):
         rec = ev.record
         fields = rec.fields
         first = len(self.rows)
-        base = {"connection": ev.connection, "server": server_of(ev.connection),
-                "opaque": rec.opaque, "request_name": rec.code_name,
-                "producer_group": fields.get("producerGroup"), "queue_offset": None,
-                "offset_msg_id": None, "request_ts_ns": ev.ts_ns, "response_ts_ns": None,
-                "latency_ms": None, "code": None,
-                "status": "oneway" if rec.oneway else "no_response", "remark": None}  # fmt: skip
+        status = "oneway" if rec.oneway else "no_response"
         for index, message in enumerate(rec.messages or (None,)):
-            row = dict(base, batch_index=index)
+            row = SendRow(connection=ev.connection, server=server_of(ev.connection),
+                          opaque=rec.opaque, request_name=rec.code_name, batch_index=index,
+                          producer_group=fields.get("producerGroup"), request_ts_ns=ev.ts_ns,
+                          status=status)  # fmt: skip
             if message is None:  # (a body not read: the frame cut short)
-                row.update(
-                    topic=rec.topic,
-                    queue_id=rec.queue_id,
-                    msg_id=None,
-                    tags=None,
-                    keys=None,
-                    size=None,
-                    wire_length=len(rec.body),
-                    compressed=None,
-                )
+                row.topic, row.queue_id, row.wire_length = rec.topic, rec.queue_id, len(rec.body)
             else:
                 wire = len(message.body)
-                row.update(topic=message.topic, queue_id=message.queue_id,
-                           msg_id=message.msg_id, tags=message.tags, keys=message.keys,
-                           size=message.inflated_length if message.compressed else wire,
-                           wire_length=wire, compressed=message.compressed)  # fmt: skip
+                row.topic, row.queue_id, row.msg_id = (
+                    message.topic,
+                    message.queue_id,
+                    message.msg_id,
+                )
+                row.tags, row.keys, row.compressed = message.tags, message.keys, message.compressed
+                row.size = message.inflated_length if message.compressed else wire
+                row.wire_length = wire
             self.rows.append(row)
         self.keep(ev, (first, len(self.rows)))  # (its rows' range)
 
@@ -54,10 +51,10 @@ class SendCollector(PerCall):
         queue_offset = fields.get("queueOffset")
         for index, row in enumerate(self.rows[span[0] : span[1]]):
             answer(row, request, ev)
-            row["status"] = status
+            row.status = status
             if fields.get("queueId") is not None:
-                row["queue_id"] = fields["queueId"]
+                row.queue_id = fields["queueId"]
             if queue_offset is not None:
-                row["queue_offset"] = queue_offset + index
+                row.queue_offset = queue_offset + index
             if index < len(offset_ids) and offset_ids[index]:
-                row["offset_msg_id"] = offset_ids[index]
+                row.offset_msg_id = offset_ids[index]
