@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
 from streamdissect.protocols.rocketmq.analysis.rows import row_type
 from streamdissect.protocols.rocketmq.tables import BROKER_REGISTRATIONS
 
@@ -22,25 +22,17 @@ RegistrationRow = row_type("RegistrationRow", BROKER_REGISTRATIONS)
 
 
 class BrokerCollector(PerCall):
+    row_class = RegistrationRow
+
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
         topics = _topic_names(rec.body_json)
-        self.rows.append(
-            RegistrationRow(
-                connection=ev.connection,
-                server=server_of(ev.connection),
-                request_name=rec.code_name,
-                cluster_name=fields.get("clusterName"),
-                broker_name=fields.get("brokerName"),
-                broker_addr=fields.get("brokerAddr"),
-                broker_id=fields.get("brokerId"),
-                ha_server_addr=fields.get("haServerAddr"),
-                topics=None if topics is None else len(topics),
-                topic_names=None if topics is None else ",".join(topics),
-                request_ts_ns=ev.ts_ns,
-            )
-        )
+        self.new_row(ev, request_name=rec.code_name, cluster_name=fields.get("clusterName"),
+                     broker_name=fields.get("brokerName"), broker_addr=fields.get("brokerAddr"),
+                     broker_id=fields.get("brokerId"), ha_server_addr=fields.get("haServerAddr"),
+                     topics=None if topics is None else len(topics),
+                     topic_names=None if topics is None else ",".join(topics))  # fmt: skip
         self.keep(ev, len(self.rows) - 1)
 
     def answered(self, request: Any, index: Any, ev: Any) -> None:

@@ -59,13 +59,23 @@ class OpenCalls:
 
 class PerCall:
     """A collector whose rows are made at a request and completed at its response: `keep`
-    what a request's rows are (unless it is oneway); a response of a kept call goes to
-    `answered(request event, what was kept, response event)`."""
+    what a request's rows are (unless it is oneway; `new_row` makes one); a response of a
+    kept call goes to `answered(request event, what was kept, response event)`."""
 
     def __init__(self, calls: Any) -> None:
         self._calls = calls
         self._open = OpenCalls()
         self.rows: list = []  # (rows.row_type rows)
+
+    row_class: type  # its table's rows (rows.row_type)
+
+    def new_row(self, request_event: Any, **values: Any) -> Any:
+        """A row of the request, appended: its connection, server and time, and `values`."""
+        row = self.row_class(connection=request_event.connection,
+                             server=server_of(request_event.connection),
+                             request_ts_ns=request_event.ts_ns, **values)  # fmt: skip
+        self.rows.append(row)
+        return row
 
     def keep(self, request_event: Any, value: Any) -> None:
         if not request_event.record.oneway:

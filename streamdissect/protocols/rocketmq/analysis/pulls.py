@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
 from streamdissect.protocols.rocketmq.analysis.rows import row_type
 from streamdissect.protocols.rocketmq.tables import PULLS
 
@@ -16,24 +16,17 @@ PullRow = row_type("PullRow", PULLS)
 
 
 class PullCollector(PerCall):
+    row_class = PullRow
+
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
-        self.rows.append(
-            PullRow(
-                connection=ev.connection,
-                server=server_of(ev.connection),
-                opaque=rec.opaque,
-                consumer_group=fields.get("consumerGroup"),
-                topic=rec.topic,
-                queue_id=rec.queue_id,
-                queue_offset=fields.get("queueOffset"),
-                max_msg_nums=fields.get("maxMsgNums"),
-                long_poll=bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
-                suspend_timeout_ms=fields.get("suspendTimeoutMillis"),
-                request_ts_ns=ev.ts_ns,
-            )
-        )
+        self.new_row(ev, opaque=rec.opaque, consumer_group=fields.get("consumerGroup"),
+                     topic=rec.topic, queue_id=rec.queue_id,
+                     queue_offset=fields.get("queueOffset"),
+                     max_msg_nums=fields.get("maxMsgNums"),
+                     long_poll=bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
+                     suspend_timeout_ms=fields.get("suspendTimeoutMillis"))  # fmt: skip
         self.keep(ev, len(self.rows) - 1)
 
     def answered(self, request: Any, index: Any, ev: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
 from streamdissect.protocols.rocketmq.analysis.rows import row_type
 from streamdissect.protocols.rocketmq.tables import SENDS
 
@@ -18,29 +18,26 @@ SendRow = row_type("SendRow", SENDS)
 
 
 class SendCollector(PerCall):
+    row_class = SendRow
+
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
         first = len(self.rows)
         status = "oneway" if rec.oneway else "no_response"
         for index, message in enumerate(rec.messages or (None,)):
-            row = SendRow(connection=ev.connection, server=server_of(ev.connection),
-                          opaque=rec.opaque, request_name=rec.code_name, batch_index=index,
-                          producer_group=fields.get("producerGroup"), request_ts_ns=ev.ts_ns,
-                          status=status)  # fmt: skip
+            row = self.new_row(ev, opaque=rec.opaque, request_name=rec.code_name,
+                               batch_index=index, producer_group=fields.get("producerGroup"),
+                               status=status)  # fmt: skip
             if message is None:  # (a body not read: the frame cut short)
                 row.topic, row.queue_id, row.wire_length = rec.topic, rec.queue_id, len(rec.body)
             else:
                 wire = len(message.body)
-                row.topic, row.queue_id, row.msg_id = (
-                    message.topic,
-                    message.queue_id,
-                    message.msg_id,
-                )
+                row.topic, row.queue_id = message.topic, message.queue_id
+                row.msg_id = message.msg_id
                 row.tags, row.keys, row.compressed = message.tags, message.keys, message.compressed
                 row.size = message.inflated_length if message.compressed else wire
                 row.wire_length = wire
-            self.rows.append(row)
         self.keep(ev, (first, len(self.rows)))  # (its rows' range)
 
     def answered(self, request: Any, span: Any, ev: Any) -> None:
