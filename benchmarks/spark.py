@@ -117,7 +117,9 @@ def main() -> int:
     from streamdissect.spark import spark_environment
 
     spark_environment()
-    work = Path(tempfile.mkdtemp(prefix="sd-spark-bench-", dir=ROOT / "benchmarks" / "out"))
+    out = ROOT / "benchmarks" / "out"
+    out.mkdir(parents=True, exist_ok=True)  # (git-ignored: not in a fresh checkout)
+    work = Path(tempfile.mkdtemp(prefix="sd-spark-bench-", dir=out))
     try:
         archive = work / "archive"
         files, wholes, sets = make_archive(archive, args.copies, args.big, args.pieces,

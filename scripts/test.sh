@@ -19,7 +19,9 @@ python3 -m compileall -q streamdissect
 bash scripts/brokers.sh start
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$(command -v python3)"
 status=0
-python3 -m pytest -q --require-resources "$@" || status=$?
+# two workers (pytest-xdist), the tests that share the brokers or the Spark session each kept
+# on one worker (tests/conftest.py: xdist_group); -n 0 after it runs in one process
+python3 -m pytest -q --require-resources -n 2 --dist loadgroup "$@" || status=$?
 if [ "$status" -eq 5 ]; then  # (pytest: no test collected)
   if [ $# -gt 0 ]; then
     echo "test.sh: no test matches: $*" >&2

@@ -113,11 +113,56 @@ def gone(items: list[pytest.Item]) -> list[str]:
     """The tables' tests that their module, collected, no longer has (renamed, deleted)."""
     modules = {item.path.name: item.module for item in items if isinstance(item, pytest.Function)}
     found = []
-    for key in (*NEEDS, *NEEDS_NOTHING, *SLOW_TESTS):
+    for key in (*NEEDS, *NEEDS_NOTHING, *SLOW_TESTS, *OWN_JVM):
         module, _, test = key.partition("::")
         if test and module in modules and not hasattr(modules[module], test):
             found.append(key)
     return found
+
+
+# --- under pytest-xdist (scripts/test.sh: -n 2 --dist loadgroup) ------------------------------
+# Each worker is a process with its own session fixtures. What must not run at once on two
+# workers, or would be made twice, is one xdist group, run by one worker in collection order:
+#   "brokers": every test marked broker or live. Captures on lo (tcpdump `tcp port 5552`) see
+#     every connection to the brokers, so no other test of this run may talk to them meanwhile.
+#   "spark": the tests on the in-process Spark session (one JVM, one session, its cluster).
+#   "reports": the tests of the corpus's reports, made once (corpus_report, slow_report).
+#   otherwise the test's module, whose module-scoped fixtures are so made once.
+# The tests that start a JVM of their own (a notebook's kernel, spark-submit) need no group.
+OWN_JVM = {
+    "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source",
+    "test_spark_job.py::test_spark_submit_runs_the_job",
+}
+REPORT_FIXTURES = {"corpus_report", "slow_report"}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    marks = {mark.name for mark in item.iter_markers()}
+    if marks & {"broker", "live"}:
+        return "brokers"
+    if "spark" in marks and f"{item.path.name}::{item.originalname}" not in OWN_JVM:
+        return "spark"
+    if REPORT_FIXTURES & set(item.fixturenames):
+        return "reports"
+    return item.path.name
+
+
+def distributed(config) -> bool:
+    """Run by pytest-xdist: on its controller (--dist) or in one of its workers."""
+    return hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
+
+
+# Spark's JVMs here (the session's, the cluster's, a notebook kernel's, spark-submit's) run
+# short jobs on 2 shared cores: the C2 compiler's and G1's threads cost them more than they
+# give back (the results are the same; a JVM says "Picked up JAVA_TOOL_OPTIONS" on stderr)
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def pytest_configure(config):
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)  # (what a user set, kept)
+    if config.getoption("dist", "no") == "loadgroup":
+        # (xdist hands out the groups in collection order, ours below, not by test count)
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(tryfirst=True)  # (before -m selects by them)
@@ -127,6 +172,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in sorted(needs(item)):
             item.add_marker(getattr(pytest.mark, name))
+        if config.pluginmanager.hasplugin("xdist"):  # (its marker, registered by it)
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    if distributed(config):
+        # the longest groups first, each to a worker, then the groups of the slow tests, so
+        # that no long group starts last and leaves the other worker idle
+        groups = {item.nodeid: xdist_group(item) for item in items}
+        slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow")}
+        rank = {"spark": 0, "brokers": 1}
+        items.sort(key=lambda item: rank.get(groups[item.nodeid], 2 if groups[item.nodeid]
+                                             in slow else 3))  # fmt: skip
 
 
 def _answers(port: int) -> bool:
@@ -277,7 +332,43 @@ def big_capture(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def _spark_stopped_at_the_end():
+def _cluster_booting(request, tmp_path_factory):
+    """The standalone cluster (a master and two workers, pyspark's own) if this session is
+    to run the test that uses it: started in a thread by the session's first test on the
+    Spark session, so that its three JVMs boot while the Spark tests before it run; stopped
+    at the end whatever happened. (cluster, the boot's future), or None."""
+    if not any("standalone_cluster" in item.fixturenames for item in request.session.items):
+        yield None
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyspark.sql  # noqa: F401 (imported here first: pyspark imported by two threads at
+    # once fails, "partially initialized module")
+
+    from streamdissect.spark.cluster import LocalCluster
+
+    cluster = LocalCluster(workers=2, cores=1, log_dir=str(tmp_path_factory.mktemp("cluster")))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        booting = pool.submit(cluster.start)
+        try:
+            yield cluster, booting
+        finally:
+            with contextlib.suppress(Exception):  # (its failure is the test's to say)
+                booting.result()
+            cluster.stop()
+
+
+@pytest.fixture
+def standalone_cluster(_cluster_booting):
+    """The cluster above, up (its test stops it, and checks that everything it started is
+    gone)."""
+    cluster, booting = _cluster_booting
+    booting.result()
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def _spark_stopped_at_the_end(_cluster_booting):
     yield
     from pyspark.sql import SparkSession
 

@@ -5,7 +5,9 @@ filled by a real client (rstream)."""
 from __future__ import annotations
 
 import asyncio
+import filecmp
 import json
+import os
 import select
 import subprocess
 import sys
@@ -20,6 +22,39 @@ CLI = [sys.executable, "-m", "streamdissect.cli"]
 PLAIN = {"3.10": 5552, "4.0": 5553}
 TLS_PORTS = {"3.10": 5551, "4.0": 5554}
 CHROOT = "/srv/trixie"
+BROKERS_SCRIPT = ROOT / "scripts" / "brokers.sh"
+
+
+def certificates_differ() -> str | None:
+    """Why `scripts/brokers.sh start` run from this checkout would restart the shared brokers
+    with other certificates, or None. It restarts a broker whose copies of ca.pem, server.pem
+    and server.key differ from its certificate folder's (this checkout's .tls: a fresh
+    worktree has none, and the script would make new ones), or when one expires in a day."""
+    tls = Path(os.environ.get("STREAMDISSECT_TLS_DIR", TLS))
+    chroot = os.environ.get("STREAMDISSECT_CHROOT", CHROOT)
+    for name in ("ca.pem", "server.pem", "client.pem"):
+        valid = subprocess.run(["openssl", "x509", "-checkend", "86400", "-noout", "-in",
+                                str(tls / name)], capture_output=True, check=False)  # fmt: skip
+        if valid.returncode:
+            return f"{tls / name} is missing or expires within a day"
+    for held in (Path("/etc/rabbitmq/tls"), Path(chroot) / "etc/rabbitmq/tls"):
+        for name in ("ca.pem", "server.pem", "server.key"):
+            same = (held / name).exists() and filecmp.cmp(tls / name, held / name, shallow=False)
+            if not same:
+                return f"{tls / name} is not the running broker's {held / name}"
+    return None
+
+
+def start_brokers_again() -> subprocess.CompletedProcess:
+    """`scripts/brokers.sh start` with the brokers up, only where it cannot restart them with
+    other certificates (other people's tests use them): otherwise the test fails, saying why
+    (a worktree: link its .tls to the checkout's that started the brokers)."""
+    import pytest
+
+    if reason := certificates_differ():
+        pytest.fail(f"not running brokers.sh start, it would restart the brokers: {reason}")
+    return subprocess.run(["bash", str(BROKERS_SCRIPT), "start"], capture_output=True,
+                          text=True, timeout=600, check=False)  # fmt: skip
 
 
 def uri(port: int, user: str = "guest", password: str = "guest", tls: bool = False) -> str:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from probe_support import start_brokers_again
 
 from streamdissect.protocols.stream import decode_frame, encode_record, make_record
 
@@ -27,7 +28,7 @@ def test_status_reports_both_brokers_on_loopback():
 
 def test_start_is_idempotent_when_running():
     started = time.monotonic()
-    result = run_script("start")
+    result = start_brokers_again()
     assert result.returncode == 0, result.stderr
     assert "rabbit3 already answers on 5552" in result.stderr
     assert "rabbit4 already answers on 5553" in result.stderr

@@ -18,9 +18,13 @@ from streamdissect.framing.walk import PlainFrames
 
 
 def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:
-    dissector = Dissector(engine=engine, **options)
+    return outcome_of(Dissector(engine=engine, **options), path)
+
+
+def outcome_of(dissector: Dissector, paths: Path | list) -> tuple[list, list, list]:
+    """(events, anomalies table, connections table) of a run: a path, or several as one."""
     events = []
-    for ev in dissector.run(str(path)):
+    for ev in dissector.run(str(paths) if isinstance(paths, (str, Path)) else list(map(str, paths))):
         if isinstance(ev, FrameEvent):
             events.append((ev.ts_ns, ev.connection, ev.direction, ev.stream_offset,
                            ev.record.to_dict(show_secrets=True)))  # fmt: skip

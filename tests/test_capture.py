@@ -125,6 +125,8 @@ def test_pcapng_interfaces_resolutions_simple_blocks_and_unknown_blocks(real, tm
 @pytest.mark.parametrize(
     "content",
     [b"", b"hi", b"hello, I am a text file\n" * 10, gzip.compress(b"GIF89a and so on" * 10)],
+    # (named: the gzip header holds the time, and pytest-xdist's workers must collect alike)
+    ids=["empty", "two-bytes", "text", "gzip-of-text"],
 )
 def test_not_a_capture_is_a_clear_error(tmp_path, content):
     path = tmp_path / "notes.pcap"

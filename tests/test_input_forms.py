@@ -12,6 +12,7 @@ options, a second section in the other byte order, damaged and cut blocks.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import subprocess
@@ -19,11 +20,14 @@ from pathlib import Path
 
 import pytest
 import worsen
-from test_bulk_engine import WORSE
+from test_bulk_engine import WORSE, outcome_of
 
+from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import blocks, packet_columns, pcapng_walk
+from streamdissect.cli._text_report import json_write, to_json
+from streamdissect.cli.frames import jsonl_writer
 from streamdissect.engine import bulk
-from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.engine.dissect import Dissector
 
 SMALL_BLOCK = 9_000
 
@@ -31,17 +35,7 @@ SMALL_BLOCK = 9_000
 def outcome(paths: list, engine: str, **options) -> tuple[list, list, list, bool]:
     """(events, anomalies table, connections table, whether the bulk engine read it)."""
     dissector = Dissector(engine=engine, **options)
-    events = []
-    for ev in dissector.run([str(p) for p in paths]):
-        if isinstance(ev, FrameEvent):
-            events.append((ev.ts_ns, ev.connection, ev.direction, ev.stream_offset,
-                           ev.record.to_dict(show_secrets=True)))  # fmt: skip
-        else:
-            events.append((ev.ts_ns, ev.connection, ev.direction, ev.kind, ev.stream_offset,
-                           ev.length, ev.detail))  # fmt: skip
-    anomalies = [(a.ts_ns, a.connection, a.kind, a.stream_offset, a.length, a.detail)
-                 for a in dissector.anomalies]  # fmt: skip
-    return events, anomalies, dissector.connections, dissector._bulk
+    return (*outcome_of(dissector, paths), dissector._bulk)
 
 
 def assert_same(paths: list, reference: tuple | None = None, **options) -> tuple:
@@ -92,7 +86,57 @@ def test_corpus_in_every_form_same_as_stream(path, form, tmp_path):
 def test_worsened_in_every_form_same_as_stream(name, form, tmp_path):
     linktype, packets = worsen.read_pcap(worsen.real_capture())
     path = worsen.write_pcap(tmp_path / "w.pcap", linktype, WORSE[name](packets))
-    assert_same(FORMS[form](path, tmp_path), publish_messages=False, deliver_keep_limit=0)
+    paths = FORMS[form](path, tmp_path)
+    assert_same(paths, publish_messages=False, deliver_keep_limit=0)
+    assert _report_and_lines(paths, "auto") == _report_and_lines([path], "stream")
+
+
+def _report_and_lines(paths: list, engine: str) -> tuple[str, str]:
+    """The analyze report's JSON and the frames jsonl: from the hot frames as columns (the
+    bulk engine, as the CLI makes them) or from records (engine="stream")."""
+    bulk_engine = engine != "stream"
+    dissector = Dissector(engine=engine, columns=bulk_engine, publish_messages=False,
+                          deliver_keep_limit=0)  # fmt: skip
+    result = analyze_events(dissector.run([str(p) for p in paths]), report_only=True,
+                            tcp_connections_after=lambda: list(dissector.connections),
+                            protocol_of=dissector.protocol_of.get)  # fmt: skip
+    parts: list[str] = []
+    json_write(to_json(result, lazy=True), parts.append)
+    out = io.StringIO()
+    lines = Dissector(engine=engine, columns="lines" if bulk_engine else False,
+                      publish_messages=False)  # fmt: skip
+    write = jsonl_writer(out, False, False, lines.protocol_of.get)
+    for event in lines.run([str(p) for p in _again(paths)]):
+        write(event)
+    return "".join(parts), out.getvalue()
+
+
+def _again(paths: list) -> list:
+    """The paths to read a second time (a FIFO's: a new FIFO with the same bytes)."""
+    return [FIFO_SOURCES.pop(p, p) for p in paths]
+
+
+FIFO_SOURCES: dict = {}  # a FIFO made by _fifo_form -> a FIFO with the same bytes, not yet read
+
+
+def _fifo_form(path: Path, folder: Path) -> list[Path]:
+    first, second = (_through_fifo(path, folder, f"{path.stem}-{k}.fifo") for k in (1, 2))
+    FIFO_SOURCES[first] = second
+    return [first]
+
+
+@pytest.mark.parametrize("form", [*sorted(FORMS), "pipe"])
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_reports_and_lines_from_columns_in_every_form(path, form, tmp_path):
+    """What users see, made from the hot frames as columns on each form, is what records
+    give on the plain pcap: the analyze report byte for byte, the frames jsonl line for
+    line."""
+    paths = _fifo_form(path, tmp_path) if form == "pipe" else FORMS[form](path, tmp_path)
+    got = _report_and_lines(paths, "auto")
+    for feeder in FEEDERS:
+        assert feeder.wait(timeout=60) == 0
+    FEEDERS.clear()
+    assert got == _report_and_lines([path], "stream")
 
 
 def test_pcapng_packets_are_walked_in_place(tmp_path, monkeypatch):

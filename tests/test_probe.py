@@ -24,7 +24,6 @@ from probe_support import (
     CLI,
     CLIENT_CERT,
     CLIENT_KEY,
-    ROOT,
     TLS_PORTS,
     delete_stream,
     make_stream,
@@ -32,6 +31,7 @@ from probe_support import (
     rabbitmqctl,
     run,
     run_json,
+    start_brokers_again,
     streams,
     uri,
     wait_for_line,
@@ -435,8 +435,7 @@ def test_tls_listeners_answer(port):
 def test_brokers_script_start_keeps_the_tls_listeners():
     """scripts/brokers.sh start again: both TLS listeners up, nothing restarted."""
     started = time.monotonic()
-    result = subprocess.run(["bash", str(ROOT / "scripts" / "brokers.sh"), "start"],
-                            capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    result = start_brokers_again()
     assert result.returncode == 0, result.stderr
     assert "rabbit3 already answers on 5552 (TLS on 5551)" in result.stderr
     assert "rabbit4 already answers on 5553 (TLS on 5554)" in result.stderr

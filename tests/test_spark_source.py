@@ -119,14 +119,14 @@ STITCHED = ("connections", "confirms", "credit", "stalls", "deliveries", "throug
             "errors", "anomalies")  # fmt: skip
 
 
-def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
-    """A real standalone master and two workers from the pyspark package, on 127.0.0.1: the
-    same frames and tables as local mode, and a capture cut in rotated pieces gives the
-    figures of the whole file; everything it started is stopped."""
+def test_a_standalone_cluster_reads_what_local_spark_reads(spark, standalone_cluster, tmp_path):
+    """A real standalone master and two workers from the pyspark package, on 127.0.0.1 (up
+    since the first Spark test: tests/conftest.py): the same frames and tables as local
+    mode, and a capture cut in rotated pieces gives the figures of the whole file;
+    everything it started is stopped."""
     import pandas as pd
 
     from streamdissect.spark import session
-    from streamdissect.spark.cluster import LocalCluster
     from streamdissect.spark.jobs import run_job
 
     folder = tmp_path / "archive"
@@ -139,7 +139,7 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
     local = sorted(map(str, rows_of(spark.read.format("streamdissect").load(str(folder)))))
     run_job(spark, [str(folder)], str(tmp_path / "local"), ("latency", "confirms", "stalls"))
     spark.stop()  # (one session a process; the next test to ask for `spark` makes it again)
-    with LocalCluster(workers=2, cores=1, log_dir=str(tmp_path / "logs")) as cluster:
+    with standalone_cluster as cluster:  # (started already: stopped on leaving)
         remote = session(cluster.master_url)
         try:
             df = remote.read.format("streamdissect").load(str(folder))
@@ -167,6 +167,7 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, tmp_path):
         finally:
             remote.stop()
         pids = [p.pid for p in cluster.processes]
+    assert len(pids) == 3  # (the master and the two workers)
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -51,6 +51,19 @@ class LocalCluster:
             stderr=subprocess.STDOUT, env=env, start_new_session=True))  # fmt: skip
 
     def __enter__(self) -> LocalCluster:  # noqa: PYI034
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """The master, then the workers; back when every worker has registered. A cluster
+        running already is left as it is (`with` on one started beforehand: stopped on
+        leaving); a stopped one starts again."""
+        if any(process.poll() is None for process in self.processes):
+            return
+        self.processes = []
         spark_environment()
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(free_port()))  # fmt: skip
@@ -62,7 +75,6 @@ class LocalCluster:
                         self.master_url)  # fmt: skip
         for k in range(self.workers):
             self._wait_for(f"worker{k}.log", "Successfully registered with master", 60)
-        return self
 
     def _wait_for(self, log: str, text: str, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -75,7 +87,8 @@ class LocalCluster:
             time.sleep(0.2)
         raise RuntimeError(f"the Spark {log[:-4]} did not start: see {path}")
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """Every process started, stopped (again: nothing)."""
         for process in reversed(self.processes):  # (the JVM's process group, by pid)
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
