@@ -12,7 +12,8 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           gives), then everything a user can ask of the record: to_dict both ways, repr,
           the text summary, re-encoding (must give back exactly the bytes: a record that
           encodes to other bytes would lie), record_from_dict, Deliver entries, records,
-          tracking, bounded decompression, AMQP 1.0 decoding of every record payload; one
+          tracking, bounded decompression, AMQP 1.0 decoding of every record payload, the
+          `frames -V` tree and each message's dict (no body shown past --max-body); one
           frame in SCAPY_EVERY also through the scapy layer (same verdict and record, the
           same bytes built back, show() and summary() never raise).
 - stream: a byte stream of mutated frames -> StreamFramer, fed whole and in random splits with
@@ -20,7 +21,8 @@ tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
           anomalies as the whole feed (TCP segmentation must not change what we report).
 - pcap:   a mutated capture file (pcap or pcapng, sometimes gzip'd) -> the whole Dissector
           pipeline (capture readers, link/IP/TCP headers, reassembler, framer, codec) with
-          every event turned into its jsonl and text output; the frames as Arrow batches
+          every event turned into its jsonl and text output, its messages into the messages
+          table's rows (no preview past --max-body); the frames as Arrow batches
           (frame_batches, in batches of BATCH_ROWS) must hold the record rows (frame_row),
           and turned back into events (protocols.stream.frame_events) give the collectors' tables of the
           records (where every frame's time fits the table's int64); a plain pcap
@@ -89,10 +91,19 @@ from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
 from streamdissect.protocols.stream.frame_events import frame_events
 from streamdissect.protocols.stream.frame_table import frame_row
 from streamdissect.protocols.stream.framing import StreamFramer
+from streamdissect.protocols.stream.messages import (
+    MessageRows,
+    frame_messages,
+    message_body,
+    message_fields,
+    table_row,
+)
 from streamdissect.protocols.stream.summary import frame_summary as summary
+from streamdissect.protocols.stream.verbose import frame_tree
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
+from streamdissect.tables.convert import dataframe
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -754,6 +765,7 @@ def exercise(record: Any, frame: bytes | None) -> None:
             rebuilt = record_from_dict(secret)
             if encode_frame(rebuilt) != frame:
                 raise Finding(f"{record.command} to_dict/record_from_dict loses bytes")
+    check_verbose(record)
     if not isinstance(record, Record):
         return
     if record.command == "Deliver" and not record.response:
@@ -782,6 +794,24 @@ def exercise(record: Any, frame: bytes | None) -> None:
                     pass
             else:
                 _amqp(entry)
+
+
+VERBOSE_BODY = 64  # --max-body of the -V rendering the frame target checks
+
+
+def check_verbose(record: Any) -> None:
+    """`frames -V` of the record (and the message dicts of -Y and --messages): never raises,
+    and no body shows more than --max-body bytes."""
+    frame_tree(record, max_body=VERBOSE_BODY, max_decompressed=MAX_DECOMPRESSED)
+    frame_tree(record, bodies=False, max_decompressed=MAX_DECOMPRESSED)
+    for message in frame_messages(record, MAX_DECOMPRESSED):
+        json.dumps(message_fields(message, VERBOSE_BODY), default=str)
+        body = message_body(message, VERBOSE_BODY)
+        shown = body.value if isinstance(body.value, (str, bytes)) else ""
+        length = len(shown) // 2 if body.encoding == "hex" else len(
+            shown.encode("utf-8", "surrogatepass") if isinstance(shown, str) else shown)
+        if length > VERBOSE_BODY:
+            raise Finding(f"-V shows {length} bytes of a body, past --max-body {VERBOSE_BODY}")
 
 
 def _amqp(data: Any) -> None:
@@ -1007,6 +1037,7 @@ def run_pcap(data: bytes, path: str) -> None:
             text = io.StringIO()
     for row in dissector.connections:
         repr(row)
+    check_messages(events)
     ROTATED_CHECKS[0] += check_rotated(path, data)
     frames = [frame_row(e) for e in events if isinstance(e, FrameEvent)]
     arrow = frames_arrow(path, ooo_cap=FUZZ_OOO_CAP, rows_per_batch=BATCH_ROWS)
@@ -1020,6 +1051,22 @@ def run_pcap(data: bytes, path: str) -> None:
 
 
 ROTATED_CHECKS = [0]  # (captures cut and stitched so far: the campaign's summary says)
+
+
+def check_messages(events: list) -> None:
+    """The messages table of the events (what --messages and analyze --messages make): its
+    rows JSON-able and typed by the schema, no body preview past --max-body."""
+    rows = MessageRows(VERBOSE_BODY)
+    table = [table_row(row) for event in events if isinstance(event, FrameEvent)
+             for row in rows.feed(event)]  # fmt: skip
+    json.dumps(table, default=str)
+    dataframe("messages", table)
+    for row in table:
+        preview = row["body_preview"] or ""
+        shown = len(preview) // 2 if row["body_encoding"] == "hex" else len(preview.encode(
+            "utf-8", "surrogatepass"))  # fmt: skip
+        if row["body_encoding"] is not None and shown > VERBOSE_BODY:
+            raise Finding(f"a messages row previews {shown} bytes, past {VERBOSE_BODY}")
 
 
 def check_rotated(path: str, data: bytes) -> int:

@@ -79,6 +79,7 @@ NEEDS_NOTHING = {
 }
 # The tests of more than about 10 s (measured on 2 cores, the machine otherwise idle)
 SLOW_TESTS = {
+    "test_probe.py::test_a_broker_restarted_mid_round_trip_is_reported_and_the_stream_deleted",
     "test_fuzz.py::test_short_campaign_finds_nothing",
     "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source",
     "test_report_figures.py::test_three_million_rows_are_drawn_as_a_few_thousand_points",

@@ -10,7 +10,8 @@ from importlib import import_module
 __all__ = [
     "Analysis", "analyze", "analyze_events", "anomalies_table", "backlog_table",
     "confirms_table", "connections_table", "credit_balance_table", "credit_table",
-    "deliveries_table", "errors_table", "frames_table", "latency_table", "publishes_table",
+    "deliveries_table", "errors_table", "frames_table", "latency_table", "messages_table",
+    "publishes_table",
     "requests_table", "stalls_table", "throughput_table",
 ]  # fmt: skip
 _DRIVER = ("Analysis", "analyze", "analyze_events")  # (the *_table functions: tables.py)

@@ -80,6 +80,7 @@ class Analysis:
     deliveries = cached_property(lambda self: self._frame("deliveries"))
     throughput = cached_property(lambda self: self._frame("throughput"))
     errors = cached_property(lambda self: self._frame("errors"))
+    messages = cached_property(lambda self: self._frame("messages"))  # (analyze(messages=True))
     anomalies = cached_property(lambda self: self._frame("anomalies"))
 
 
@@ -123,7 +124,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
                    at_once_ms: float | None = None, report_only: bool = False,
                    tables: Collection[str] | None = None, end_ns: int | None = None,
                    protocol: str | None = None,
-                   protocol_of: Callable[[str], Any] | None = None) -> Analysis:
+                   protocol_of: Callable[[str], Any] | None = None,
+                   messages: dict | None = None) -> Analysis:
     """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames) and
     anomalies.
 
@@ -136,10 +138,12 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     a frame's connection carries; the frames of another protocol's connections go to that
     protocol's analyses (made at its first frame; none for a protocol that gives none), and
     their tables are the result's too (a record class is one protocol's: decided once a
-    class)."""
+    class). `messages` ({"max_body": N, "bodies": bool}): make the messages table too, from
+    the records' messages (frames as columns have none)."""
+    options = {} if messages is None else {"messages": messages}
     analysed = registry.protocol(protocol)
     collectors = analysed.analysis(
-        at_once_ms=at_once_ms, report_only=report_only, tables=tables)
+        at_once_ms=at_once_ms, report_only=report_only, tables=tables, **options)
     others: dict = {}  # another protocol -> its collectors (None: it gives no analyses)
     hot_class = collectors.hot_class
     anomalies = AnomalyLog()
@@ -201,8 +205,13 @@ def _analyses_of(protocol: Any, others: dict, report_only: bool,
 def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float | None = None,
             on_read=None, report_only: bool = False, engine: str = "auto",
-            helper_process: bool | None = None, watch=None, on_dissector=None) -> Analysis:
+            helper_process: bool | None = None, watch=None, on_dissector=None,
+            messages: bool = False, max_body: int | None = 256, bodies: bool = True,
+            ) -> Analysis:  # fmt: skip
     """Read a capture (several paths: one capture in time order) and run every analysis.
+    `messages`: the messages table too (a.messages: every message of every Publish and
+    Deliver, bodies cut at `max_body` bytes, left out without `bodies`), which reads every
+    frame as a record, with its messages (slower than the analyses alone).
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
     analyze_events. `engine`, `helper_process` (by default only in a process with no other
     thread): see dissect.Dissector. `watch(events)`: an iterator over the events that passes
@@ -215,10 +224,12 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heur
         paths = [paths]
     # No analysis reads a Publish's message list: the bulk engine then never copies it.
     # The report never checks a chunk's CRC: then no Deliver body is kept either.
+    # The messages table reads the messages: Publish lists and whole Delivers, as records.
+    keep = None if messages else 0 if report_only else DELIVER_KEEP_LIMIT
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
-                          on_read=on_read, engine=engine, publish_messages=False,
-                          helper_process=helper_process, columns=True,
-                          deliver_keep_limit=0 if report_only else DELIVER_KEEP_LIMIT)
+                          on_read=on_read, engine=engine, publish_messages=messages,
+                          helper_process=helper_process, columns=not messages,
+                          deliver_keep_limit=keep)
     if on_dissector is not None:
         on_dissector(dissector)
     events = dissector.run(paths)
@@ -228,4 +239,5 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heur
         at_once_ms=at_once_ms,
         report_only=report_only,
         protocol_of=dissector.protocol_of.get,
+        messages={"max_body": max_body, "bodies": bodies} if messages else None,
     )

@@ -48,3 +48,11 @@ deliveries_table = _table("deliveries")
 throughput_table = _table("throughput")
 errors_table = _table("errors")
 anomalies_table = _table("anomalies")
+
+
+def messages_table(paths: str | Sequence[str], max_body: int | None = 256, bodies: bool = True,
+                   **kwargs) -> pd.DataFrame:  # fmt: skip
+    """One row a message of every Publish and Deliver (streamdissect.tables.schema.MESSAGES):
+    where it was, who sent it, its properties and application properties, its body's size
+    and first `max_body` bytes (none without `bodies`)."""
+    return analyze(paths, messages=True, max_body=max_body, bodies=bodies, **kwargs).messages

@@ -35,6 +35,9 @@ from streamdissect.capture.pcapng import PcapngBlocks
 from streamdissect.capture.pcapng_walk import PcapngWalk
 
 
+DEFLATE_MOST = 1032  # the most bytes deflate makes of one
+
+
 class Source:
     """One capture file as the bulk engine reads it."""
 
@@ -73,7 +76,9 @@ class Source:
             end = os.fstat(fd).st_size
             if not stat.S_ISREG(os.fstat(fd).st_mode) or end < 18:
                 return None
-            return max(struct.unpack("<I", os.pread(fd, 4, end - 4))[0], end)
+            claimed = struct.unpack("<I", os.pread(fd, 4, end - 4))[0]
+            # (deflate inflates at most ~1032:1: a trailer claiming more is not believed)
+            return max(min(claimed, end * DEFLATE_MOST), end)
         except (OSError, ValueError):
             return None
 

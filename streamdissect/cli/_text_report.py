@@ -202,8 +202,9 @@ def _peer_properties(rows) -> list[dict]:
     return out
 
 
-def to_json(a: Analysis, lazy: bool = False) -> dict:
-    """The report as a JSON-able dict; `lazy`: row tables as RowStream (for json_write)."""
+def to_json(a: Analysis, lazy: bool = False, messages: bool = False) -> dict:
+    """The report as a JSON-able dict; `lazy`: row tables as RowStream (for json_write);
+    `messages`: with the messages table (analyze(messages=True))."""
     table = RowStream if lazy else (lambda *args: plain_records(*args))
     credit = []
     for row in a.credit_rows():
@@ -211,6 +212,7 @@ def to_json(a: Analysis, lazy: bool = False) -> dict:
             "connection", "subscription_id", "stream", "initial_credit", "credits_granted",
             "credit_frames", "chunks_delivered", "records_delivered", "credit_errors",
             "final_credit", "stalls", "stalled_ms_total")})
+    extra = {"messages": table("messages", a.rows("messages"))} if messages else {}
     return {
         "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
         "connections": table("connections", a.rows("connections"), CONNECTION_COLUMNS),
@@ -223,6 +225,7 @@ def to_json(a: Analysis, lazy: bool = False) -> dict:
         "errors": table("errors", a.rows("errors")),
         **{s.table: table(s.table, rows) for s, rows in protocol_sections(a)},
         "anomalies": table("anomalies", a.rows("anomalies")),
+        **extra,
     }
 
 
@@ -275,9 +278,9 @@ def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None,
     return f"{title}\n{line}\n{body}\n"
 
 
-def to_text(a: Analysis, max_rows: int = 50, local: bool = False) -> str:
+def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool = False) -> str:
     """The report as text tables: capture times as wall-clock times (UTC, or `local`),
-    durations in ms."""
+    durations in ms; `messages`: the messages table's first rows too."""
     import pandas as pd
 
     lag = a.deliveries
@@ -319,6 +322,11 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False) -> str:
         columns = None if section.columns is None else list(section.columns)
         parts.append(_section(section.title, df, columns, local=local))
     parts.append(_section("Anomalies", a.anomalies.head(max_rows), local=local))
+    if messages:
+        parts.append(_section(f"Messages (the first {max_rows})", a.messages.head(max_rows), [
+            "ts_ns", "connection", "direction", "frame", "command", "publishing_id", "offset",
+            "stream", "size", "subject", "application_properties", "body_size",
+            "body_preview"], local=local))  # fmt: skip
     return "\n".join(parts)
 
 

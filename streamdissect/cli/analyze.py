@@ -17,6 +17,7 @@ from streamdissect.cli._live import (
 from streamdissect.cli._options import add_analysis_options
 from streamdissect.cli._progress import progress_bar
 from streamdissect.cli._text_report import json_write, to_json, to_text
+from streamdissect.protocols.stream.messages import DEFAULT_MAX_BODY
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -35,12 +36,23 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="DIR",
                    help="where --format csv or parquet writes its files")
     add_analysis_options(p, "text: capture times")
+    p.add_argument("--messages", action="store_true",
+                   help="the messages table too (one row a message of every Publish and "
+                   "Deliver): in the files, the JSON report and the text's first rows")
+    p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="N",
+                   help=f"--messages: bytes of each body kept (default {DEFAULT_MAX_BODY})")
+    p.add_argument("--no-bodies", action="store_true",
+                   help="--messages: leave message bodies out (only their kind and size)")
     p.set_defaults(handler=run)
     return p
 
 
 def run(args) -> int:
     files = args.format in ("csv", "parquet")
+    if args.max_body < 0:
+        print("streamdissect: error: --max-body takes a number of bytes, 0 or more",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if files and not args.output:
         print(f"streamdissect: error: --format {args.format} writes files: say where with "
               "-o DIR", file=sys.stderr)  # fmt: skip
@@ -82,6 +94,7 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
             watch=_watchers(args, live),
             # -c: frame by frame, so that the tables count the frames read and no more
             engine="stream" if args.count is not None else "auto",
+            messages=args.messages, max_body=args.max_body, bodies=not args.no_bodies,
         )
     except CaptureError as exc:
         return capture_error(exc, live)
@@ -89,18 +102,21 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
         if bar:
             bar.close()
     if files:
+        from streamdissect.tables import schema
         from streamdissect.tables.export import write_tables
 
         try:
-            for path in write_tables(result, args.output, args.format):
+            # (and the tables of the other protocols the capture carried: RocketMQ's)
+            tables = [*schema.analysis_tables(on_request=args.messages), *result.other_tables()]
+            for path in write_tables(result, args.output, args.format, tables):
                 print(path)
         except OSError as exc:
             print(f"streamdissect: error: {args.output}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         return 0
     if args.format == "json":
-        json_write(to_json(result, lazy=True), sys.stdout.write)
+        json_write(to_json(result, lazy=True, messages=args.messages), sys.stdout.write)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(to_text(result, local=args.local))
+        sys.stdout.write(to_text(result, local=args.local, messages=args.messages))
     return 0

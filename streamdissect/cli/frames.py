@@ -17,6 +17,17 @@ from streamdissect.cli._display_filter import FilterError, compile_filter
 from streamdissect.cli._hot_fields import run_mask
 from streamdissect.cli._jsonl_columns import run_lines
 from streamdissect.cli._live import add_live_options, capture_error, with_sources
+from streamdissect.cli._messages import (
+    MESSAGE,
+    add_message_options,
+    message_lines_writer,
+    message_option_error,
+    message_test,
+    message_text,
+    names_messages,
+    verbose_tree,
+    with_messages,
+)
 from streamdissect.cli._options import add_port_options, port_map
 from streamdissect.cli._progress import progress_bar
 from streamdissect.cli._text_columns import ARROWS, LINE, SIDE, run_text
@@ -82,8 +93,10 @@ def register(subparsers: Any) -> None:
         "-Y", "--display-filter", metavar="EXPR", dest="display_filter",
         help='only the frames (and anomalies) EXPR selects, over the jsonl field names: '
         '\'command == "Deliver" and subscription_id == 1\', \'code != 1\', '
-        '\'connection contains ":5553"\', \'not response\', \'command == "Anomaly"\'',
+        '\'connection contains ":5553"\', \'not response\', \'command == "Anomaly"\', '
+        'message fields: \'message.application_properties.region == "eu"\'',
     )  # fmt: skip
+    add_message_options(parser)
     parser.set_defaults(handler=run_frames)
 
 
@@ -96,7 +109,8 @@ def filter_fields() -> frozenset[str]:
     from streamdissect.protocols.stream.records import RECORD_CLASSES
 
     names = {"ts_ns", "connection", "direction", "stream_offset", *COMMON_COLUMNS,
-             "kind", "length", "detail", "malformed", "reason", "offset", "raw"}  # fmt: skip
+             "kind", "length", "detail", "malformed", "reason", "offset", "raw",
+             MESSAGE}  # fmt: skip
     for cls in RECORD_CLASSES.values():
         names.update(cls.body_fields)
         names.update(f.name for f in cls.spec.derived)
@@ -109,10 +123,11 @@ def filter_fields() -> frozenset[str]:
 def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
               count: int | None,
               protocol_of: Callable[[str], Protocol | None] = lambda c: None,
-              ) -> Callable[[Any], bool]:  # fmt: skip
+              event_test: Any = None) -> Callable[[Any], bool]:  # fmt: skip
     """`write` for the events `test` selects (all, without one), up to `count` frames; the
     result says whether to go on. A HotFrames run is tested over its columns (run_mask) and
-    cut where the count ends, without a record."""
+    cut where the count ends, without a record. `event_test`: `test` over a frame event
+    and its messages (message fields), in place of `test` over its row."""
     left = [count]
     skip = getattr(write, "skip", None)  # (text: the frames not shown still count)
 
@@ -121,9 +136,12 @@ def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
             return select_run(event)
         is_frame = event.__class__ is FrameEvent
         if test is not None:
-            row = (frame_dict(event, show_secrets, protocol=protocol_of(event.connection))
-                   if is_frame else anomaly_dict(event))  # fmt: skip
-            if not test(row):
+            if event_test is not None:
+                selected = event_test(event)
+            else:
+                selected = test(frame_dict(event, show_secrets, protocol=protocol_of(
+                    event.connection)) if is_frame else anomaly_dict(event))  # fmt: skip
+            if not selected:
                 if is_frame and skip is not None:
                     skip(event)
                 return True
@@ -149,14 +167,21 @@ def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
 
 
 def run_frames(args: argparse.Namespace) -> int:
-    test = None
+    test, by_message = None, False
+    problem = message_option_error(args)
+    if problem is not None:
+        print(f"streamdissect: {problem}", file=sys.stderr)
+        return 2
     if args.display_filter is not None:
         try:
             test = compile_filter(args.display_filter, filter_fields())
+            by_message = names_messages(test, args.display_filter)
         except FilterError as exc:
             print(f"streamdissect: bad display filter: {exc}", file=sys.stderr)
             return 2
-    one_by_one = test is not None or args.count is not None
+    args.by_message = by_message
+    # (--messages: its writers apply -Y and -c to messages themselves)
+    one_by_one = not args.messages and (test is not None or args.count is not None)
     if STDIN in args.captures or args.interface:  # (each frame out as soon as it is complete)
         sys.stdout.reconfigure(line_buffering=True)
     return with_sources(args, lambda paths, live, _: _frames(args, paths, live, test,
@@ -166,29 +191,47 @@ def run_frames(args: argparse.Namespace) -> int:
 def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
             one_by_one: bool) -> int:  # fmt: skip
     bar = progress_bar(paths)
+    # messages are read from records with all their bytes: Publish message lists, whole
+    # Delivers (up to the frame limit), no hot frames as columns
+    messages = args.verbose or args.messages or args.by_message
     dissector = Dissector(
         ports=port_map(args),
         heuristic=not args.no_heuristic,
         max_frame=args.max_frame,
         on_read=bar.update if bar else None,
         # Publish message lists are only printed with --payloads: not kept (nor copied) else.
-        publish_messages=args.payloads,
+        publish_messages=args.payloads or messages,
         helper_process=True,
         # the hot frames straight from the bulk engine's columns (run_lines, run_text; -Y
-        # over them: run_mask), but for the payloads of the jsonl, which only records have
-        columns=False if args.format == "jsonl" and args.payloads else "lines",
+        # over them: run_mask), but for the payloads of the jsonl and the messages, which
+        # only records have
+        columns=False if (args.format == "jsonl" and args.payloads) or messages else "lines",
+        **({"deliver_keep_limit": None} if messages else {}),
     )
     try:
         events = dissector.run(paths)
     except CaptureError as exc:
         return capture_error(exc, live)
     protocol_of = dissector.protocol_of.get  # (a connection's protocol, once it is known)
-    if args.format == "jsonl":
-        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads, protocol_of)
+
+    def event_row(ev: Any) -> dict:
+        if ev.__class__ is not FrameEvent:
+            return anomaly_dict(ev)
+        return frame_dict(ev, args.show_secrets, protocol=protocol_of(ev.connection))
+
+    if args.messages and args.format == "jsonl":
+        write = message_lines_writer(sys.stdout, args, test, event_row, anomaly_dict)
+    elif args.format == "jsonl":
+        write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads, protocol_of,
+                             with_messages(args) if args.verbose else None)  # fmt: skip
     else:
-        write = text_writer(sys.stdout, sys.stderr, args.show_secrets, protocol_of)
+        write = text_writer(sys.stdout, sys.stderr, args.show_secrets, protocol_of,
+                            verbose_tree(args) if args.verbose else None,
+                            message_text(args, test, event_row) if args.messages else None)
     if one_by_one:
-        write = selecting(write, test, args.show_secrets, args.count, protocol_of)
+        event_test = message_test(test, event_row, not args.no_bodies) if args.by_message \
+            else None  # fmt: skip
+        write = selecting(write, test, args.show_secrets, args.count, protocol_of, event_test)
     try:
         for event in events:
             if write(event) is False:
@@ -259,9 +302,12 @@ def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
 
 
 def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
-                 protocol_of: Callable[[str], Protocol | None] = _stream) -> Callable[[Any], None]:  # fmt: skip
-    """`protocol_of(connection)`: the protocol a frame's connection carries."""
-    hot = None if payloads else HotLines()
+                 protocol_of: Callable[[str], Protocol | None] = _stream,
+                 extend: Callable[[dict, FrameEvent], dict] | None = None,
+                 ) -> Callable[[Any], None]:  # fmt: skip
+    """`protocol_of(connection)`: the protocol a frame's connection carries; `extend(row,
+    event)` (-V): what a Stream frame's row becomes."""
+    hot = None if payloads or extend is not None else HotLines()
 
     def write(event: FrameEvent | Anomaly | HotFrames) -> None:
         if event.__class__ is HotFrames:
@@ -272,11 +318,13 @@ def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
             if line is not None:
                 out.write(line)
                 return
-        row = (
-            frame_dict(event, show_secrets, payloads, protocol_of(event.connection))
-            if isinstance(event, FrameEvent)
-            else anomaly_dict(event)
-        )
+        if isinstance(event, FrameEvent):
+            protocol = protocol_of(event.connection)
+            row = frame_dict(event, show_secrets, payloads, protocol)
+            if extend is not None and (protocol is None or protocol is STREAM):
+                row = extend(row, event)
+        else:
+            row = anomaly_dict(event)
         out.write(json.dumps(row, default=str) + "\n")
 
     def run(frames: HotFrames, rows: np.ndarray) -> None:
@@ -377,8 +425,13 @@ def _int_list(ids: Any) -> str | None:
 
 
 def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
-                protocol_of: Callable[[str], Protocol | None] = _stream) -> Callable[[Any], None]:  # fmt: skip
-    """`protocol_of(connection)`: the protocol a frame's connection carries."""
+                protocol_of: Callable[[str], Protocol | None] = _stream,
+                tree: Callable[[Any], tuple[str, str]] | None = None,
+                message_lines: Callable[[Any], list[str]] | None = None,
+                ) -> Callable[[Any], None]:  # fmt: skip
+    """A line a frame; `protocol_of(connection)`: the protocol a frame's connection carries;
+    `tree(record, protocol)` (-V): a record's line and what to write under it (its fields);
+    `message_lines` (--messages): a frame's lines instead, one a message."""
     state = {"first_ns": None, "number": 0}
 
     def relative(ts_ns: int | None) -> float:
@@ -394,10 +447,10 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
         relative(event.ts_ns)
         state["number"] += 1
 
-    def write(event: FrameEvent | Anomaly | HotFrames) -> None:
+    def write(event: FrameEvent | Anomaly | HotFrames) -> bool | None:
         if event.__class__ is HotFrames:
             run(event, np.arange(len(event)))
-            return
+            return None
         seconds = relative(event.ts_ns)
         if isinstance(event, Anomaly):
             where = f"{event.connection} {event.direction}" if event.connection else "file"
@@ -405,13 +458,24 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
                 f"anomaly {seconds:.6f} {where} {event.kind} at {event.stream_offset}"
                 f" len {event.length}: {event.detail}\n"
             )
-            return
+            return None
         number(event)
         side = SIDE % (event.connection, ARROWS[event.direction])
         protocol = protocol_of(event.connection)
-        line = (summary(event.record, show_secrets) if protocol is None or protocol is STREAM
+        stream = protocol is None or protocol is STREAM
+        if message_lines is not None:
+            for text in message_lines(event):
+                out.write(LINE % (state["number"], seconds, side, text))
+            return not message_lines.done()  # type: ignore[attr-defined]
+        if tree is not None:
+            line, below = tree(event.record, None if stream else protocol)
+            out.write(LINE % (state["number"], seconds, side, line))
+            out.write(below)
+            return None
+        line = (summary(event.record, show_secrets) if stream
                 else protocol.frame_line(event.record, show_secrets))  # fmt: skip
         out.write(LINE % (state["number"], seconds, side, line))
+        return None
 
     def run(frames: HotFrames, rows: np.ndarray) -> None:
         """The frames `rows` of a run, every frame of it counted."""

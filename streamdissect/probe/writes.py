@@ -1,9 +1,13 @@
 """The --allow-writes round trip: a temporary stream `streamdissect-probe-<random>`, one
 message at a time published, confirmed and delivered back (confirm lag and delivery latency
-per message), then the stream deleted, also when interrupted or when the connection broke."""
+per message), then the stream deleted, also when interrupted or when the connection broke.
+When a step fails (the broker went away, say), that step is the error the user is told, and
+the stream is deleted once the broker answers again (for up to DELETE_PATIENCE_S), else
+named for the user to delete by hand."""
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from collections.abc import Callable
@@ -15,6 +19,10 @@ from streamdissect.probe.session import Connector, Session, describe_code
 from streamdissect.protocols.stream.codes import OffsetType, ResponseCode
 
 PREFIX = "streamdissect-probe-"
+# How long a failed round trip waits for the broker to come back to delete its stream (a
+# broker restarting takes some 10-30 s); an interrupt does not wait.
+DELETE_PATIENCE_S = 90.0
+RETRY_EVERY_S = 1.0
 PUBLISHER_ID = SUBSCRIPTION_ID = 0
 # what the round trip waits for; anything else is kept by the session
 AWAITED = frozenset(("PublishConfirm", "PublishError", "Deliver", "MetadataUpdate"))
@@ -43,10 +51,21 @@ def round_trip(connector: Connector, session: Session, messages: int,
     status(f"created the temporary stream {name}")
     try:
         _exchange(session, name, messages, result)
-    finally:
-        session = _delete(connector, session, name)
-        result["deleted"] = True
+    except ProbeError as failure:
+        try:
+            _delete(connector, session, name, DELETE_PATIENCE_S, status)
+        except ProbeError as cleanup:  # (the step that failed stays the error)
+            raise ProbeError(failure.step, f"{failure.message}; {cleanup.message}",
+                             failure.kind, failure.closing_code) from None  # fmt: skip
         status(f"deleted the temporary stream {name}")
+        raise
+    except BaseException:  # an interrupt: deleted at once, or named
+        _delete(connector, session, name)
+        status(f"deleted the temporary stream {name}")
+        raise
+    session = _delete(connector, session, name)
+    result["deleted"] = True
+    status(f"deleted the temporary stream {name}")
     return session, result
 
 
@@ -101,21 +120,43 @@ def _exchange(session: Session, name: str, messages: int, result: dict) -> None:
     session.expect_ok("DeletePublisher", "delete_publisher", publisher_id=PUBLISHER_ID)
 
 
-def _delete(connector: Connector, session: Session, name: str) -> Session:
+def _delete(connector: Connector, session: Session, name: str, patience: float = 0.0,
+            status: Callable[[str], None] | None = None) -> Session:  # fmt: skip
     """Delete the stream on this session, else on a new one (an interrupted send may have
-    left half a frame on the first)."""
+    left half a frame on the first), trying again for `patience` seconds while the broker
+    cannot be reached or has the stream not available yet (a restart)."""
+    deadline = time.monotonic() + patience
     failure = None
-    for attempt in range(2):
+    for attempt in itertools.count():
         try:
             if attempt or session.closed:
                 session.abort()
                 session = connector.open()
-            code = session.call("Delete", "delete", stream=name).record.code
+            # Asked first: a broker just restarted answers a Delete of a stream it has not
+            # recovered yet with STREAM_DOES_NOT_EXIST, its Metadata with NOT_AVAILABLE.
+            code = _stream_code(session, name)
+            if code == ResponseCode.OK:
+                code = session.call("Delete", "delete", stream=name).record.code
             if code in (ResponseCode.OK, ResponseCode.STREAM_DOES_NOT_EXIST):  # (gone: fine)
                 return session
             failure = describe_code(code)
-            break
+            if code != ResponseCode.STREAM_NOT_AVAILABLE:
+                break  # (the broker says no: waiting will not change it)
         except ProbeError as exc:
             failure = exc.message
+        if attempt and time.monotonic() + RETRY_EVERY_S > deadline:
+            break
+        if attempt == 1 and status is not None:
+            status(f"waiting up to {patience:.0f} s for the broker to delete the temporary "
+                   f"stream {name} ({failure})")  # fmt: skip
+        if attempt:
+            time.sleep(RETRY_EVERY_S)
     raise ProbeError("delete", f"the temporary stream {name} could not be deleted ({failure}): "
                      "delete it by hand")  # fmt: skip
+
+
+def _stream_code(session: Session, name: str) -> int:
+    """What the broker's Metadata says of the stream (OK: it is there)."""
+    metadata = session.call("Metadata", "metadata", streams=[name]).record.stream_metadata
+    return next((m["code"] for m in metadata if m["stream"] == name),
+                ResponseCode.STREAM_DOES_NOT_EXIST)  # fmt: skip

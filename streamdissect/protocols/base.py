@@ -51,6 +51,8 @@ class Protocol:
     ports: ClassVar[tuple[int, ...]]  # default server ports
     framer_class: ClassVar[type[Framer]]  # a direction's framer (a framing.framer.Framer)
     frames_table: ClassVar[str]  # the name, among `tables`, of its one-row-a-frame table
+    # the names, among `tables`, of those made only when asked for (not in every export)
+    tables_on_request: ClassVar[frozenset[str]] = frozenset()
     # Its fast path, or None: then a capture with its connections goes through the exact
     # packet-by-packet engine (engine.stream) only. The Stream's is its hot frames as columns
     # (protocols/stream/hot.py: HotFrames, what consumers take in place of FrameEvents) and

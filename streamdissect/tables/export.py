@@ -37,8 +37,9 @@ def arrow_table(table: str, df: pd.DataFrame) -> Any:
 
 def write_tables(analysis: Analysis, directory: str, fmt: str,
                  tables: list[str] | None = None) -> list[str]:  # fmt: skip
-    """Every analysis table (or `tables`) under `directory`; the paths written. Every table:
-    the default protocol's, and those of the other protocols whose traffic the capture had."""
+    """Every analysis table (or `tables`; the tables made on request only when named, as
+    `messages`) under `directory`; the paths written. Every table: the default protocol's,
+    and those of the other protocols whose traffic the capture had."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     os.makedirs(directory, exist_ok=True)

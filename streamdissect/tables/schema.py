@@ -34,11 +34,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
-def analysis_tables(protocol: str | None = None) -> tuple[str, ...]:
+def analysis_tables(protocol: str | None = None, on_request: bool = False) -> tuple[str, ...]:
     """The tables an analysis of `protocol` (None: the default) gives: its tables but its
-    frames table, and the anomalies table."""
+    frames table (and those it makes only on request, as the Stream's messages, unless
+    `on_request`), and the anomalies table."""
     analysed = registry.protocol(protocol)
-    return (*(name for name in analysed.tables if name != analysed.frames_table), "anomalies")
+    left_out = {analysed.frames_table} | (set() if on_request else analysed.tables_on_request)
+    return (*(name for name in analysed.tables if name not in left_out), "anomalies")
 
 
 def __getattr__(name: str) -> tuple[Column, ...]:

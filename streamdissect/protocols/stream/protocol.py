@@ -68,6 +68,8 @@ class StreamProtocol(Protocol):
             return None
         return correlation_id, bool(record.response)
 
+    tables_on_request = frozenset(("messages",))  # (analyze(messages=True))
+
     @property
     def tables(self) -> dict[str, tuple]:
         from streamdissect.protocols.stream.tables import TABLES
@@ -80,14 +82,16 @@ class StreamProtocol(Protocol):
         return FrameColumns(show_secrets)
 
     def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
-                 tables: Any = None) -> Any:  # fmt: skip
+                 tables: Any = None, messages: dict | None = None) -> Any:  # fmt: skip
         """The Stream's collector set (analysis/collectors.py); `at_once_ms` None: the credit
-        analysis' own default."""
+        analysis' own default; `messages` (max_body, bodies): make the messages table."""
         from streamdissect.protocols.stream.analysis.collectors import Collectors
         from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
+        from streamdissect.protocols.stream.analysis.messages import MessageCollector
 
+        collector = None if messages is None else MessageCollector(**messages)
         return Collectors.made(AT_ONCE_MS if at_once_ms is None else at_once_ms,
-                               report_only, tables)  # fmt: skip
+                               report_only, tables, collector)  # fmt: skip
 
 
 STREAM = StreamProtocol()

@@ -1,0 +1,71 @@
+"""Message bodies can hold personal data: `--no-bodies` leaves them out of every output of
+the commands that take it, in every format and with every other switch; without it, the
+outputs that show bodies do show them (so the check is not blind), and those that never
+show a body by default (frames text and jsonl, analyze without --messages) do not.
+
+The options are found, not listed: every on/off switch and --format choice of each command
+that has --no-bodies."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from messages_truth import CAPTURES
+from test_secrets import forms, subcommands
+
+from streamdissect.cli import main
+
+CAPTURE = CAPTURES / "rbfly-publish-consume-3.10.pcap"
+BODY = b"streamdissect-msg-00017-"  # (a part of one of the client's bodies: _common.body(17))
+ALWAYS_BODIES = {"--payloads"}  # shows the raw bytes: it does not go with --no-bodies
+SHOW_BODIES = {"-V", "--messages"}  # (analyze: --messages; frames: -V, --messages)
+
+
+def runs(with_bodies_off: bool) -> list:
+    out = []
+    for name, parser in subcommands().items():
+        options = {o for a in parser._actions for o in a.option_strings}
+        if "--no-bodies" not in options:
+            continue
+        formats = next((list(a.choices) for a in parser._actions
+                        if "--format" in a.option_strings), [None])  # fmt: skip
+        switches = [a.option_strings[0] for a in parser._actions
+                    if isinstance(a, argparse._StoreTrueAction)
+                    and a.dest not in ("no_bodies", "show_secrets")
+                    and a.option_strings[0] not in ALWAYS_BODIES]  # fmt: skip
+        for fmt in formats:
+            for switch in [None, *switches]:
+                args = [name, *([] if fmt is None else ["--format", fmt])]
+                args += [] if switch is None else [switch]
+                args += ["--no-bodies"] if with_bodies_off else []
+                out.append(pytest.param(args, id=" ".join(args)))
+    return out
+
+
+def everything(args: list[str], capsys, tmp_path) -> str:
+    files = ["-o", str(tmp_path / "out")] if {"csv", "parquet"} & set(args) else []
+    assert main([*args, *files, str(CAPTURE)]) == 0
+    out, err = capsys.readouterr()
+    texts = [out, err]
+    for path in sorted((tmp_path / "out").rglob("*")) if files else []:
+        if path.suffix == ".csv":
+            texts.append(path.read_text())
+        elif path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            texts.append(pq.read_table(path).to_pandas().to_csv())
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("args", runs(with_bodies_off=True))
+def test_no_bodies_leaves_every_body_out(args, capsys, tmp_path):
+    output = everything(args, capsys, tmp_path)
+    assert [form for form in forms(BODY) if form in output] == []
+
+
+@pytest.mark.parametrize("args", runs(with_bodies_off=False))
+def test_bodies_are_shown_only_where_asked_for(args, capsys, tmp_path):
+    output = everything(args, capsys, tmp_path)
+    shown = [form for form in forms(BODY) if form in output] != []
+    assert shown == bool(SHOW_BODIES & set(args)), "a body shown by default, or not when asked"
