@@ -13,7 +13,8 @@ targets of the same names:
 - stream: a direction's byte stream of mutated frames -> RocketMQFramer, whole and in random
           splits (the same frames and anomalies), and with missing bytes (bounded buffer).
 - pcap:   a mutated capture of captures/rocketmq -> the Dissector with RocketMQ registered
-          beside the Stream, every event's line and object.
+          beside the Stream, every event's line and object, and RocketMQ's analyses: every
+          table of theirs made as Arrow of its schema.
 
 Seeds: every frame of captures/rocketmq and crafted ones (zlib bombs, lying pull and batch
 bodies). Mutations: fuzz.py's generic ones plus RocketMQ's fields (the header-length word,
@@ -42,6 +43,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 import fuzz  # noqa: E402  (benchmarks/fuzz.py: the Stream's campaign and its machinery)
 from rocketmq_support import CAPTURES, NAMES, recorded_frames, rocketmq_registered  # noqa: E402
 
+from streamdissect.analysis.driver import analyze_events  # noqa: E402
 from streamdissect.capture import CaptureError  # noqa: E402
 from streamdissect.engine.dissect import Dissector, FrameEvent  # noqa: E402
 from streamdissect.protocols.rocketmq import (  # noqa: E402
@@ -175,8 +177,9 @@ def run_pcap(data: bytes, path: str) -> None:
     with open(path, "wb") as f:
         f.write(data)
     with rocketmq_registered():
+        dissector = Dissector(engine="stream", ooo_cap=fuzz.FUZZ_OOO_CAP)
         try:
-            events = list(Dissector(engine="stream", ooo_cap=fuzz.FUZZ_OOO_CAP).run(path))
+            events = list(dissector.run(path))
         except CaptureError:
             return
     for event in events:
@@ -184,6 +187,10 @@ def run_pcap(data: bytes, path: str) -> None:
                                                                         Malformed)):
             json.dumps(frame_fields(event.record))
             frame_summary(event.record)
+    result = analyze_events(iter(events), tcp_connections_after=lambda: list(dissector.connections),
+                            protocol_of=dissector.protocol_of.get)  # fmt: skip
+    for table in result.other_tables():
+        result.arrow(table)
 
 
 def replay(target: str, data: bytes, scratch: str | None = None) -> None:

@@ -34,16 +34,18 @@ def kernel_environment(monkeypatch):
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
 
 
-def execute(name: str, parameters: dict, timeout: int = 600) -> nbformat.NotebookNode:
+def execute(name: str, parameters: dict, timeout: int = 600,
+            last_cell: str = STALLS_CELL) -> nbformat.NotebookNode:  # fmt: skip
     """The notebook run in a python3 kernel (working directory: notebooks/), its parameters
-    in a cell after the `parameters` cell; nbclient raises on the first failing cell."""
+    in a cell after the `parameters` cell, `last_cell` after its own; nbclient raises on the
+    first failing cell."""
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     at = next(i for i, cell in enumerate(notebook.cells)
               if "parameters" in cell.metadata.get("tags", []))  # fmt: skip
     injected = "\n".join(f"{key} = {value!r}" for key, value in parameters.items())
     notebook.cells.insert(at + 1, new_code_cell(injected,
                                                 metadata={"tags": ["injected-parameters"]}))  # fmt: skip
-    notebook.cells.append(new_code_cell(STALLS_CELL))
+    notebook.cells.append(new_code_cell(last_cell))
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})  # fmt: skip
     client.execute()

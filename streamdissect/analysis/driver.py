@@ -50,6 +50,17 @@ class Analysis:
         self._anomalies.append(anomaly)
         self.__dict__.pop("anomalies", None)  # (the DataFrame, when it was made already)
 
+    def other_tables(self) -> list[str]:
+        """The tables of the other protocols' analyses this capture gave (their traffic was
+        in it), in their protocols' order."""
+        return [name for other in self._others for name in other.sources(self._tcp_connections)]
+
+    def frame(self, table: str) -> pd.DataFrame:
+        """Any table as a DataFrame (one with an attribute of its name is made once)."""
+        if isinstance(type(self).__dict__.get(table), cached_property):
+            return getattr(self, table)
+        return self._frame(table)
+
     def credit_rows(self) -> list[dict]:
         """Credit summary rows with each subscription's stalls as a list (for JSON)."""
         return self._c.credit.summary()

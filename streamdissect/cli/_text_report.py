@@ -11,8 +11,9 @@ from numbers import Integral
 from typing import TYPE_CHECKING
 
 from streamdissect.analysis.driver import Analysis
+from streamdissect.protocols import registry
 from streamdissect.tables import schema
-from streamdissect.tables.convert import _cast, plain_records
+from streamdissect.tables.convert import _cast, dataframe, plain_records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -222,9 +223,25 @@ def to_json(a: Analysis, lazy: bool = False, messages: bool = False) -> dict:
         "consumer_lag": table("deliveries", a.rows("deliveries"), LAG_COLUMNS),
         "throughput": table("throughput", a.rows("throughput")),
         "errors": table("errors", a.rows("errors")),
+        **{s.table: table(s.table, rows) for s, rows in protocol_sections(a)},
         "anomalies": table("anomalies", a.rows("anomalies")),
         **extra,
     }
+
+
+def protocol_sections(a: Analysis) -> list[tuple]:
+    """(section, its rows) of every protocol's report sections (protocols.base.ReportSection)
+    the capture gave rows: none for a capture of the default protocol alone."""
+    out = []
+    for protocol in registry.PROTOCOLS:
+        for section in protocol.report_sections:
+            try:
+                rows = a.rows(section.table)
+            except KeyError:  # (that protocol's analyses were not made: no traffic of it)
+                continue
+            if len(rows):
+                out.append((section, rows))
+    return out
 
 
 def wall_clock(ts_ns: int, local: bool = False) -> str:
@@ -298,14 +315,27 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
         _section("Throughput (per second of capture)", _throughput_summary(a.throughput),
                  local=local),
         _section("Errors", a.errors, local=local),
-        _section("Anomalies", a.anomalies.head(max_rows), local=local),
     ]
+    for section, rows in protocol_sections(a):
+        shown = rows[:max_rows] if section.one_row_an_event else rows
+        df = _first_lines(dataframe(section.table, shown))
+        columns = None if section.columns is None else list(section.columns)
+        parts.append(_section(section.title, df, columns, local=local))
+    parts.append(_section("Anomalies", a.anomalies.head(max_rows), local=local))
     if messages:
         parts.append(_section(f"Messages (the first {max_rows})", a.messages.head(max_rows), [
             "ts_ns", "connection", "direction", "frame", "command", "publishing_id", "offset",
             "stream", "size", "subject", "application_properties", "body_size",
             "body_preview"], local=local))  # fmt: skip
     return "\n".join(parts)
+
+
+def _first_lines(df: pd.DataFrame) -> pd.DataFrame:
+    """Text cells cut at their first line (a RocketMQ remark's second is a FAQ link)."""
+    for name in df.columns:
+        if df[name].dtype == "string":
+            df[name] = df[name].str.split("\n", n=1).str[0]
+    return df
 
 
 def _throughput_summary(tp: pd.DataFrame) -> pd.DataFrame:

@@ -122,7 +122,8 @@ def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> in
         from streamdissect.tables.export import write_tables
 
         try:
-            tables = list(schema.analysis_tables(on_request=args.messages))
+            # (and the tables of the other protocols the capture carried: RocketMQ's)
+            tables = [*schema.analysis_tables(on_request=args.messages), *result.other_tables()]
             for path in write_tables(result, args.output, args.format, tables):
                 print(path)
         except OSError as exc:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from streamdissect.framing.framer import Emit, Framer, Report
 
@@ -31,6 +31,16 @@ class FramerOptions:
     fixed_max_frame: bool  # max_frame was given: it, not the negotiated max, limits
     deliver_keep_limit: int | None  # frames `heads_only` names are kept as heads above it
     publish_messages: bool  # False: records may leave out message bodies nothing reads
+
+
+class ReportSection(NamedTuple):
+    """One of a protocol's tables as a section of the `analyze` report (shown when the
+    capture gives it rows)."""
+
+    title: str
+    table: str
+    columns: tuple[str, ...] | None = None  # the text's columns (None: all); JSON has all
+    one_row_an_event: bool = False  # the text shows its first rows only (as the stalls)
 
 
 class Protocol:
@@ -48,6 +58,9 @@ class Protocol:
     # (protocols/stream/hot.py: HotFrames, what consumers take in place of FrameEvents) and
     # the block engine's frame walk (engine/bulk.py). See docs/architecture.md.
     fast_path: ClassVar[Any] = None
+    # Its tables the `analyze` report shows beside the default protocol's sections, each
+    # only when it has rows (the default protocol's own report is the CLI's).
+    report_sections: ClassVar[tuple[ReportSection, ...]] = ()
 
     def looks_like(self, data: bytes) -> bool | None:
         """Heuristic for a connection on a port no protocol claims: do these first bytes of

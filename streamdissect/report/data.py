@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from streamdissect.protocols import registry
 from streamdissect.tables import schema
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 
 # The tables a report reads (every analysis table; frames are never needed).
 TABLES = schema.analysis_tables()
+# The other protocols' analysis tables: drawn when the input has them, never missing.
+OTHER_TABLES = tuple(name for p in registry.PROTOCOLS[1:] for name in schema.analysis_tables(p.name)
+                     if name not in TABLES)  # fmt: skip
 # Anomaly kinds that stand for a frame that could not be read.
 DAMAGED = ("malformed", "truncated")
 # Columns that hold a capture time, for the span of a directory of tables.
@@ -29,7 +33,8 @@ TIME_COLUMNS = {"connections": ("start_ns", "end_ns"), "requests": ("request_ts_
                 "publishes": ("publish_ts_ns",), "backlog": ("ts_ns",),
                 "stalls": ("start_ns", "end_ns"), "credit_balance": ("ts_ns",),
                 "deliveries": ("ts_ns",), "throughput": ("second_ns",),
-                "anomalies": ("ts_ns",)}  # fmt: skip
+                "anomalies": ("ts_ns",),
+                "rocketmq_requests": ("request_ts_ns", "response_ts_ns")}  # fmt: skip
 
 
 class ReportData:
@@ -91,6 +96,7 @@ class ReportData:
 def from_analysis(analysis: Analysis, source: str = "") -> ReportData:
     """The tables of an `analysis.analyze()` result."""
     tables = {name: getattr(analysis, name) for name in TABLES}
+    tables.update((name, analysis.frame(name)) for name in analysis.other_tables())
     return ReportData(tables, source, analysis.first_ns, analysis.last_ns)
 
 
@@ -112,7 +118,7 @@ def from_parquet(directory: str) -> ReportData:
     from streamdissect.tables.export import read_table
 
     tables: dict[str, pd.DataFrame | None] = {}
-    for name in TABLES:
+    for name in TABLES + OTHER_TABLES:
         folder, csv = os.path.join(directory, name), os.path.join(directory, f"{name}.csv")
         if os.path.isdir(folder) and _has_parts(folder):
             tables[name] = read_table(folder, name)

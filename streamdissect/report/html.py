@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from streamdissect.report.sections import ANOMALIES, SECTIONS
+from streamdissect.report.sections import ANOMALIES, OTHER_SECTIONS, SECTIONS
 from streamdissect.report.summary import findings
 from streamdissect.report.text import cell, duration, missing, plural, wall
 
@@ -91,6 +91,20 @@ TABLES_OF = {
     "errors": [("errors", [
         ("command", "command", TEXT), ("code", "code", None), ("code_name", "name", TEXT),
         ("count", "count", None)])],
+    "rocketmq-errors": [("rocketmq_errors", [
+        ("request_name", "request", TEXT), ("code", "code", None), ("code_name", "name", TEXT),
+        ("topic", "topic", TEXT), ("count", "count", None), ("remark", "remark", TEXT)])],
+    "rocketmq-traffic": [("rocketmq_pulls", [
+        ("connection", "connection", TEXT), ("request_ts_ns", "asked", TIME),
+        ("consumer_group", "group", TEXT), ("topic", "topic", TEXT), ("queue_id", "queue", None),
+        ("queue_offset", "offset", None), ("long_poll", "long poll", None),
+        ("latency_ms", "answered in", MS), ("code_name", "code", TEXT), ("remark", "remark", TEXT),
+        ("messages", "messages", None), ("max_offset", "max offset", None)])],
+    "rocketmq-offsets": [("rocketmq_offsets", [
+        ("server", "broker", TEXT), ("consumer_group", "group", TEXT), ("topic", "topic", TEXT),
+        ("queue_id", "queue", None), ("committed_offset", "committed", None),
+        ("commits", "commits", None), ("queried_offset", "queried", None),
+        ("max_offset", "max offset", None), ("lag", "lag", None)])],
     ANOMALIES: [("anomalies", [
         ("ts_ns", "time", TIME), ("connection", "connection", TEXT),
         ("direction", "direction", TEXT), ("kind", "kind", TEXT),
@@ -108,8 +122,9 @@ def render(data: Any, tz: Any = None, title: str | None = None,
     total, what)` is told before each section is drawn."""
     parts = [_head(title or f"streamdissect report: {data.source}"), _header(data, tz, title),
              _summary(data, tz)]  # fmt: skip
-    total = len(SECTIONS)
-    for i, section in enumerate(SECTIONS):
+    sections = _shown(data)
+    total = len(sections)
+    for i, section in enumerate(sections):
         if progress:
             progress(i, total, section.title)
         figure = section.figure(data, tz=tz)
@@ -125,6 +140,12 @@ def render(data: Any, tz: Any = None, title: str | None = None,
     parts.append(f"</main><footer>made by streamdissect {escape(_version())} on "
                  f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</footer></body></html>\n")
     return "\n".join(parts)
+
+
+def _shown(data: Any) -> tuple:
+    """The sections shown for these tables: the Stream's, and another protocol's where the
+    capture has its traffic."""
+    return SECTIONS + tuple(s for s in OTHER_SECTIONS if s.shown is None or s.shown(data))
 
 
 def write(data: Any, path: str, **options) -> int:
@@ -153,7 +174,7 @@ def _header(data: Any, tz: Any, title: str | None) -> str:
     if data.first_ns is not None and data.last_ns is not None:
         span = (f"{wall(data.first_ns, tz)} to {wall(data.last_ns, tz)} "
                 f"({duration((data.last_ns - data.first_ns) / 1e6)})")
-    links = " ".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in SECTIONS)
+    links = " ".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in _shown(data))
     return (f"<header><h1>{escape(title or 'streamdissect report')}</h1>"
             f'<p class="meta">{escape(data.source)} · {escape(span)} · '
             f"{plural(len(connections), 'connection')} · {plural(data.frames, 'Stream frame')}</p>"

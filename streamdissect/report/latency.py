@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,20 +21,43 @@ PERCENTILES = (("min_ms", 0.0), ("p50_ms", 0.5), ("p75_ms", 0.75), ("p95_ms", 0.
                ("p99_ms", 0.99), ("max_ms", 1.0))  # fmt: skip
 
 
+@dataclass(frozen=True)
+class SrtTables:
+    """Where a protocol's service response times are: its summary table (one row a key, or
+    several: RocketMQ's a request code per server), its per-request table, the key column of
+    both, the summary's columns as (column, heading), and the figure's title."""
+
+    summary: str
+    requests: str
+    key: str
+    columns: tuple[tuple[str, str], ...]
+    title: str
+
+
+STREAM_SRT = SrtTables("latency", "requests", "command", SRT_COLUMNS,
+                       "Request latency by command (service response time)")  # fmt: skip
+
+
 def latency_figure(data: Any, tz: Any = None) -> Figure:
     """Per command, the fraction of requests answered within x ms (x on a log axis), and
     the SRT table: calls, answered, open, orphan responses, duplicate ids, percentiles."""
-    srt = data.table("latency").sort_values(["calls", "command"], ascending=[False, True])
+    return srt_figure(data, STREAM_SRT)
+
+
+def srt_figure(data: Any, tables: SrtTables) -> Figure:
+    """The latency figure of `tables`: a curve a key, the SRT table under it."""
+    key = tables.key
+    srt = data.table(tables.summary).sort_values(["calls", key], ascending=[False, True])
     srt = srt.reset_index(drop=True)
     rows = len(srt)
     fig, (ax, table_ax) = new_figure(
-        "Request latency by command (service response time)", rows=2, sharex=False,
+        tables.title, rows=2, sharex=False,
         height=4.3 + 0.16 * (rows + 2), height_ratios=[4.2, 0.16 * (rows + 2)])  # fmt: skip
     table_ax.axis("off")
     if not rows:
         empty(ax, "No requests in this capture: nothing to time.")
         return fig
-    drawn, left_out = _curves(ax, data, srt)
+    drawn, left_out = _curves(ax, data, srt, tables)
     if drawn:
         ax.set_xscale("log")
         ax.set_xlabel("latency: request to response (ms, log scale)")
@@ -43,24 +67,26 @@ def latency_figure(data: Any, tz: Any = None) -> Figure:
         ax.legend(loc="lower right", fontsize=8, ncol=2)
     else:
         empty(ax, "No request was answered in this capture.")
-    table_ax.text(0.0, 1.0, _srt_text(srt), family="monospace", fontsize=8, va="top",
-                  ha="left", transform=table_ax.transAxes)  # fmt: skip
+    table_ax.text(0.0, 1.0, _srt_text(srt, tables.columns), family="monospace", fontsize=8,
+                  va="top", ha="left", transform=table_ax.transAxes)  # fmt: skip
     if left_out:
         note(fig, f"{left_out} more commands in the table only (the {MAX_SERIES} with the "
                   "most calls are drawn).")  # fmt: skip
     return fig
 
 
-def _curves(ax: Any, data: Any, srt: Any) -> tuple[int, int]:
-    """Draw a curve per command (at most MAX_SERIES); (drawn, left out)."""
-    requests = data.table("requests")
-    exact = data.has("requests") and len(requests)
+def _curves(ax: Any, data: Any, srt: Any, tables: SrtTables) -> tuple[int, int]:
+    """Draw a curve per key (at most MAX_SERIES); (drawn, left out)."""
+    key = tables.key
+    requests = data.table(tables.requests)
+    exact = data.has(tables.requests) and len(requests)
     if exact:
         answered = requests[(requests["status"] == "answered") & requests["latency_ms"].notna()]
         by_command = {c: g["latency_ms"].to_numpy(dtype=np.float64)
-                      for c, g in answered.groupby("command", sort=False)}  # fmt: skip
+                      for c, g in answered.groupby(key, sort=False)}  # fmt: skip
     drawn = 0
-    candidates = [c for c in srt["command"] if (srt.loc[srt.command == c, "answered"] > 0).any()]
+    candidates = list(dict.fromkeys(c for c in srt[key]
+                                    if (srt.loc[srt[key] == c, "answered"] > 0).any()))  # fmt: skip
     for i, command in enumerate(candidates[:MAX_SERIES]):
         color = COLORS[i % len(COLORS)]
         if exact:
@@ -70,7 +96,7 @@ def _curves(ax: Any, data: Any, srt: Any) -> tuple[int, int]:
             x, y = ecdf(np.maximum(values, SMALLEST_MS))
             ax.step(x, y, where="post", color=color, label=f"{command} ({len(values):,})")
         else:  # (only the SRT table: its percentiles as points)
-            row = srt[srt.command == command].iloc[0]
+            row = srt[srt[key] == command].iloc[0]
             x = [max(float(row[name]), SMALLEST_MS) for name, _ in PERCENTILES]
             y = [fraction for _, fraction in PERCENTILES]
             ax.plot(x, y, "o--", color=color, label=f"{command} (min, p50, p75, p95, p99, max)")
@@ -81,12 +107,12 @@ def _curves(ax: Any, data: Any, srt: Any) -> tuple[int, int]:
     return drawn, max(len(candidates) - MAX_SERIES, 0)
 
 
-def _srt_text(srt: Any) -> str:
+def _srt_text(srt: Any, columns: tuple[tuple[str, str], ...]) -> str:
     """The SRT table as fixed-width text (one text object: a cell per text object made the
     figure take a second to lay out)."""
-    rows = [[label for _, label in SRT_COLUMNS]]
-    rows += [[cell(row[name]) for name, _ in SRT_COLUMNS] for _, row in srt.iterrows()]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(SRT_COLUMNS))]
+    rows = [[label for _, label in columns]]
+    rows += [[cell(row[name]) for name, _ in columns] for _, row in srt.iterrows()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
     lines = ["  ".join(value.ljust(w) if i == 0 else value.rjust(w)
                        for i, (value, w) in enumerate(zip(r, widths))) for r in rows]  # fmt: skip
     lines.insert(1, "-" * len(lines[0]))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streamdissect.report import rocketmq
 from streamdissect.report.consuming import consumer_figure, credit_figure
 from streamdissect.report.latency import latency_figure
 from streamdissect.report.publishing import backlog_figure, confirm_lag_figure
@@ -20,6 +21,8 @@ class Section:
     title: str
     about: str  # one paragraph: what the figure shows and how it is measured
     figure: Callable[..., Any]  # (data, tz=None) -> matplotlib Figure
+    # whether the report shows it for these tables (None: always)
+    shown: Callable[[Any], bool] | None = None
 
 
 SECTIONS = (
@@ -54,6 +57,31 @@ SECTIONS = (
     Section("errors", "Errors",
             "Every code other than OK: error responses by request, PublishError codes, Credit "
             "errors, MetadataUpdate.", errors_figure),
+)  # fmt: skip
+
+# The other protocols' sections, after the Stream's: each only where `shown` says (RocketMQ's
+# for a capture, or dataset, with RocketMQ calls).
+OTHER_SECTIONS = (
+    Section("rocketmq-latency", "RocketMQ request latency",
+            "How long each RocketMQ request took to be answered (request to the response of "
+            "the same opaque on its connection), per request code: the fraction answered "
+            "within x ms, and the service response time table per request code, server and "
+            "direction (oneway requests expect no response; a long poll's time is how long "
+            "the broker held it).", rocketmq.latency_figure, rocketmq.has_rocketmq),
+    Section("rocketmq-errors", "RocketMQ errors",
+            "Every response code other than SUCCESS, by the request it answered and its "
+            "topic, with the server's remark in the table.", rocketmq.errors_figure,
+            rocketmq.has_rocketmq),
+    Section("rocketmq-traffic", "RocketMQ sends and pulls",
+            "Each message sent (SEND_MESSAGE, SEND_MESSAGE_V2, a batch's messages) and each "
+            "PULL_MESSAGE by request time, with the time to its response; failed sends and "
+            "pulls that found nothing are marked.", rocketmq.traffic_figure,
+            rocketmq.has_rocketmq),
+    Section("rocketmq-offsets", "RocketMQ consumer offsets and lag",
+            "The offset each consumer group last committed per queue (UPDATE_CONSUMER_OFFSET, "
+            "or a pull carrying its commit) against the queue's max offset the broker last "
+            "gave (pull responses, GET_MAX_OFFSET): the gap is the lag.",
+            rocketmq.offsets_figure, rocketmq.has_rocketmq),
 )  # fmt: skip
 
 ANOMALIES = "anomalies"  # (the HTML report's last section: a table, no figure)

@@ -1,6 +1,7 @@
 """What needs a look, read off the analysis tables: credit stalls, publishes never confirmed
 or errored, error codes, requests never answered, capture anomalies, missed heartbeats,
-broker-closed connections, chunks with a bad CRC; or that the capture has no Stream traffic
+broker-closed connections, chunks with a bad CRC, RocketMQ error codes and unanswered
+RocketMQ requests; or that the capture has no Stream traffic
 at all. Each finding names the report section that shows it."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from streamdissect.report import rocketmq
 from streamdissect.report.text import duration, plural, wall
 
 LEVELS = ("problem", "look", "note", "fine")  # most pressing first
@@ -28,7 +30,8 @@ def findings(data: Any, tz: Any = None) -> list[Finding]:
     if not data.has_traffic:
         return [_no_traffic(data)]
     found = [*_stalls(data, tz), *_publishes(data), *_error_codes(data), *_open_requests(data),
-             *_anomalies(data), *_heartbeats(data), *_closes(data), *_crc(data)]  # fmt: skip
+             *_anomalies(data), *_heartbeats(data), *_closes(data), *_crc(data),
+             *(Finding(*f) for f in rocketmq.findings(data))]  # fmt: skip
     if not found:
         found.append(Finding("fine", "Nothing stands out",
                              "No credit stalls, no unconfirmed or errored publishes, no error "

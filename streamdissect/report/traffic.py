@@ -62,29 +62,38 @@ def throughput_figure(data: Any, tz: Any = None) -> Figure:
 def errors_figure(data: Any, tz: Any = None) -> Figure:
     """How often each (command, code) other than OK came back: error responses,
     PublishError, Credit errors (0x8009), MetadataUpdate."""
-    errors = data.table("errors")
-    errors = errors.sort_values(["count", "command"], ascending=[False, True]).head(MAX_BARS)
-    fig, (ax,) = new_figure("Errors by command and code", height=1.6 + 0.32 * max(len(errors), 3))
+    return error_bars(data, "errors", "command", _labels, "Errors by command and code")
+
+
+def _labels(errors: Any) -> list[str]:
+    return [f"{row.command}: {row.code_name}" if missing(row.code) else
+            f"{row.command}: {row.code_name or 'code'} (0x{int(row.code):02x})"
+            for row in errors.itertuples()]  # fmt: skip
+
+
+def error_bars(data: Any, table: str, key: str, labels: Any, title: str) -> Figure:
+    """A bar a row of an errors table (`count` occurrences, coloured by `key`: its request);
+    `labels(rows)`: the bars' labels."""
+    errors = data.table(table)
+    errors = errors.sort_values(["count", key], ascending=[False, True]).head(MAX_BARS)
+    fig, (ax,) = new_figure(title, height=1.6 + 0.32 * max(len(errors), 3))
     if not len(errors):
         empty(ax, "No error codes in this capture: every response was OK.")
         return fig
-    labels = [f"{row.command}: {row.code_name}" if missing(row.code) else
-              f"{row.command}: {row.code_name or 'code'} (0x{int(row.code):02x})"
-              for row in errors.itertuples()]  # fmt: skip
-    commands = list(dict.fromkeys(errors["command"]))
-    colors = [COLORS[commands.index(c) % len(COLORS)] for c in errors["command"]]
+    commands = list(dict.fromkeys(errors[key]))
+    colors = [COLORS[commands.index(c) % len(COLORS)] for c in errors[key]]
     y = np.arange(len(errors))[::-1]
     counts = errors["count"].fillna(0).to_numpy(int)
     ax.barh(y, counts, color=colors)
     for yy, count in zip(y, counts):
         ax.text(count, yy, f" {count:,}", va="center", fontsize=8)
-    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_yticks(y, labels(errors), fontsize=8)
     ax.set_xlabel("occurrences")
     ax.set_xlim(0, counts.max() * 1.15 + 1)
     ax.grid(True, axis="x", alpha=0.3)
-    total = int(data.table("errors")["count"].fillna(0).sum())
+    total = int(data.table(table)["count"].fillna(0).sum())
     ax.set_title(f"{total:,} in all; colour by command", fontsize=9)
-    if len(data.table("errors")) > MAX_BARS:
-        note(fig, f"The {MAX_BARS} most frequent of {len(data.table('errors'))} "
+    if len(data.table(table)) > MAX_BARS:
+        note(fig, f"The {MAX_BARS} most frequent of {len(data.table(table))} "
                   "(command, code) pairs.")  # fmt: skip
     return fig

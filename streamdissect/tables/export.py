@@ -38,13 +38,14 @@ def arrow_table(table: str, df: pd.DataFrame) -> Any:
 def write_tables(analysis: Analysis, directory: str, fmt: str,
                  tables: list[str] | None = None) -> list[str]:  # fmt: skip
     """Every analysis table (or `tables`; the tables made on request only when named, as
-    `messages`) under `directory`; the paths written."""
+    `messages`) under `directory`; the paths written. Every table: the default protocol's,
+    and those of the other protocols whose traffic the capture had."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     os.makedirs(directory, exist_ok=True)
     written = []
-    for table in tables or schema.analysis_tables():
-        arrow = arrow_table(table, getattr(analysis, table))
+    for table in tables or [*schema.analysis_tables(), *analysis.other_tables()]:
+        arrow = arrow_table(table, analysis.frame(table))
         written.append(write_table(arrow, directory, table, fmt))
     return written
 

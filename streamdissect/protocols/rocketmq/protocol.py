@@ -4,8 +4,9 @@ registry line would list for this package (`ROCKETMQ`).
 It gives the engine what it needs to find and frame RocketMQ connections (ports 9876, the
 name server, and 10911, the broker; the heuristic; the framer) and pairs a response with
 its request by `opaque` and the response bit of `flag`; its frames table is
-`rocketmq_frames` (tables.py, frame_table.py: `frame_batches(paths, protocol="rocketmq")`).
-Its analyses are not written yet (issue 26's second half).
+`rocketmq_frames` (tables.py, frame_table.py: `frame_batches(paths, protocol="rocketmq")`);
+its analyses are analysis/ (calls and latency, errors, sends, pulls, offsets, clients, broker
+registrations).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class RocketMQProtocol(Protocol):
     ports = (9876, 10911)
     framer_class = RocketMQFramer
     frames_table = "rocketmq_frames"
+
+    @property
+    def report_sections(self) -> tuple:  # (tables.py is read when asked for)
+        from streamdissect.protocols.rocketmq.tables import REPORT_SECTIONS
+
+        return REPORT_SECTIONS
 
     def looks_like(self, data: bytes) -> bool | None:
         return looks_like_rocketmq(data)
@@ -88,6 +95,15 @@ class RocketMQProtocol(Protocol):
         from streamdissect.protocols.rocketmq.frame_table import FrameRows
 
         return FrameRows(show_secrets)
+
+    def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
+                 tables: Any = None) -> Any:  # fmt: skip
+        """RocketMQ's collector set (analysis/collectors.py); `report_only`: no row a call
+        (the requests table; the latency table is made all the same); `at_once_ms` changes
+        nothing here (RocketMQ has no credit)."""
+        from streamdissect.protocols.rocketmq.analysis.collectors import Collectors
+
+        return Collectors.made(report_only, tables)
 
 
 ROCKETMQ = RocketMQProtocol()

@@ -85,6 +85,16 @@ RESPONSE_CODES = {
 }
 
 
+# a send's response code -> the SendStatus the Java client makes of it (4.9.x
+# MQClientAPIImpl.processSendResponse); any other code is an error, not a status
+SEND_STATUS = {0: "SEND_OK", 10: "FLUSH_DISK_TIMEOUT", 11: "SLAVE_NOT_AVAILABLE",
+               12: "FLUSH_SLAVE_TIMEOUT"}  # fmt: skip
+SEND_CODES = frozenset((10, 310, 320, 324, 325))  # the requests that send messages
+PULL_CODE, QUERY_OFFSET_CODE, UPDATE_OFFSET_CODE, MAX_OFFSET_CODE = 11, 14, 15, 30
+HEARTBEAT_CODE, UNREGISTER_CLIENT_CODE = 34, 35
+REGISTER_BROKER_CODE, UNREGISTER_BROKER_CODE = 103, 104
+
+
 def request_name(code: int) -> str:
     return REQUEST_CODES.get(code) or f"unknown({code})"
 

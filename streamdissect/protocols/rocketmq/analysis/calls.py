@@ -1,0 +1,200 @@
+"""RocketMQ calls: a request paired with the response of the same opaque on the same
+connection, in the other direction (`rocketmq_requests`), and their latency per request code,
+server and direction (`rocketmq_latency`, in the shape of the Stream's SRT table).
+
+The other collectors take a response's request from here: the call collector sees every
+frame first, and `answered` is then the request event the current response answers (None
+for a request, or a response whose request the capture does not hold). A collector that
+keeps something per open call keys it by `call_key(request event)`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
+from streamdissect.protocols.rocketmq.tables import REQUESTS
+
+_OTHER = {"c2s": "s2c", "s2c": "c2s"}
+RequestRow = row_type("RequestRow", REQUESTS)
+
+
+def server_of(connection: str) -> str:
+    """The server's ip:port of a connection id `client-server[#n]`."""
+    return connection.split("-", 1)[-1].split("#", 1)[0]
+
+
+def call_key(request_event: Any) -> tuple[str, str, int]:
+    return request_event.connection, request_event.direction, request_event.record.opaque
+
+
+class OpenCalls:
+    """What a collector keeps per open call (a row index), bounded as the framer bounds its
+    open calls: past MAX_OPEN_CALLS the oldest is forgotten (its row stays unanswered)."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple, Any] = {}
+
+    def opened(self, request_event: Any, value: Any) -> Any:
+        """Keep `value` for the call; what was kept for an open call of the same key."""
+        open_calls = self._open
+        key = call_key(request_event)
+        previous = open_calls.pop(key, None)
+        open_calls[key] = value
+        if len(open_calls) > MAX_OPEN_CALLS:
+            del open_calls[next(iter(open_calls))]
+        return previous
+
+    def closed(self, request_event: Any | None) -> Any:
+        """What was kept for the call `request_event` asked (None: nothing, or no request)."""
+        return None if request_event is None else self.closed_key(call_key(request_event))
+
+    def closed_key(self, key: tuple) -> Any:
+        return self._open.pop(key, None)
+
+
+class PerCall:
+    """A collector whose rows are made at a request and completed at its response: `keep`
+    what a request's rows are (unless it is oneway; `new_row` makes one); a response of a
+    kept call goes to `answered(request event, what was kept, response event)`."""
+
+    def __init__(self, calls: Any) -> None:
+        self._calls = calls
+        self._open = OpenCalls()
+        self.rows: list = []  # (rows.row_type rows)
+
+    row_class: type  # its table's rows (rows.row_type)
+
+    def new_row(self, request_event: Any, **values: Any) -> Any:
+        """A row of the request, appended: its connection, server and time, and `values`."""
+        row = self.row_class(connection=request_event.connection,
+                             server=server_of(request_event.connection),
+                             request_ts_ns=request_event.ts_ns, **values)  # fmt: skip
+        self.rows.append(row)
+        return row
+
+    def keep(self, request_event: Any, value: Any) -> None:
+        if not request_event.record.oneway:
+            self._open.opened(request_event, value)
+
+    def on_response(self, ev: Any) -> None:
+        request = self._calls.answered
+        kept = self._open.closed(request)
+        if kept is not None:
+            self.answered(request, kept, ev)
+
+    def answered(self, request_event: Any, kept: Any, response_event: Any) -> None:
+        raise NotImplementedError
+
+
+def answer(row: Any, request_event: Any, response_event: Any) -> None:
+    """A row's response columns (rows.row_type) from its response, and the latency."""
+    rec = response_event.record
+    row.response_ts_ns = response_event.ts_ns
+    row.latency_ms = (response_event.ts_ns - request_event.ts_ns) / 1e6
+    row.code = rec.code
+    row.remark = rec.remark
+    if "code_name" in row.columns:
+        row.code_name = rec.code_name
+
+
+class CallCollector:
+    """Pairs calls; counts them and keeps their latencies per (request code, server,
+    direction) for the latency table, and, with `keep_rows`, a row a call (the requests
+    table: the analyze report, which shows only the latency table, leaves it out)."""
+
+    def __init__(self, keep_rows: bool = True) -> None:
+        self.rows: list = []
+        self.answered: Any = None  # the request event the current response answers
+        self._keep_rows = keep_rows
+        self._pending = OpenCalls()  # (row or None, request event, group) of each open call
+        self._groups: dict[tuple, dict] = {}  # (code, server, direction) -> its counts
+        self._samples: dict[tuple, array] = {}  # -> its answered calls' latencies
+
+    def _group(self, code: int | None, connection: str, direction: str) -> dict:
+        key = (code, server_of(connection), direction)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = {
+                "request_code": code, "request_name": None if code is None else
+                spec.request_name(code), "server": key[1], "direction": direction,
+                "calls": 0, "answered": 0, "open_requests": 0, "orphan_responses": 0,
+                "duplicate_ids": 0, "oneway": 0}  # fmt: skip
+            self._samples[key] = array("d")
+        return group
+
+    def on_frame(self, ev: Any) -> None:
+        rec = ev.record
+        if rec.response:
+            self._on_response(ev, rec)
+            return
+        self.answered = None
+        group = self._group(rec.code, ev.connection, ev.direction)
+        group["oneway" if rec.oneway else "calls"] += 1
+        row = None
+        if self._keep_rows:
+            row = RequestRow(
+                connection=ev.connection,
+                server=group["server"],
+                direction=ev.direction,
+                opaque=rec.opaque,
+                request_code=rec.code,
+                request_name=group["request_name"],
+                topic=rec.topic,
+                request_ts_ns=ev.ts_ns,
+                status="oneway" if rec.oneway else "open",
+            )
+            self.rows.append(row)
+        if rec.oneway:
+            return
+        previous = self._pending.opened(ev, (row, ev, group))
+        if previous is not None:
+            previous[2]["duplicate_ids"] += 1
+            if previous[0] is not None:
+                previous[0].status = "duplicate"
+
+    def _on_response(self, ev: Any, rec: Any) -> None:
+        key = (ev.connection, _OTHER.get(ev.direction, ev.direction), rec.opaque)
+        found = self._pending.closed_key(key)
+        if found is None:
+            self.answered = None
+            group = self._group(rec.request_code, ev.connection, key[1])
+            group["orphan_responses"] += 1
+            if self._keep_rows:
+                self.rows.append(
+                    RequestRow(
+                        connection=ev.connection,
+                        server=group["server"],
+                        direction=key[1],
+                        opaque=rec.opaque,
+                        request_code=rec.request_code,
+                        request_name=group["request_name"],
+                        response_ts_ns=ev.ts_ns,
+                        code=rec.code,
+                        code_name=rec.code_name,
+                        remark=rec.remark,
+                        status="orphan_response",
+                    )
+                )
+            return
+        row, self.answered, group = found
+        group["answered"] += 1
+        self._samples[(group["request_code"], group["server"], group["direction"])].append(
+            (ev.ts_ns - self.answered.ts_ns) / 1e6
+        )
+        if row is not None:
+            answer(row, self.answered, ev)
+            row.status = "answered"
+
+    def summary(self) -> list[dict]:
+        """One row per (request code, server, direction), in order of first appearance."""
+        out = []
+        for key, group in self._groups.items():
+            row = dict(group, open_requests=group["calls"] - group["answered"])
+            row.update(summarize_ms(self._samples[key]))
+            out.append(row)
+        return out

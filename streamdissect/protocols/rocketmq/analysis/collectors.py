@@ -1,0 +1,119 @@
+"""RocketMQ's collectors as one set: which collector sees which frame, in what order, and
+which tables each makes. analysis.driver feeds it the frame events of RocketMQ's connections.
+
+Every command goes first to the call collector (it pairs a response with its request, which
+the others then read as `calls.answered`), a response then to the errors collector, and a
+request to the collectors of its code, a response to those of its request's code (the
+framer's `request_code`). A frame whose header could not be read goes nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.analysis.brokers import BrokerCollector
+from streamdissect.protocols.rocketmq.analysis.calls import CallCollector
+from streamdissect.protocols.rocketmq.analysis.clients import ClientCollector
+from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
+from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
+from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
+from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
+from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+# The collector (attribute of Collectors) that makes each table.
+MADE_BY = {"rocketmq_requests": "calls", "rocketmq_latency": "calls",
+           "rocketmq_errors": "errors", "rocketmq_sends": "sends", "rocketmq_pulls": "pulls",
+           "rocketmq_offsets": "offsets", "rocketmq_clients": "clients",
+           "rocketmq_broker_registrations": "brokers"}  # fmt: skip
+
+
+class Collectors:
+    def __init__(self, keep_call_rows: bool = True) -> None:
+        self.calls = calls = CallCollector(keep_rows=keep_call_rows)
+        self.clients = ClientCollector()
+        self.errors = ErrorCollector(calls)  # (these read `calls.answered`)
+        self.sends = SendCollector(calls)
+        self.pulls = PullCollector(calls)
+        self.offsets = OffsetCollector(calls)
+        self.brokers = BrokerCollector(calls)
+        # the collectors fed (None: all); the others are left empty. The call collector
+        # is always fed: the others take a response's request from it.
+        self.active: tuple | None = None
+        self._by_code: dict[tuple, tuple] = {}
+
+    @classmethod
+    def made(cls, report_only: bool = False,
+             tables: Collection[str] | None = None) -> Collectors:  # fmt: skip
+        """The set for one capture. `report_only`: keep only what the analyze report shows
+        (no row a call: the requests table stays empty unless `tables` names it). `tables`:
+        feed only the collectors these tables need."""
+        asked = tables is not None and "rocketmq_requests" in tables
+        c = cls(keep_call_rows=not report_only or asked)
+        if tables is not None:
+            wanted = {MADE_BY[t] for t in tables if t in MADE_BY} | {"calls"}
+            c.active = tuple(getattr(c, name) for name in wanted)
+        return c
+
+    def _requests_of(self, code: int) -> tuple:
+        c = self
+        if code in spec.SEND_CODES:
+            return (c.sends.on_request,)
+        return {spec.PULL_CODE: (c.pulls.on_request, c.offsets.on_commit),
+                spec.UPDATE_OFFSET_CODE: (c.offsets.on_commit,),
+                spec.HEARTBEAT_CODE: (c.clients.on_heartbeat,),
+                spec.UNREGISTER_CLIENT_CODE: (c.clients.on_unregister,),
+                spec.REGISTER_BROKER_CODE: (c.brokers.on_request,),
+                spec.UNREGISTER_BROKER_CODE: (c.brokers.on_request,)}.get(code, ())  # fmt: skip
+
+    def _responses_to(self, code: int | None) -> tuple:
+        c = self
+        if code in spec.SEND_CODES:
+            return (c.sends.on_response,)
+        return {spec.PULL_CODE: (c.pulls.on_response, c.offsets.on_max_offset),
+                spec.QUERY_OFFSET_CODE: (c.offsets.on_query_response,),
+                spec.MAX_OFFSET_CODE: (c.offsets.on_max_offset,),
+                spec.REGISTER_BROKER_CODE: (c.brokers.on_response,),
+                spec.UNREGISTER_BROKER_CODE: (c.brokers.on_response,)}.get(code, ())  # fmt: skip
+
+    def handlers(self, record: object) -> tuple[tuple, bool]:
+        """(what to call for this frame, in order; whether every record of its class gets
+        the same: only a frame that is no command, whose calls are none)."""
+        if record.__class__ is not RemotingCommand:
+            return (), True
+        response = record.response
+        key = (response, record.request_code if response else record.code)
+        handlers = self._by_code.get(key)
+        if handlers is None:
+            calls = (self.calls.on_frame,)
+            if response:
+                calls += (self.errors.on_response,) + self._responses_to(key[1])
+            else:
+                calls += self._requests_of(key[1])
+            handlers = self._by_code[key] = self._fed(calls)
+        return handlers, False
+
+    def _fed(self, handlers: tuple) -> tuple:
+        if self.active is None:
+            return handlers
+        return tuple(h for h in handlers if any(h.__self__ is c for c in self.active))
+
+    def hot_handlers(self) -> tuple[Callable, ...]:
+        return ()  # (RocketMQ has no fast path: its frames come as frame events)
+
+    def finish(self, tcp_connections: list, end_ns: int) -> None:
+        """Nothing to close: a call still open at the end stays open in its tables."""
+
+    def sources(self, tcp_connections: list) -> dict[str, Callable]:
+        """Each table's rows (dicts), made when called."""
+        c = self
+        return {
+            "rocketmq_requests": lambda: c.calls.rows,
+            "rocketmq_latency": c.calls.summary,
+            "rocketmq_errors": c.errors.rows,
+            "rocketmq_sends": lambda: c.sends.rows,
+            "rocketmq_pulls": lambda: c.pulls.rows,
+            "rocketmq_offsets": c.offsets.rows,
+            "rocketmq_clients": c.clients.rows,
+            "rocketmq_broker_registrations": lambda: c.brokers.rows,
+        }
