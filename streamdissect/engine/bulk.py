@@ -130,7 +130,11 @@ class BulkCapture:
             else:
                 buffer = self._buffer(bytearray(size), 0, size)
                 pieces = ((*piece, -1) for piece in layout(reading, buffer.buf))
-                yield from self._pieces(pieces, [buffer])
+                try:
+                    yield from self._pieces(pieces, [buffer])
+                finally:
+                    buffer = pieces = None
+                    self._release()
             yield list(state.finish_capture(self.last_ts or 0))
         finally:
             for source in self.sources:
@@ -149,11 +153,18 @@ class BulkCapture:
             yield from self._pieces(pieces, buffers)
         finally:
             # (no view of the shared memory may stay for it to close)
-            self.buffer = buffers = parse = self.columns = self.events = self.walk = None
-            self.headers = {}
-            self.fast.use(None, None, None)
+            buffers = parse = self.columns = None
+            self._release()
             with contextlib.suppress(BufferError):
                 shared.close()
+
+    def _release(self) -> None:
+        """No block buffer held once the blocks are done: the state (kept after the run for
+        its tables) would keep it, 16 MiB or more, through this engine and the fast path's
+        views."""
+        self.buffer = self.events = self.walk = None
+        self.headers = {}
+        self.fast.use(None, None, None)
 
     def _buffer(self, memory: Any, at: int, size: int) -> BlockBuffer:
         """memory[at : at + size] as a block buffer."""
