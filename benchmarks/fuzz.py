@@ -44,6 +44,7 @@ tests/test_fuzz_regressions.py); the exit status is then 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import io
@@ -107,10 +108,14 @@ from streamdissect.tables.convert import dataframe
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
+TESTS = str(ROOT / "tests")
 EXTENSIONS = {"frame": ".frame", "stream": ".stream", "pcap": ".pcap"}
 
 # Bounds for one input. Generous against a loaded 2-core machine; a real hang or a
-# quadratic blow-up is far beyond them.
+# quadratic blow-up is far beyond them. The time is the process's CPU time (ITIMER_PROF):
+# every target is pure computation, and a campaign under `nice` on a busy machine waits
+# for a CPU far longer than it computes, which is no hang.
+TIMER, TIMER_SIGNAL = signal.ITIMER_PROF, signal.SIGPROF
 TIME_BOUND_S = {"frame": 2.0, "stream": 5.0, "pcap": 10.0}
 MEMORY_BOUND = {"frame": 16 << 20, "stream": 16 << 20, "pcap": 32 << 20}
 MAX_DECOMPRESSED = 1 << 20  # what the fuzzer lets a sub-batch inflate to
@@ -128,8 +133,10 @@ INTERESTING_8 = (0, 1, 0x0F, 0x10, 0x40, 0x50, 0x53, 0x70, 0x7F, 0x80, 0xA1, 0xB
                  0xD0, 0xE0, 0xF0, 0xFF)  # fmt: skip
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """An input over its time bound. Not an Exception: code under test that guards its own
+    work with `except Exception` (the codec turns its own bugs into malformed records) must
+    not swallow it and give other output."""
 
 
 class Finding(Exception):
@@ -156,7 +163,7 @@ def _amqp_message(rng: random.Random) -> bytes:
 
 def _compress(code: int, data: bytes) -> bytes:
     if code == 1:
-        return gzip.compress(data)
+        return gzip.compress(data, mtime=0)  # (no clock in the bytes: a seed gives one campaign)
     if code == 2:
         import snappy
 
@@ -597,7 +604,7 @@ class PcapMutator:
         if rng.random() < 0.08:
             del raw[rng.randrange(24, len(raw) + 1) :]
         if rng.random() < 0.08:
-            raw = bytearray(gzip.compress(bytes(raw), compresslevel=1))
+            raw = bytearray(gzip.compress(bytes(raw), compresslevel=1, mtime=0))
             if rng.random() < 0.3:
                 del raw[rng.randrange(10, len(raw) + 1) :]
         return bytes(raw)
@@ -995,7 +1002,7 @@ def run_pcap(data: bytes, path: str) -> None:
         # the same bytes gzip'd, and as a set of two files (the same one twice: their times
         # overlap, so the bulk engine merges them the reference way)
         with open(path + ".gz", "wb") as f:
-            f.write(gzip.compress(data, compresslevel=1))
+            f.write(gzip.compress(data, compresslevel=1, mtime=0))
         _engine_runs([path + ".gz"], engines, "gzip'd")
         _engine_runs([path, path], engines, "as a set of two")
     dissector, events = runs[0]
@@ -1079,7 +1086,8 @@ def check_rotated(path: str, data: bytes) -> int:
     if data[:4] not in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4",
                         b"\xa1\xb2\x3c\x4d"):  # fmt: skip
         return 0  # (pcapng, gzip: not cut here)
-    sys.path.insert(0, str(ROOT / "tests"))
+    if TESTS not in sys.path:  # (once: inserted per input, sys.path grew a capture at a time)
+        sys.path.insert(0, TESTS)
     import rotate  # (the tests' cutter: whole records, the file header in each piece)
 
     records = rotate.records(data)
@@ -1196,7 +1204,7 @@ def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path 
     names, as benchmarks/fuzz_rocketmq.py runs them), under the time and memory bounds."""
     if sample:
         tracemalloc.start()
-    signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S[target])
+    signal.setitimer(TIMER, TIME_BOUND_S[target])
     started = time.perf_counter()
     problem = None
     try:
@@ -1208,7 +1216,7 @@ def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path 
     except Exception:  # noqa: BLE001 - every exception is a finding
         problem = traceback.format_exc(limit=-8)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(TIMER, 0)
     elapsed = time.perf_counter() - started
     if sample:
         peak = tracemalloc.get_traced_memory()[1]
@@ -1249,6 +1257,7 @@ def campaign(
     log: Callable[[str], None] = print,
     progress_every: float = 60.0,
     slowest_dir: Path | None = None,
+    scratch_dir: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None,
 ) -> dict[str, Any]:
     """Run the targets round-robin until `minutes` pass or every target has its count."""
     rng = random.Random(seed)
@@ -1263,14 +1272,16 @@ def campaign(
     # inputs per round of each target, so that time splits roughly evenly
     batch = {"frame": 200, "stream": 20, "pcap": 4}
     stats = {name: Stats() for name in generators}
-    old_handler = signal.signal(signal.SIGALRM, _alarm)
-    fd, scratch = tempfile.mkstemp(prefix="streamdissect-fuzz-", suffix=".pcap",
-                                   dir="/dev/shm" if os.path.isdir("/dev/shm") else None)  # fmt: skip
+    import pandas  # noqa: F401  (pyarrow imports it lazily: a time bound must not cut that short)
+
+    old_handler = signal.signal(TIMER_SIGNAL, _alarm)
+    fd, scratch = tempfile.mkstemp(prefix="streamdissect-fuzz-", suffix=".pcap", dir=scratch_dir)
     os.close(fd)
     deadline = time.monotonic() + minutes * 60 if minutes else None
     started = time.monotonic()
     next_progress = started + progress_every
     rss_start = rss_after_warmup = None
+    rss_series: list[float] = []  # at each progress line (every minute by default)
     rounds = 0
     generator_errors = 0
     try:
@@ -1302,11 +1313,14 @@ def campaign(
             now = time.monotonic()
             if now >= next_progress:
                 next_progress = now + progress_every
-                log(f"[{(now - started) / 60:.1f} min, RSS {rss_bytes() / 2**20:.0f} MiB] " + ", ".join(
+                rss_series.append(round(rss_bytes() / 2**20, 1))
+                log(f"[{(now - started) / 60:.1f} min, RSS {rss_series[-1]:.0f} MiB] " + ", ".join(
                     f"{n} {s.inputs} ({s.findings} findings)" for n, s in stats.items()))  # fmt: skip
     finally:
-        signal.signal(signal.SIGALRM, old_handler)
-        os.unlink(scratch)
+        signal.signal(TIMER_SIGNAL, old_handler)
+        for left in (scratch, scratch + ".gz"):  # (run_pcap's gzip'd copy too: /dev/shm is RAM)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(left)
     if slowest_dir is not None:
         slowest_dir.mkdir(parents=True, exist_ok=True)
         for name, st in stats.items():
@@ -1337,6 +1351,7 @@ def campaign(
         "rss_end_mib": round(rss_end / 2**20, 1),
         "rss_growth_mib": round((rss_end - base) / 2**20, 1),
         "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_by_progress_mib": rss_series,
     }
 
 

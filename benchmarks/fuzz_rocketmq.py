@@ -221,7 +221,7 @@ def campaign(minutes: float | None, counts: dict[str, int] | None, seed: int) ->
                   "pcap": fuzz.PcapMutator(rng, pcap_captures(), mutator).mutate}  # fmt: skip
     batch = {"frame": 200, "stream": 10, "pcap": 2}
     stats = {name: fuzz.Stats() for name in generators}
-    old = signal.signal(signal.SIGALRM, fuzz._alarm)
+    old = signal.signal(fuzz.TIMER_SIGNAL, fuzz._alarm)
     fd, scratch = tempfile.mkstemp(prefix="rocketmq-fuzz-", suffix=".pcap")
     os.close(fd)
     deadline = time.monotonic() + minutes * 60 if minutes else None
@@ -238,7 +238,7 @@ def campaign(minutes: float | None, counts: dict[str, int] | None, seed: int) ->
                     fuzz.run_one(name, data, stats[name], scratch, REGRESSIONS, sample, print,
                                  replay_with=replay)  # fmt: skip
     finally:
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(fuzz.TIMER_SIGNAL, old)
         os.unlink(scratch)
     return {"seed": seed, "minutes": round((time.monotonic() - started) / 60, 2),
             "findings": sum(s.findings for s in stats.values()),

@@ -33,24 +33,37 @@ MAX_HTML = 5_000_000
 CLI = [sys.executable, "-m", "streamdissect"]
 
 
-def measure(path: str, repeats: int, timeout: float) -> dict:
-    with open(path, "rb") as f:  # (into the page cache before the first run)
+def into_page_cache(path: str) -> None:
+    """Read the file once, so that every run reads it from the page cache."""
+    with open(path, "rb") as f:
         while f.read(1 << 24):
             pass
+
+
+def round_robin(commands: dict[str, list], repeats: int, timeout: float, env: dict,
+                where: str) -> dict[str, list]:  # fmt: skip
+    """Each command `repeats` times, round-robin (slow drift hits them alike): name -> its
+    runs (run.py's run_once); a command that fails stops the benchmark with its stderr."""
+    runs: dict[str, list] = {name: [] for name in commands}
+    for r in range(repeats):
+        for name, command in commands.items():
+            run, text = run_once(command, timeout, env)
+            if run.rc != 0 or run.timed_out:
+                raise SystemExit(f"{name} failed on {where}:\n{tail(text)}")
+            runs[name].append(run)
+            print(f"  {name:<8} run {r + 1}: {run.wall_s:7.3f} s  {run.maxrss_mb:7.1f} MB",
+                  flush=True)  # fmt: skip
+    return runs
+
+
+def measure(path: str, repeats: int, timeout: float) -> dict:
+    into_page_cache(path)
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    runs: dict[str, list] = {"analyze": [], "report": []}
     with tempfile.TemporaryDirectory() as tmp:
         html = os.path.join(tmp, "report.html")
         argv = {"analyze": [*CLI, "analyze", "--format", "json", path],
                 "report": [*CLI, "report", "-q", path, "-o", html]}  # fmt: skip
-        for r in range(repeats):
-            for name, command in argv.items():
-                run, text = run_once(command, timeout, env)
-                if run.rc != 0 or run.timed_out:
-                    raise SystemExit(f"{name} failed on {path}:\n{tail(text)}")
-                runs[name].append(run)
-                print(f"  {name:<8} run {r + 1}: {run.wall_s:7.3f} s  {run.maxrss_mb:7.1f} MB",
-                      flush=True)  # fmt: skip
+        runs = round_robin(argv, repeats, timeout, env, path)
         size = os.path.getsize(html)
     analyze_s = statistics.median(r.wall_s for r in runs["analyze"])
     report_s = statistics.median(r.wall_s for r in runs["report"])

@@ -3,6 +3,8 @@ proof that the harness reports what it is there to find."""
 
 from __future__ import annotations
 
+import random
+import sys
 import time
 
 import pytest
@@ -46,9 +48,16 @@ def test_a_crash_is_a_finding_saved_with_its_input(tmp_path, monkeypatch):
         fuzz.replay("frame", (tmp_path / saved[0].rsplit("/", 1)[1]).read_bytes())
 
 
+def _spin(seconds: float) -> None:
+    """A hang: computing on (by the CPU clock, which the time bound counts)."""
+    until = time.process_time() + seconds
+    while time.process_time() < until:
+        pass
+
+
 def test_a_hang_is_cut_by_the_time_bound(tmp_path, monkeypatch):
     monkeypatch.setitem(fuzz.TIME_BOUND_S, "frame", 0.05)
-    monkeypatch.setattr(fuzz, "run_frame", lambda data: time.sleep(5))
+    monkeypatch.setattr(fuzz, "run_frame", lambda data: _spin(5))
     logged: list[str] = []
     started = time.monotonic()
     result = fuzz.campaign(counts={"frame": 2}, seed=22, out_dir=tmp_path, log=logged.append)
@@ -134,3 +143,68 @@ def test_the_scapy_target_has_frames_of_more_than_100_list_items():
             long_ones.append(record.command)
             fuzz.check_scapy(frame, record)  # a Finding if the scapy layer reads less
     assert sorted(long_ones) == ["Deliver", "Metadata", "Publish", "Publish", "PublishConfirm"]
+
+
+def test_a_campaign_leaves_no_scratch_file_behind(tmp_path):
+    """run_pcap's gzip'd copy of each input sat beside the scratch file in /dev/shm (memory)
+    after every campaign; both go."""
+    result = fuzz.campaign(counts={"pcap": 8}, seed=24, out_dir=None, log=lambda _: None,
+                           scratch_dir=str(tmp_path))  # fmt: skip
+    assert result["targets"]["pcap"]["inputs"] == 8
+    assert not list(tmp_path.iterdir())
+
+
+def test_cutting_captures_into_pieces_does_not_grow_sys_path(tmp_path):
+    """check_rotated put tests/ on sys.path once per capture input: 4,000 entries an 8-minute
+    campaign (and every failed import walked them all)."""
+    capture = (fuzz.CAPTURES / "rstream-publish-confirm-3.10.pcap").read_bytes()
+    path = str(tmp_path / "input.pcap")
+    fuzz.check_rotated(path, capture)
+    before = list(sys.path)
+    for _ in range(3):
+        assert fuzz.check_rotated(path, capture) == 1
+    assert sys.path == before
+
+
+def test_a_seed_gives_the_same_inputs_whatever_the_clock(monkeypatch):
+    """gzip wrote the time into its header, so a seed's gzip'd inputs (and seeds) differed from
+    one run to the next."""
+
+    def inputs(now: float) -> list[bytes]:
+        monkeypatch.setattr(time, "time", lambda: now)
+        rng = random.Random(25)
+        frames = fuzz.FrameMutator(rng, fuzz.crafted_frames(rng))
+        pcaps = fuzz.PcapMutator(rng, fuzz.corpus_packets(), frames)
+        return [pcaps.mutate() for _ in range(200)]
+
+    first, later = inputs(1_700_000_000.0), inputs(1_800_000_000.0)
+    assert any(data[:2] == b"\x1f\x8b" for data in first)  # (some are gzip'd)
+    assert first == later
+
+
+def test_a_hang_inside_code_that_catches_its_own_errors_is_still_a_hang(tmp_path, monkeypatch):
+    """The codec turns its own exceptions into malformed records; the time bound's exception
+    went the same way, and the framer's output then changed with the moment the timer fired
+    (a soak on a busy machine reported framer splits that differed)."""
+
+    def guarded(data):
+        try:
+            _spin(5)
+        except Exception:  # noqa: BLE001 - as the code under test guards itself
+            return
+
+    monkeypatch.setitem(fuzz.TIME_BOUND_S, "frame", 0.05)
+    monkeypatch.setattr(fuzz, "run_frame", guarded)
+    logged: list[str] = []
+    result = fuzz.campaign(counts={"frame": 2}, seed=26, out_dir=tmp_path, log=logged.append)
+    assert result["findings"] == 2 and "hang" in "\n".join(logged)
+
+
+def test_waiting_for_a_cpu_is_no_hang(tmp_path, monkeypatch):
+    """The bound counts the process's CPU time: a campaign at `nice -n 19` on a loaded
+    machine waited for the CPU past the bound and reported hangs (waiting stands in here)."""
+    monkeypatch.setitem(fuzz.TIME_BOUND_S, "frame", 0.05)
+    monkeypatch.setattr(fuzz, "run_frame", lambda data: time.sleep(0.3))
+    logged: list[str] = []
+    result = fuzz.campaign(counts={"frame": 2}, seed=27, out_dir=tmp_path, log=logged.append)
+    assert result["findings"] == 0, "\n".join(logged)
