@@ -7,19 +7,12 @@ import gzip
 import tracemalloc
 from pathlib import Path
 
-import pytest
-
 from streamdissect.engine.dissect import Dissector
 
 CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "rstream-publish-confirm-3.10.pcap"
 HELD_BOUND = 4 << 20  # the events and the connections' state: far less than a block (16 MiB)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/bulk.py keeps self.buffer and the fast path's "
-    "views after the run (issue 28: fix described in the reliability report)",
-)
 def test_a_finished_run_keeps_no_block_buffer(tmp_path):
     """A gzip'd capture's size is unknown, so the bulk engine reads it in 16 MiB blocks (21 MiB
     with the patch room). Once the run's events are all out, the Dissector (alive: its
