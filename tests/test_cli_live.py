@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import textwrap
@@ -72,7 +73,10 @@ def publish_delays(lines: list[tuple[float, str]], sent: list[float]) -> list[fl
 
 
 def start(args: list[str]) -> subprocess.Popen:
-    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """The command, in a session of its own: stop() ends it with what it starts (tcpdump, the
+    bulk engine's helper process)."""
+    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
     time.sleep(1.5)  # (tcpdump listening)
     return proc
 
@@ -90,9 +94,16 @@ def live_run(args: list[str], messages: int, pause: float) -> tuple[int, bytes, 
 
 
 def stop(proc: subprocess.Popen) -> None:
+    """Terminated; its process group killed when it does not end (a hung run must not leave
+    its tcpdump and helper behind), and the test told."""
     if proc.poll() is None:
         proc.terminate()
-    proc.wait(timeout=20)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=20)
+        raise
 
 
 def test_frames_live_prints_each_frame_within_two_seconds():
