@@ -19,7 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from streamdissect.capture.blocks import ANOMALY, BLOCK_REGION, LAYOUT, PACKETS, Layout, sliding
+from streamdissect.capture.blocks import (
+    ANOMALY,
+    BLOCK_REGION,
+    LAYOUT,
+    PACKETS,
+    RUN_MIN,
+    RUN_PATTERNS,
+    Layout,
+    sliding,
+)
 from streamdissect.capture.limits import MAX_PACKET
 from streamdissect.capture.pcapng import (
     ENHANCED_PACKET,
@@ -33,8 +42,6 @@ EPB_MIN = 32  # type, length, interface, time (2 words), two lengths, trailing l
 NS = 1_000_000_000
 # Times handed on as u32 seconds and nanoseconds: from 1970 to 2106.
 TS_END = (1 << 32) * NS
-RUN_MIN = 512  # as capture.blocks: runs of equal blocks are looked for among large ones
-RUN_PATTERNS = 64
 
 
 class PcapngWalk:

@@ -34,7 +34,6 @@ from streamdissect.capture.pcap import FILE_HEADER_SIZE, PCAP_MAGICS
 from streamdissect.capture.pcapng import PcapngBlocks
 from streamdissect.capture.pcapng_walk import PcapngWalk
 
-
 DEFLATE_MOST = 1032  # the most bytes deflate makes of one
 
 
@@ -73,8 +72,9 @@ class Source:
             return self.bytes.size
         try:
             fd = self.bytes.fileno()
-            end = os.fstat(fd).st_size
-            if not stat.S_ISREG(os.fstat(fd).st_mode) or end < 18:
+            held = os.fstat(fd)
+            end = held.st_size
+            if not stat.S_ISREG(held.st_mode) or end < 18:
                 return None
             claimed = struct.unpack("<I", os.pread(fd, 4, end - 4))[0]
             # (deflate inflates at most ~1032:1: a trailer claiming more is not believed)

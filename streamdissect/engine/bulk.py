@@ -116,7 +116,7 @@ class BulkCapture:
         try:
             if state.out:  # (anomalies told when a set's files were opened)
                 yield self._drained()
-            sizes = [_size(s) for s in self.sources]
+            sizes = [s.size for s in self.sources]
             block = blocks.BLOCK if None in sizes else min(blocks.BLOCK, max(sum(sizes), 1 << 16))
             patch_start = block + RECORD_HEADER_SIZE + MAX_PACKET + packet_columns.PAD
             # The protocol's fast path in the frame walk, made per run: (state, where its
@@ -351,11 +351,6 @@ class _HelperParse:
         headers = engine.headers_of(slot, self.buffers[slot])
         parsed = parse_packets(headers, starts, engine.layout)
         return write_parsed(self.columns[slot], parsed, starts)
-
-
-def _size(source: Source) -> int | None:
-    """About how many bytes the file holds, None when unknown (a pipe)."""
-    return source.size
 
 
 def _from_offset(packets: Iterator, offset: int) -> Iterator:
