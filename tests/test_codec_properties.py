@@ -188,10 +188,10 @@ def test_mutated_and_truncated_frames_never_raise(
     if cut is not None:
         declared = len(frame) - 4
         frame = frame[: cut % (len(frame) + 1)]
-    started = time.perf_counter()
+    started = time.process_time()  # (CPU time: a loaded machine does not fail the bound)
     record = decode_frame(bytes(frame), declared_size=declared)
     exercise(record)
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5
     assert isinstance(record, (Record, Malformed, Unknown))
     assert "internal error" not in getattr(record, "reason", "")
     if isinstance(record, Record) and not record.truncated:
