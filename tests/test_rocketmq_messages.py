@@ -428,3 +428,21 @@ def test_one_table_for_both_protocols_frames_numbered_as_frames_does(tmp_path, c
     assert [bytes(m.body) for m in sent("rmq-java-json")] == [
         r.encode() for r in rows[(rows["protocol"] == "rocketmq")
                                  & (rows["direction"] == "c2s")]["body_preview"]]  # fmt: skip
+
+
+def test_verbose_jsonl_and_the_analyze_report_carry_the_messages(capsys):
+    """`frames -V --format jsonl`: each frame with messages has them decoded; `analyze
+    --messages` names each message's topic, tags and keys."""
+    name = "rmq-js"
+    lines = [json.loads(line) for line in run(capsys, "-V", "--format", "jsonl",
+                                              path(name)).splitlines()]  # fmt: skip
+    decoded = [(line["direction"], m) for line in lines for m in line.get("decoded_messages", ())]
+    sends = [m for direction, m in decoded if direction == "c2s"]
+    assert [(m["tags"], m["keys"], m["body"].encode()) for m in sends] == \
+        [(m.tags, m.keys, m.body) for m in sent(name)]  # fmt: skip
+    pulled = sorted((m["keys"], m["body"].encode()) for d, m in decoded if d == "s2c")
+    assert pulled == sorted((g["keys"], g["body"]) for g in received(name))
+    assert main(["analyze", "--messages", path(name)]) == 0
+    report = capsys.readouterr().out.split("Messages (the first 50)", 1)[1].splitlines()
+    for m in sent(name):
+        assert sum(m.topic in line and f" {m.tags} {m.keys} " in line for line in report) == 2
