@@ -107,18 +107,6 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
     return tree.text()
 
 
-def fields_tree(fields: dict[str, Any], depth: int = 1) -> str:
-    """A frame's JSON-able fields (another protocol's jsonl object, say) as a tree: each
-    value on its line, maps and lists a branch."""
-    tree = Tree(None, False)
-    for name, value in fields.items():
-        if value.__class__ in PLAIN:  # (as it is: the Stream's codes do not name its numbers)
-            tree.add(depth, f"{name}: {_scalar(value)}")
-        else:
-            _field(tree, depth, name, value)
-    return tree.text()
-
-
 def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
     """The record's dict (to_dict: secrets redacted) without the payload bytes, which are
     shown as entries and messages; a payload class's dict made without hexing them first."""
