@@ -12,6 +12,7 @@ registrations).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from functools import cached_property
 from typing import Any
 
 from streamdissect.framing.framer import Emit, Framer, Report
@@ -103,9 +104,13 @@ class RocketMQProtocol(Protocol):
                    max_body: int | None = DEFAULT_MAX_BODY, bodies: bool = True,
                    ) -> tuple[str, str]:  # fmt: skip
         """The header and each message, its body inflated (verbose.py)."""
-        from streamdissect.protocols.rocketmq.verbose import frame_view
+        return self._views.frame_view(record, max_body, bodies)
 
-        return frame_view(record, max_body, bodies)
+    @cached_property
+    def _views(self) -> Any:  # (verbose.py, imported at the first -V frame, not at each)
+        from streamdissect.protocols.rocketmq import verbose
+
+        return verbose
 
     @property
     def tables(self) -> dict[str, tuple]:

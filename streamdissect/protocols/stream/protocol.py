@@ -4,6 +4,7 @@ registry lists for this package."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from functools import cached_property
 from typing import Any
 
 from streamdissect.framing.framer import Emit, Framer, Report
@@ -108,9 +109,13 @@ class StreamProtocol(Protocol):
                    ) -> tuple[str, str]:  # fmt: skip
         """The header, the command's fields, a Deliver's chunk and entries, each message's
         AMQP 1.0 sections (verbose.py)."""
-        from streamdissect.protocols.stream.verbose import frame_view
+        return self._views.frame_view(record, show_secrets, max_body, bodies)
 
-        return frame_view(record, show_secrets, max_body, bodies)
+    @cached_property
+    def _views(self) -> Any:  # (verbose.py, imported at the first -V frame, not at each)
+        from streamdissect.protocols.stream import verbose
+
+        return verbose
 
 
 STREAM = StreamProtocol()
