@@ -446,3 +446,12 @@ def test_verbose_jsonl_and_the_analyze_report_carry_the_messages(capsys):
     report = capsys.readouterr().out.split("Messages (the first 50)", 1)[1].splitlines()
     for m in sent(name):
         assert sum(m.topic in line and f" {m.tags} {m.keys} " in line for line in report) == 2
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CAPTURES.glob("*.pcap")))
+def test_every_recorded_frame_has_its_tree(name, capsys):
+    """Each capture under -V: every frame's line, as without -V, with its tree under it."""
+    plain_lines = run(capsys, path(name)).splitlines()
+    verbose = run(capsys, "-V", path(name))
+    assert [line for line in verbose.splitlines() if FRAME_LINE.match(line)] == plain_lines
+    assert all(len(lines) >= 3 for _, _, lines in blocks(verbose))
