@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from rocketmq_sent import received, sent
 from rocketmq_support import CAPTURES, DIRECTIONS, client_port, truth
+from test_protocol_seam import mixed, with_toy  # noqa: F401  (fixtures: the seam test's toy)
 
 from streamdissect.analysis import messages_table
 from streamdissect.cli import main
@@ -455,3 +456,14 @@ def test_every_recorded_frame_has_its_tree(name, capsys):
     verbose = run(capsys, "-V", path(name))
     assert [line for line in verbose.splitlines() if FRAME_LINE.match(line)] == plain_lines
     assert all(len(lines) >= 3 for _, _, lines in blocks(verbose))
+
+
+def test_a_protocol_that_gives_no_messages_adds_no_rows(with_toy, mixed):
+    """The seam's base MessageReader: a protocol that says nothing of messages (the seam
+    test's toy) adds no row; the Stream's rows are those of its capture alone."""
+    from test_protocol_seam import STREAM_CAPTURE
+
+    rows, alone = messages_table(str(mixed)), messages_table(str(STREAM_CAPTURE))
+    assert len(rows) == len(alone) > 0 and set(rows["protocol"]) == {"stream"}
+    for column in ("connection", "command", "publishing_id", "offset", "body_preview"):
+        assert [plain(v) for v in rows[column]] == [plain(v) for v in alone[column]]
