@@ -467,3 +467,20 @@ def test_a_protocol_that_gives_no_messages_adds_no_rows(with_toy, mixed):
     assert len(rows) == len(alone) > 0 and set(rows["protocol"]) == {"stream"}
     for column in ("connection", "command", "publishing_id", "offset", "body_preview"):
         assert [plain(v) for v in rows[column]] == [plain(v) for v in alone[column]]
+
+
+@pytest.mark.parametrize("name", ["rmq-java-json", "rmq-java-rocketmq-batch"])
+def test_born_times_are_the_producers_and_the_brokers(name):
+    """A sent message's born time is its send's header's (as the Java client's trace
+    recorded it); a pulled one's is stored with it, the same."""
+    producer = next(c for c in truth(name)["clients"] if c["name"] == "producer")["report"]
+    frames = [f for f in producer["frames"] if f["code"] in (310, 320)]
+    born = [f["header"].get("g", f["header"].get("bornTimestamp")) for f, send
+            in zip(frames, producer["sends"], strict=True) for _ in range(send["messages"])]
+    rows = table(name)
+    sends = rows[rows["direction"] == "c2s"]
+    assert list(sends["born_timestamp_ms"]) == born
+    by_id = dict(zip(sends["msg_id"], sends["born_timestamp_ms"]))
+    pulled = rows[rows["direction"] == "s2c"]
+    assert len(pulled) and all(by_id[i] == b for i, b in zip(pulled["msg_id"],
+                                                             pulled["born_timestamp_ms"]))

@@ -63,7 +63,7 @@ MESSAGES = _cols(
     ("footer", "string", "JSON object"),
     ("properties", "string", "RocketMQ: JSON object, the message's properties (TAGS, KEYS, "
                              "UNIQ_KEY, the user's)"),
-    ("born_timestamp_ms", "int64", "RocketMQ: when the producer made it (a pulled message)"),
+    ("born_timestamp_ms", "int64", "RocketMQ: when the producer made it (ms since the epoch)"),
     ("store_timestamp_ms", "int64", "RocketMQ: when the broker stored it (a pulled message)"),
     ("crc_ok", "bool", "RocketMQ: the stored body CRC matches (a pulled message)"),
     ("body_kind", "string", "data, amqp_value, amqp_sequence or raw (RocketMQ: data)"),

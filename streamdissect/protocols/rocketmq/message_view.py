@@ -27,23 +27,27 @@ MESSAGE_FIELDS = frozenset((
     "prepared_transaction_offset", "error",
 ))  # fmt: skip
 # the stored message's own fields, as message_fields names them
-STORED = ("body_crc", "crc_ok", "born_timestamp", "born_host",
+STORED = ("body_crc", "crc_ok", "born_host",
           "store_timestamp", "store_host", "reconsume_times", "physical_offset",
           "prepared_transaction_offset")  # fmt: skip
 
 
 class Held(NamedTuple):
-    """A message in its frame: its place (from 0) and the codec's Message."""
+    """A message in its frame: its place (from 0), the codec's Message, and when the
+    producer made it (a stored message's own; a sent one's from its frame's header)."""
 
     index: int
     message: Message
+    born_timestamp: int | None = None
 
 
 def frame_messages(record: Any) -> list[Held]:
     """The messages a frame carries (none for a frame without: most frames)."""
     if record.__class__ is not RemotingCommand or not record.messages:
         return []
-    return [Held(i, m) for i, m in enumerate(record.messages)]
+    sent_born = record.fields.get("bornTimestamp")
+    return [Held(i, m, sent_born if m.born_timestamp is None else m.born_timestamp)
+            for i, m in enumerate(record.messages)]  # fmt: skip
 
 
 def body_of(message: Message) -> tuple[bytes, str | None]:
@@ -75,6 +79,7 @@ def message_fields(held: Held, max_body: int | None = DEFAULT_MAX_BODY,
         "properties": dict(m.properties), "flag": m.flag, "sys_flag": m.sys_flag,
         "compression": m.compression, "size": len(m.body), "body_size": body_size,
         **{name: getattr(m, name) for name in STORED},
+        "born_timestamp": held.born_timestamp,
     }  # fmt: skip
     if bodies:
         preview = bytes_preview(body, max_body)
