@@ -26,7 +26,7 @@ class Analysis:
     """What one capture (or a rotated set read as one) says; every table a DataFrame."""
 
     def __init__(self, collectors: Any, tcp_connections: list, anomalies: list,
-                 first_ns: int | None, last_ns: int | None, others: tuple = (),
+                 first_ns: int | None, last_ns: int | None, others: tuple = (), *,
                  messages: list | None = None) -> None:  # fmt: skip
         self._c = collectors
         self._messages = messages or []  # the messages table's rows (when asked for)
@@ -202,7 +202,7 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     for theirs in made:
         theirs.finish(tcp_connections, end)
     return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns, made,
-                    None if message_run is None else message_run.table)
+                    messages=None if message_run is None else message_run.table)
 
 
 def _analyses_of(protocol: Any, others: dict, report_only: bool,
