@@ -484,3 +484,18 @@ def test_born_times_are_the_producers_and_the_brokers(name):
     pulled = rows[rows["direction"] == "s2c"]
     assert len(pulled) and all(by_id[i] == b for i, b in zip(pulled["msg_id"],
                                                              pulled["born_timestamp_ms"]))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_analyze_writes_rocketmqs_messages(fmt, tmp_path, capsys):
+    from streamdissect.tables.export import read_table
+
+    name = "rmq-java-rocketmq-batch"
+    out = tmp_path / "m"
+    assert main(["analyze", "--messages", "--format", fmt, "-o", str(out), path(name)]) == 0
+    (written,) = [line for line in capsys.readouterr().out.splitlines() if "messages" in line]
+    back = read_table(written if fmt == "csv" else str(out / "messages"), "messages")
+    pd.testing.assert_frame_equal(back, table(name), check_dtype=False)
+    sends = back[back["direction"] == "c2s"]
+    assert [b.encode() for b in sends["body_preview"]] == [m.body for m in sent(name)]
+    assert [json.loads(p)["KEYS"] for p in sends["properties"]] == [m.keys for m in sent(name)]
