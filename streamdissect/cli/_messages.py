@@ -28,8 +28,8 @@ def add_message_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--messages", action="store_true",
-        help="one line per message (Publish, Deliver; RocketMQ sends and pulls), no line "
-        "per frame",
+        help="one line per message of the frames that carry messages (Publish, Deliver, "
+        "a send, a pull's response), no line per frame",
     )  # fmt: skip
     parser.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="N",
