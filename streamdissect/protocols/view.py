@@ -36,7 +36,7 @@ class BytesPreview(NamedTuple):
 def bytes_preview(raw: bytes, max_body: int | None) -> BytesPreview:
     """`raw` as text when its first `max_body` bytes (None: all) are printable UTF-8, else
     as hex; a cut that falls inside a character keeps the text before that character."""
-    cut = raw if max_body is None else raw[:max_body]
+    cut = raw if max_body is None or len(raw) <= max_body else raw[:max_body]  # (no copy)
     text = printable_text(cut)
     if text is None and len(cut) < len(raw):
         text = next(filter(None, (printable_text(cut[:-drop]) for drop in (1, 2, 3)
