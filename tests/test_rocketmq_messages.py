@@ -499,3 +499,17 @@ def test_analyze_writes_rocketmqs_messages(fmt, tmp_path, capsys):
     sends = back[back["direction"] == "c2s"]
     assert [b.encode() for b in sends["body_preview"]] == [m.body for m in sent(name)]
     assert [json.loads(p)["KEYS"] for p in sends["properties"]] == [m.keys for m in sent(name)]
+
+
+def test_a_frame_whose_header_does_not_read_is_said_so_under_verbose():
+    """A real send whose JSON header is no JSON: the tree says where reading stopped and
+    why, and shows the bytes kept (no message is made up)."""
+    frame = next(f for f in _frames_of("rmq-java-json") if b'"code":310' in f)
+    broken = bytearray(frame)
+    broken[8] = ord("x")  # (the header's opening brace)
+    record = decode_frame(bytes(broken))
+    lines = view(record)
+    (said,) = [line for line in lines if line.startswith("[malformed] at byte ")]
+    assert record.reason in said and f"at byte {record.offset}:" in said
+    assert not any(line.startswith("message ") for line in lines)
+    assert rows_of(record) == []
