@@ -53,6 +53,7 @@ from streamdissect.protocols.rocketmq import (  # noqa: E402
     spec,
 )
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer  # noqa: E402
+from streamdissect.protocols.rocketmq.protocol import ROCKETMQ  # noqa: E402
 from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand  # noqa: E402
 from streamdissect.protocols.rocketmq.summary import frame_fields, frame_summary  # noqa: E402
 
@@ -115,9 +116,32 @@ class RocketMQMutator(fuzz.FrameMutator):
 # --- targets ------------------------------------------------------------------------------
 
 
+VERBOSE_BODY = fuzz.VERBOSE_BODY  # --max-body of the -V rendering and the message rows
+
+
+def check_verbose(record) -> None:
+    """-V (with and without bodies) and the messages' rows and fields, as `frames -V`,
+    `--messages`, `-Y` and the messages table make them: no exception, JSON-able, no body
+    shown past --max-body (a compressed one inflated within the codec's limit)."""
+    ROCKETMQ.frame_view(record, max_body=VERBOSE_BODY)
+    ROCKETMQ.frame_view(record, bodies=False)
+    reader = ROCKETMQ.message_reader(VERBOSE_BODY)
+    event = FrameEvent(0, "127.0.0.1:1-127.0.0.1:10911", "s2c", 0, record)
+    for held in reader.messages(event):
+        row = reader.row(event, held, 1)
+        json.dumps([row, reader.table_row(row), reader.fields(held, None)])
+        reader.line(row)
+        shown = len(row["body"]) // 2 if row["body_encoding"] == "hex" else len(
+            row["body"].encode("utf-8", "surrogatepass"))  # fmt: skip
+        if shown > VERBOSE_BODY:
+            raise fuzz.Finding(f"a message row shows {shown} bytes of a body, past "
+                               f"--max-body {VERBOSE_BODY}")  # fmt: skip
+
+
 def exercise(record) -> None:
     json.dumps(frame_fields(record, payloads=True))
     frame_summary(record)
+    check_verbose(record)
     if not isinstance(record, RemotingCommand):
         return
     record.to_dict(payloads=True)

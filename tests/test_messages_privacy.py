@@ -16,8 +16,13 @@ from test_secrets import forms, subcommands
 
 from streamdissect.cli import main
 
-CAPTURE = CAPTURES / "rbfly-publish-consume-3.10.pcap"
-BODY = b"streamdissect-msg-00017-"  # (a part of one of the client's bodies: _common.body(17))
+# (a capture of each protocol with messages, and a part of one of its client's bodies)
+BODIES = {
+    "stream": (CAPTURES / "rbfly-publish-consume-3.10.pcap",
+               b"streamdissect-msg-00017-"),  # (_common.body(17))
+    "rocketmq": (CAPTURES / "rocketmq" / "rmq-java-json.pcap",
+                 b"msg-3 ghijklmnopqrstuvwxyz"),  # (RmqProducer's body(3, 128), the kit's)
+}  # fmt: skip
 ALWAYS_BODIES = {"--payloads"}  # shows the raw bytes: it does not go with --no-bodies
 SHOW_BODIES = {"-V", "--messages"}  # (analyze: --messages; frames: -V, --messages)
 
@@ -39,13 +44,14 @@ def runs(with_bodies_off: bool) -> list:
                 args = [name, *([] if fmt is None else ["--format", fmt])]
                 args += [] if switch is None else [switch]
                 args += ["--no-bodies"] if with_bodies_off else []
-                out.append(pytest.param(args, id=" ".join(args)))
+                out += [pytest.param(args, protocol, id=f"{protocol}: {' '.join(args)}")
+                        for protocol in BODIES]  # fmt: skip
     return out
 
 
-def everything(args: list[str], capsys, tmp_path) -> str:
+def everything(args: list[str], protocol: str, capsys, tmp_path) -> str:
     files = ["-o", str(tmp_path / "out")] if {"csv", "parquet"} & set(args) else []
-    assert main([*args, *files, str(CAPTURE)]) == 0
+    assert main([*args, *files, str(BODIES[protocol][0])]) == 0
     out, err = capsys.readouterr()
     texts = [out, err]
     for path in sorted((tmp_path / "out").rglob("*")) if files else []:
@@ -58,14 +64,14 @@ def everything(args: list[str], capsys, tmp_path) -> str:
     return "\n".join(texts)
 
 
-@pytest.mark.parametrize("args", runs(with_bodies_off=True))
-def test_no_bodies_leaves_every_body_out(args, capsys, tmp_path):
-    output = everything(args, capsys, tmp_path)
-    assert [form for form in forms(BODY) if form in output] == []
+@pytest.mark.parametrize(("args", "protocol"), runs(with_bodies_off=True))
+def test_no_bodies_leaves_every_body_out(args, protocol, capsys, tmp_path):
+    output = everything(args, protocol, capsys, tmp_path)
+    assert [form for form in forms(BODIES[protocol][1]) if form in output] == []
 
 
-@pytest.mark.parametrize("args", runs(with_bodies_off=False))
-def test_bodies_are_shown_only_where_asked_for(args, capsys, tmp_path):
-    output = everything(args, capsys, tmp_path)
-    shown = [form for form in forms(BODY) if form in output] != []
+@pytest.mark.parametrize(("args", "protocol"), runs(with_bodies_off=False))
+def test_bodies_are_shown_only_where_asked_for(args, protocol, capsys, tmp_path):
+    output = everything(args, protocol, capsys, tmp_path)
+    shown = [form for form in forms(BODIES[protocol][1]) if form in output] != []
     assert shown == bool(SHOW_BODIES & set(args)), "a body shown by default, or not when asked"

@@ -324,8 +324,9 @@ def test_a_frame_inflates_a_bounded_amount_in_all():
 
 
 def test_rocketmq_frames_show_their_fields_as_a_tree(capsys):
-    """A RocketMQ connection under -V: each frame's line and its fields (its jsonl object) as
-    a tree; each send's tags, keys and message id as the Java client reported them."""
+    """A RocketMQ connection under -V: each frame's line and its fields as a tree (its own
+    protocol's: tests/test_rocketmq_messages.py); each send's tags, keys and message id as
+    the Java client reported them."""
     capture = CAPTURES / "rocketmq" / "rmq-java-json.pcap"
     report = json.loads(capture.with_suffix(".truth.json").read_text())["clients"][0]["report"]
     text = verbose(capsys, str(capture))
@@ -335,4 +336,5 @@ def test_rocketmq_frames_show_their_fields_as_a_tree(capsys):
         assert f'UNIQ_KEY: "{send["msgId"]}"' in lines
         assert all(f'TAGS: "{tag}"' in lines for tag in send["tags"])
         assert all(f'KEYS: "{key}"' in lines for key in send["keys"])
-    assert "code: 310" in lines  # (RocketMQ's request code, not named as a Stream code)
+    # (RocketMQ's request code, not named as a Stream code)
+    assert "code: 310 (SEND_MESSAGE_V2, a request code)" in lines

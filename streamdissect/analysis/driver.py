@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from streamdissect.analysis.fields import get
+from streamdissect.analysis.messages import MessageRun
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
 from streamdissect.protocols import registry
 from streamdissect.tables.convert import dataframe
@@ -25,8 +26,10 @@ class Analysis:
     """What one capture (or a rotated set read as one) says; every table a DataFrame."""
 
     def __init__(self, collectors: Any, tcp_connections: list, anomalies: list,
-                 first_ns: int | None, last_ns: int | None, others: tuple = ()) -> None:
+                 first_ns: int | None, last_ns: int | None, others: tuple = (), *,
+                 messages: list | None = None) -> None:  # fmt: skip
         self._c = collectors
+        self._messages = messages or []  # the messages table's rows (when asked for)
         self._others = others  # the analyses of the other protocols the capture carried
         self._tcp_connections = tcp_connections
         self._anomalies = anomalies
@@ -40,6 +43,7 @@ class Analysis:
             sources.update(other.sources(self._tcp_connections))
         sources.update(self._c.sources(self._tcp_connections))
         sources["anomalies"] = lambda: [_anomaly_row(a) for a in self._anomalies]
+        sources["messages"] = lambda: self._messages
         if table not in sources:
             raise KeyError(table)
         return sources[table]()
@@ -145,11 +149,12 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     protocol's analyses (made at its first frame; none for a protocol that gives none), and
     their tables are the result's too (a record class is one protocol's: decided once a
     class). `messages` ({"max_body": N, "bodies": bool}): make the messages table too, from
-    the records' messages (frames as columns have none)."""
-    options = {} if messages is None else {"messages": messages}
+    the records' messages of every protocol (frames as columns have none)."""
     analysed = registry.protocol(protocol)
-    collectors = analysed.analysis(
-        at_once_ms=at_once_ms, report_only=report_only, tables=tables, **options)
+    collectors = analysed.analysis(at_once_ms=at_once_ms, report_only=report_only,
+                                   tables=tables)  # fmt: skip
+    message_run = None if messages is None else MessageRun(
+        messages["max_body"], messages["bodies"], protocol_of)  # fmt: skip
     others: dict = {}  # another protocol -> its collectors (None: it gives no analyses)
     hot_class = collectors.hot_class
     anomalies = AnomalyLog()
@@ -169,6 +174,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
         if rec is None:
             anomalies.append(ev)
             continue
+        if message_run is not None:
+            message_run.on_frame(ev)
         cls = rec.__class__
         handlers = handlers_of_class.get(cls)
         if handlers is None:
@@ -194,7 +201,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
     made = tuple(c for c in others.values() if c is not None)
     for theirs in made:
         theirs.finish(tcp_connections, end)
-    return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns, made)
+    return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns, made,
+                    messages=None if message_run is None else message_run.table)
 
 
 def _analyses_of(protocol: Any, others: dict, report_only: bool,
@@ -215,9 +223,10 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heur
             messages: bool = False, max_body: int | None = 256, bodies: bool = True,
             ) -> Analysis:  # fmt: skip
     """Read a capture (several paths: one capture in time order) and run every analysis.
-    `messages`: the messages table too (a.messages: every message of every Publish and
-    Deliver, bodies cut at `max_body` bytes, left out without `bodies`), which reads every
-    frame as a record, with its messages (slower than the analyses alone).
+    `messages`: the messages table too (a.messages: every message of every frame that
+    carries messages, each protocol's MessageReader's, bodies cut at `max_body` bytes, left
+    out without `bodies`), which reads every frame as a record, with its messages (slower
+    than the analyses alone).
     `on_read(n)` is told how many file bytes were read (a progress bar). `report_only`: see
     analyze_events. `engine`, `helper_process` (by default only in a process with no other
     thread): see dissect.Dissector. `watch(events)`: an iterator over the events that passes

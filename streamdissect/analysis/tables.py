@@ -52,7 +52,8 @@ anomalies_table = _table("anomalies")
 
 def messages_table(paths: str | Sequence[str], max_body: int | None = 256, bodies: bool = True,
                    **kwargs) -> pd.DataFrame:  # fmt: skip
-    """One row a message of every Publish and Deliver (streamdissect.tables.schema.MESSAGES):
-    where it was, who sent it, its properties and application properties, its body's size
-    and first `max_body` bytes (none without `bodies`)."""
+    """One row a message, of every protocol that carries them (the Stream's Publish and
+    Deliver, RocketMQ's sends and pulled messages; streamdissect.tables.schema.MESSAGES):
+    where it was, who sent it, its properties, its body's size and first `max_body` bytes
+    (none without `bodies`)."""
     return analyze(paths, messages=True, max_body=max_body, bodies=bodies, **kwargs).messages

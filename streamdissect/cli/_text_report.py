@@ -323,9 +323,12 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
         parts.append(_section(section.title, df, columns, local=local))
     parts.append(_section("Anomalies", a.anomalies.head(max_rows), local=local))
     if messages:
-        parts.append(_section(f"Messages (the first {max_rows})", a.messages.head(max_rows), [
+        first = a.messages.head(max_rows)
+        # (topic, tags and keys when a row has them: a protocol whose messages have them)
+        named = [name for name in ("topic", "tags", "keys") if first[name].notna().any()]
+        parts.append(_section(f"Messages (the first {max_rows})", first, [
             "ts_ns", "connection", "direction", "frame", "command", "publishing_id", "offset",
-            "stream", "size", "subject", "application_properties", "body_size",
+            "stream", *named, "size", "subject", "application_properties", "body_size",
             "body_preview"], local=local))  # fmt: skip
     return "\n".join(parts)
 

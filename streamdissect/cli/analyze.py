@@ -17,7 +17,7 @@ from streamdissect.cli._live import (
 from streamdissect.cli._options import add_analysis_options
 from streamdissect.cli._progress import progress_bar
 from streamdissect.cli._text_report import json_write, to_json, to_text
-from streamdissect.protocols.stream.messages import DEFAULT_MAX_BODY
+from streamdissect.protocols.view import DEFAULT_MAX_BODY
 
 
 def register(subparsers) -> argparse.ArgumentParser:

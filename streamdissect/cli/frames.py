@@ -22,6 +22,7 @@ from streamdissect.cli._messages import (
     add_message_options,
     message_lines_writer,
     message_option_error,
+    message_run,
     message_test,
     message_text,
     names_messages,
@@ -219,18 +220,18 @@ def _frames(args: argparse.Namespace, paths: list, live: Any, test: Any,
             return anomaly_dict(ev)
         return frame_dict(ev, args.show_secrets, protocol=protocol_of(ev.connection))
 
+    run = message_run(args, protocol_of)  # (the messages of every protocol's frames)
     if args.messages and args.format == "jsonl":
-        write = message_lines_writer(sys.stdout, args, test, event_row, anomaly_dict)
+        write = message_lines_writer(sys.stdout, args, test, event_row, anomaly_dict, run)
     elif args.format == "jsonl":
         write = jsonl_writer(sys.stdout, args.show_secrets, args.payloads, protocol_of,
-                             with_messages(args) if args.verbose else None)  # fmt: skip
+                             with_messages(args, run) if args.verbose else None)  # fmt: skip
     else:
         write = text_writer(sys.stdout, sys.stderr, args.show_secrets, protocol_of,
                             verbose_tree(args) if args.verbose else None,
-                            message_text(args, test, event_row) if args.messages else None)
+                            message_text(args, test, event_row, run) if args.messages else None)
     if one_by_one:
-        event_test = message_test(test, event_row, not args.no_bodies) if args.by_message \
-            else None  # fmt: skip
+        event_test = message_test(test, event_row, run) if args.by_message else None
         write = selecting(write, test, args.show_secrets, args.count, protocol_of, event_test)
     try:
         for event in events:
@@ -306,7 +307,7 @@ def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
                  extend: Callable[[dict, FrameEvent], dict] | None = None,
                  ) -> Callable[[Any], None]:  # fmt: skip
     """`protocol_of(connection)`: the protocol a frame's connection carries; `extend(row,
-    event)` (-V): what a Stream frame's row becomes."""
+    event)` (-V): what a frame's row becomes."""
     hot = None if payloads or extend is not None else HotLines()
 
     def write(event: FrameEvent | Anomaly | HotFrames) -> None:
@@ -321,7 +322,7 @@ def jsonl_writer(out: TextIO, show_secrets: bool, payloads: bool,
         if isinstance(event, FrameEvent):
             protocol = protocol_of(event.connection)
             row = frame_dict(event, show_secrets, payloads, protocol)
-            if extend is not None and (protocol is None or protocol is STREAM):
+            if extend is not None:
                 row = extend(row, event)
         else:
             row = anomaly_dict(event)

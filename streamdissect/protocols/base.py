@@ -16,11 +16,13 @@ analyses) are imported when they are asked for.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from streamdissect.framing.framer import Emit, Framer, Report
+from streamdissect.protocols.view import DEFAULT_MAX_BODY
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,40 @@ class ReportSection(NamedTuple):
     table: str
     columns: tuple[str, ...] | None = None  # the text's columns (None: all); JSON has all
     one_row_an_event: bool = False  # the text shows its first rows only (as the stalls)
+
+
+class MessageReader:
+    """A protocol's messages for one run of `frames` or the messages table, read from the
+    frame events fed in order (Protocol.message_reader): what `-V` in jsonl, the message
+    fields of `-Y`, `--messages` and the messages table show. This one finds none (a
+    protocol without messages); a protocol's subclass gives its own."""
+
+    def __init__(self, max_body: int | None = DEFAULT_MAX_BODY, bodies: bool = True) -> None:
+        self.max_body, self.bodies = max_body, bodies
+
+    def messages(self, event: Any) -> list:
+        """A frame event's messages, in order (none for most frames); a frame may also say
+        something the later ones' rows need (the Stream: the stream a publisher writes)."""
+        return []
+
+    def fields(self, message: Any, max_body: int | None) -> dict[str, Any]:
+        """A message as the JSON-able dict `-Y` names under `message.` (its body cut at
+        `max_body` bytes, None: whole; left out unless `bodies`)."""
+        raise NotImplementedError
+
+    def row(self, event: Any, message: Any, frame: int) -> dict[str, Any]:
+        """A `--messages` line: the frame's place (`frame`: its number, as `frames` counts
+        them) and the message's fields, its body cut at max_body."""
+        raise NotImplementedError
+
+    def line(self, row: dict[str, Any]) -> str:
+        """A row as `--messages` writes it in text (after the number, time, connection)."""
+        raise NotImplementedError
+
+    def table_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A row as the messages table has it (tables/messages.py; columns left out are
+        null)."""
+        raise NotImplementedError
 
 
 class Protocol:
@@ -115,6 +151,27 @@ class Protocol:
     def filter_fields(self) -> frozenset[str]:
         """Every field name frame_fields may give (what a display filter may name)."""
         raise NotImplementedError
+
+    # What `-Y` may name after `message.` in its messages (MessageReader.fields' keys)
+    message_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def message_reader(self, max_body: int | None = DEFAULT_MAX_BODY,
+                       bodies: bool = True) -> MessageReader:  # fmt: skip
+        """Its messages for one run (MessageReader): bodies cut at `max_body` bytes in rows,
+        left out everywhere unless `bodies`."""
+        return MessageReader(max_body, bodies)
+
+    def frame_view(self, record: Any, show_secrets: bool = False,
+                   max_body: int | None = DEFAULT_MAX_BODY, bodies: bool = True,
+                   ) -> tuple[str, str]:  # fmt: skip
+        """`frames -V`: a frame's text line and the tree of its fields under it (lines
+        indented four spaces a level, each ended by a newline), its messages' bodies cut at
+        `max_body` bytes and left out unless `bodies`. This one: its jsonl fields, one a
+        line (no bodies)."""
+        fields = self.frame_fields(record, show_secrets, False)
+        below = "".join(f"    {name}: {json.dumps(value, default=str, ensure_ascii=False)}\n"
+                        for name, value in fields.items())  # fmt: skip
+        return self.frame_line(record, show_secrets), below
 
     def analysis(self, **options: Any) -> Any:
         """Its analyses for one run: the collector set the analysis driver feeds every frame

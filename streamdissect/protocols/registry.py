@@ -62,7 +62,7 @@ def server_ports(protocols: tuple[Protocol, ...],
 def check(protocols: tuple[Protocol, ...]) -> None:
     """Names and table names are unique (a table is found by its name alone)."""
     names: set[str] = set()
-    tables: dict[str, str] = {"anomalies": "every protocol"}
+    tables: dict[str, str] = {"anomalies": "every protocol", "messages": "every protocol"}
     for p in protocols:
         if p.name in names:
             raise ValueError(f"two protocols named {p.name!r}")

@@ -12,6 +12,7 @@ registrations).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from functools import cached_property
 from typing import Any
 
 from streamdissect.framing.framer import Emit, Framer, Report
@@ -22,6 +23,7 @@ from streamdissect.protocols.rocketmq.framing import (
     sent_by_server,
 )
 from streamdissect.protocols.rocketmq.records import RemotingCommand
+from streamdissect.protocols.view import DEFAULT_MAX_BODY
 
 
 class RocketMQProtocol(Protocol):
@@ -84,6 +86,31 @@ class RocketMQProtocol(Protocol):
         from streamdissect.protocols.rocketmq.summary import FIELD_NAMES
 
         return FIELD_NAMES
+
+    @property
+    def message_fields(self) -> frozenset[str]:  # type: ignore[override]
+        from streamdissect.protocols.rocketmq.message_view import MESSAGE_FIELDS
+
+        return MESSAGE_FIELDS
+
+    def message_reader(self, max_body: int | None = DEFAULT_MAX_BODY,
+                       bodies: bool = True) -> Any:  # fmt: skip
+        """The messages of sends, batches and pull responses (message_view.py)."""
+        from streamdissect.protocols.rocketmq.message_view import RocketMQMessages
+
+        return RocketMQMessages(max_body, bodies)
+
+    def frame_view(self, record: Any, show_secrets: bool = False,
+                   max_body: int | None = DEFAULT_MAX_BODY, bodies: bool = True,
+                   ) -> tuple[str, str]:  # fmt: skip
+        """The header and each message, its body inflated (verbose.py)."""
+        return self._views.frame_view(record, max_body, bodies)
+
+    @cached_property
+    def _views(self) -> Any:  # (verbose.py, imported at the first -V frame, not at each)
+        from streamdissect.protocols.rocketmq import verbose
+
+        return verbose
 
     @property
     def tables(self) -> dict[str, tuple]:

@@ -20,13 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamdissect.protocols.base import MessageReader
 from streamdissect.protocols.stream import osiris
 from streamdissect.protocols.stream.codes import ChunkType, CompressionType
 from streamdissect.protocols.stream.compression import DEFAULT_MAX_DECOMPRESSED
 from streamdissect.protocols.stream.primitives import DecodeError
 from streamdissect.protocols.stream.publish import SubBatch
+from streamdissect.protocols.view import DEFAULT_MAX_BODY, body_words, bytes_preview
 
-DEFAULT_MAX_BODY = 256  # bytes of a body shown (text or hex) unless asked otherwise
 # The AMQP properties that are timestamps (ms since the epoch): shown as wall-clock times
 TIME_PROPERTIES = ("absolute_expiry_time", "creation_time")
 # What `-Y` may name after `message.` (a message's dict keys)
@@ -186,18 +187,6 @@ def _publish_entries(record: Any, budget: list[int]) -> Iterator[EntryView]:
 # --- a message as a dict -----------------------------------------------------------------
 
 
-def printable_text(data: bytes) -> str | None:
-    """The bytes as text when they are printable UTF-8 (newlines and tabs allowed), else None."""
-    try:
-        text = str(data, "utf-8")
-    except UnicodeDecodeError:
-        return None
-    if text.isprintable():
-        return text
-    plain = text.replace("\n", "").replace("\r", "").replace("\t", "")
-    return text if plain.isprintable() else None
-
-
 @dataclass(slots=True, frozen=True)
 class Body:
     """A body as shown: `text` (printable UTF-8) or `hex`, cut at max_body bytes."""
@@ -234,15 +223,8 @@ def message_body(message: Message, max_body: int | None = DEFAULT_MAX_BODY) -> B
                 value = cut.decode("utf-8", "ignore") if isinstance(value, str) else cut
                 return Body(kind, amqp.body_size, value, None, True)
         return Body(kind, amqp.body_size, value, None, False)
-    cut = raw if max_body is None else raw[:max_body]
-    text = printable_text(cut)
-    if text is None and len(cut) < len(raw):
-        # the cut may fall inside a character: the text before that character is still text
-        text = next(filter(None, (printable_text(cut[:-drop]) for drop in (1, 2, 3)
-                                  if drop < len(cut))), None)  # fmt: skip
-    if text is not None:
-        return Body(kind, len(raw), text, "text", len(text.encode()) < len(raw))
-    return Body(kind, len(raw), cut.hex(), "hex", len(cut) < len(raw))
+    preview = bytes_preview(raw, max_body)
+    return Body(kind, len(raw), preview.value, preview.encoding, preview.truncated)
 
 
 def message_fields(message: Message, max_body: int | None = DEFAULT_MAX_BODY,
@@ -282,24 +264,25 @@ def message_fields(message: Message, max_body: int | None = DEFAULT_MAX_BODY,
 # --- a message as a row: where it was, and its fields -------------------------------------
 
 
-class MessageRows:
-    """One row a message, from the frame events of a capture fed in order (every frame, to
-    count them as `frames` numbers them): the frame's place (number, time, connection,
+class MessageRows(MessageReader):
+    """The Stream's messages (protocols.base.MessageReader): one row a message, from the
+    frame events of a capture fed in order: the frame's place (number, time, connection,
     direction), who sent it (publisher and publishing id, or subscription and offset), the
     stream (from the connection's DeclarePublisher and Subscribe) and message_fields."""
 
     def __init__(self, max_body: int | None = DEFAULT_MAX_BODY, bodies: bool = True) -> None:
-        self.max_body, self.bodies = max_body, bodies
-        self.frame = 0
+        super().__init__(max_body, bodies)
+        self.frame = 0  # (feed's count)
         self.streams: dict[tuple[str, str, int], str] = {}  # (connection, kind, id) -> stream
 
     def feed(self, event: Any) -> list[dict[str, Any]]:
-        """The rows of a frame event's messages (none for most frames)."""
-        return [self.row(event, message) for message in self.messages(event)]
+        """The rows of a frame event's messages (none for most frames), every frame fed
+        counted to number them as `frames` does."""
+        self.frame += 1
+        return [self.row(event, message, self.frame) for message in self.messages(event)]
 
     def messages(self, event: Any) -> list[Message]:
-        """A frame event's messages (none for most frames), the frame counted."""
-        self.frame += 1
+        """A frame event's messages (none for most frames)."""
         record = event.record
         command = getattr(record, "command", None)
         if command in ("DeclarePublisher", "Subscribe") and not getattr(record, "response", True):
@@ -312,14 +295,23 @@ class MessageRows:
             return []
         return list(frame_messages(record))
 
-    def row(self, event: Any, message: Message) -> dict[str, Any]:
+    def fields(self, message: Message, max_body: int | None) -> dict[str, Any]:
+        return message_fields(message, max_body, self.bodies)
+
+    def table_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        return table_row(row)
+
+    def line(self, row: dict[str, Any]) -> str:
+        return message_summary(row)
+
+    def row(self, event: Any, message: Message, frame: int) -> dict[str, Any]:
         record = event.record
         publish = record.command == "Publish"
         kind = "publisher" if publish else "subscription"
         ident = getattr(record, f"{kind}_id", None)
         return {
             "ts_ns": event.ts_ns, "connection": event.connection, "direction": event.direction,
-            "frame": self.frame, "stream_offset": event.stream_offset,
+            "frame": frame, "stream_offset": event.stream_offset,
             "command": record.command, "version": record.version,
             "publisher_id": ident if publish else None,
             "subscription_id": None if publish else ident,
@@ -342,7 +334,7 @@ def table_row(row: dict[str, Any]) -> dict[str, Any]:
     timestamps as *_ms), the maps as JSON text, the body as its preview."""
     from streamdissect.protocols.stream.amqp import PROPERTY_FIELDS
 
-    out = {name: row[name] for name in PLACE_COLUMNS}
+    out = {"protocol": "stream", **{name: row[name] for name in PLACE_COLUMNS}}
     properties = row["properties"] or {}
     for name in PROPERTY_FIELDS:
         value = properties.get(name)  # (to_json's already: binary as hex, symbols as text)
@@ -363,3 +355,25 @@ def table_row(row: dict[str, Any]) -> dict[str, Any]:
             "body_encoding": row.get("body_encoding"), "body_truncated": row.get("body_truncated"),
             "error": row["error"]}  # fmt: skip
     return out
+
+
+def message_summary(row: dict) -> str:
+    """A message's text line (--messages in text): where it is, its size, the properties
+    and application properties set, and its body as --messages has it."""
+    place = (f"publishing_id={row['publishing_id']}" if row["command"] == "Publish"
+             else f"offset={row['offset']}")  # fmt: skip
+    parts = [f"{row['command']} message {row['index']} {place}"]
+    if row["stream"] is not None:
+        parts.append(f"stream={row['stream']}")
+    if row["filter_value"] is not None:
+        parts.append(f"filter_value={row['filter_value']}")
+    if row["compression"] is not None:
+        parts.append(f"compression={row['compression']}")
+    parts.append(f"size={row['size']}")
+    for name, value in (row["properties"] or {}).items():
+        parts.append(f"{name}={json.dumps(value, ensure_ascii=False, default=str)}")
+    if row["application_properties"] is not None:
+        parts.append("application_properties=" + json.dumps(
+            row["application_properties"], ensure_ascii=False, default=str))  # fmt: skip
+    parts += body_words(row, f"{row['body_kind']}:{row['body_size']}")
+    return " ".join(parts)

@@ -4,10 +4,12 @@ registry lists for this package."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from functools import cached_property
 from typing import Any
 
 from streamdissect.framing.framer import Emit, Framer, Report
 from streamdissect.protocols.base import FramerOptions, Protocol
+from streamdissect.protocols.view import DEFAULT_MAX_BODY
 from streamdissect.protocols.stream.framing import StreamFramer, looks_like_stream, sent_by_server
 from streamdissect.protocols.stream.publish import id_run
 from streamdissect.protocols.stream.records import record_class
@@ -68,8 +70,6 @@ class StreamProtocol(Protocol):
             return None
         return correlation_id, bool(record.response)
 
-    tables_on_request = frozenset(("messages",))  # (analyze(messages=True))
-
     @property
     def tables(self) -> dict[str, tuple]:
         from streamdissect.protocols.stream.tables import TABLES
@@ -82,16 +82,40 @@ class StreamProtocol(Protocol):
         return FrameColumns(show_secrets)
 
     def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
-                 tables: Any = None, messages: dict | None = None) -> Any:  # fmt: skip
+                 tables: Any = None) -> Any:  # fmt: skip
         """The Stream's collector set (analysis/collectors.py); `at_once_ms` None: the credit
-        analysis' own default; `messages` (max_body, bodies): make the messages table."""
+        analysis' own default."""
         from streamdissect.protocols.stream.analysis.collectors import Collectors
         from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
-        from streamdissect.protocols.stream.analysis.messages import MessageCollector
 
-        collector = None if messages is None else MessageCollector(**messages)
         return Collectors.made(AT_ONCE_MS if at_once_ms is None else at_once_ms,
-                               report_only, tables, collector)  # fmt: skip
+                               report_only, tables)  # fmt: skip
+
+    @property
+    def message_fields(self) -> frozenset[str]:  # type: ignore[override]
+        from streamdissect.protocols.stream.messages import MESSAGE_FIELDS
+
+        return MESSAGE_FIELDS
+
+    def message_reader(self, max_body: int | None = DEFAULT_MAX_BODY,
+                       bodies: bool = True) -> Any:  # fmt: skip
+        """Publish and Deliver messages (messages.MessageRows)."""
+        from streamdissect.protocols.stream.messages import MessageRows
+
+        return MessageRows(max_body, bodies)
+
+    def frame_view(self, record: Any, show_secrets: bool = False,
+                   max_body: int | None = DEFAULT_MAX_BODY, bodies: bool = True,
+                   ) -> tuple[str, str]:  # fmt: skip
+        """The header, the command's fields, a Deliver's chunk and entries, each message's
+        AMQP 1.0 sections (verbose.py)."""
+        return self._views.frame_view(record, show_secrets, max_body, bodies)
+
+    @cached_property
+    def _views(self) -> Any:  # (verbose.py, imported at the first -V frame, not at each)
+        from streamdissect.protocols.stream import verbose
+
+        return verbose
 
 
 STREAM = StreamProtocol()

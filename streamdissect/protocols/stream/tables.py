@@ -197,52 +197,6 @@ ERRORS = _cols(
     ("count", "int64"),
 )
 
-MESSAGES = _cols(
-    ("ts_ns", "int64", "capture time of the frame that carried the message"),
-    ("connection", "string"),
-    ("direction", "string", "c2s (Publish) or s2c (Deliver)"),
-    ("frame", "int64", "the frame's number in the capture, as `frames` numbers it"),
-    ("stream_offset", "int64", "byte offset of the frame in its direction's TCP stream"),
-    ("command", "string", "Publish or Deliver"),
-    ("version", "int32"),
-    ("index", "int64", "the message's place in its frame, from 0"),
-    ("publisher_id", "int32", "Publish"),
-    ("publishing_id", "uint64", "Publish (a sub-batch's messages share one)"),
-    ("filter_value", "string", "Publish v2"),
-    ("subscription_id", "int32", "Deliver"),
-    ("offset", "uint64", "Deliver: the message's offset in the stream"),
-    ("stream", "string", "from the connection's DeclarePublisher or Subscribe, if captured"),
-    ("compression", "string", "the sub-batch's codec (none, gzip, snappy, lz4, zstd); "
-                              "null for a simple entry"),
-    ("size", "int64", "the message's bytes as its client encoded them"),
-    ("format", "string", "amqp (AMQP 1.0 sections) or raw (bytes as they are)"),
-    ("message_id", "string", "AMQP properties, as text (a binary id as hex)"),
-    ("user_id", "string"),
-    ("to", "string"),
-    ("subject", "string"),
-    ("reply_to", "string"),
-    ("correlation_id", "string"),
-    ("content_type", "string"),
-    ("content_encoding", "string"),
-    ("absolute_expiry_time_ms", "int64", "ms since the epoch"),
-    ("creation_time_ms", "int64", "ms since the epoch"),
-    ("group_id", "string"),
-    ("group_sequence", "int64"),
-    ("reply_to_group_id", "string"),
-    ("application_properties", "string", "JSON object: name -> value"),
-    ("header", "string", "JSON object: durable, priority, ttl, first_acquirer, delivery_count"),
-    ("delivery_annotations", "string", "JSON object"),
-    ("message_annotations", "string", "JSON object"),
-    ("footer", "string", "JSON object"),
-    ("body_kind", "string", "data, amqp_value, amqp_sequence or raw"),
-    ("body_size", "int64"),
-    ("body_preview", "string", "the body's first bytes: text, or hex (body_encoding); "
-                               "null with bodies left out"),
-    ("body_encoding", "string", "text or hex (data and raw bodies); null for typed ones"),
-    ("body_truncated", "bool", "the preview is cut"),
-    ("error", "string", "where the message's sections stopped decoding"),
-)
-
 TABLES: dict[str, tuple[Column, ...]] = {
     "frames": FRAMES,
     "connections": CONNECTIONS,
@@ -257,5 +211,4 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "deliveries": DELIVERIES,
     "throughput": THROUGHPUT,
     "errors": ERRORS,
-    "messages": MESSAGES,
 }

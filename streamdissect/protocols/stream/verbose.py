@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 from streamdissect.protocols.stream.codes import ChunkType, code_name, offset_type_name
@@ -30,11 +29,11 @@ from streamdissect.protocols.stream.messages import (
 from streamdissect.protocols.stream.records import Record, jsonable
 from streamdissect.protocols.stream.spec import BY_KEY
 from streamdissect.protocols.stream.summary import fields_summary
+from streamdissect.protocols.view import hex_lines, wall_clock_ms
 
 INDENT = "    "
 PAYLOAD_FIELDS = frozenset(("chunk_payload", "messages"))  # shown as entries, not as bytes
 MOST_ITEMS = 64  # items of a list or map shown before "... N more"
-HEX_ROW = 16
 PADS = [INDENT * depth for depth in range(16)]
 PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves as it is
 # a string json.dumps writes as it is, between quotes (the usual one: no escape to make)
@@ -105,18 +104,6 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
         _deliver_data(tree, depth, record)
     elif getattr(record, "command", None) == "Publish" and getattr(record, "messages", None):
         _entries(tree, depth, record, publish=True)
-    return tree.text()
-
-
-def fields_tree(fields: dict[str, Any], depth: int = 1) -> str:
-    """A frame's JSON-able fields (another protocol's jsonl object, say) as a tree: each
-    value on its line, maps and lists a branch."""
-    tree = Tree(None, False)
-    for name, value in fields.items():
-        if value.__class__ in PLAIN:  # (as it is: the Stream's codes do not name its numbers)
-            tree.add(depth, f"{name}: {_scalar(value)}")
-        else:
-            _field(tree, depth, name, value)
     return tree.text()
 
 
@@ -324,13 +311,8 @@ def _body(tree: Tree, depth: int, message: Message) -> None:
 
 
 def _hex_dump(tree: Tree, depth: int, data: bytes, limit: int | None) -> None:
-    shown = data if limit is None else data[:limit]
-    for at in range(0, len(shown), HEX_ROW):
-        row = shown[at : at + HEX_ROW]
-        text = "".join(chr(b) if 0x20 <= b < 0x7F else "." for b in row)
-        tree.add(depth, f"{at:04x}  {row.hex(' '):<{HEX_ROW * 3 - 1}}  {text}")
-    if len(shown) < len(data):
-        tree.add(depth, f"... {len(data) - len(shown)} more bytes")
+    for line in hex_lines(data, limit):
+        tree.add(depth, line)
 
 
 # --- AMQP values ---------------------------------------------------------------------------
@@ -415,12 +397,3 @@ def _items(tree: Tree, depth: int, items: list) -> None:
             _value(tree, depth, f"[{i}] key {_scalar(value[0])}", value[1])
         else:
             _value(tree, depth, f"[{i}]", value)
-
-
-def wall_clock_ms(ms: int) -> str:
-    """Milliseconds since the epoch as a UTC wall-clock time (a hostile value: said so)."""
-    try:
-        when = datetime.fromtimestamp(ms / 1000, UTC)
-    except (OverflowError, ValueError, OSError):
-        return "not a time"
-    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"

@@ -21,7 +21,6 @@ from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS, CreditCol
 from streamdissect.protocols.stream.analysis.errors import ErrorCollector
 from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCollector
 from streamdissect.protocols.stream.analysis.lifecycle import LifecycleCollector
-from streamdissect.protocols.stream.analysis.messages import MessageCollector
 from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.protocols.stream.records import RECORD_CLASSES
 
@@ -29,8 +28,8 @@ from streamdissect.protocols.stream.records import RECORD_CLASSES
 MADE_BY = {"connections": "lifecycle", "requests": "latency", "latency": "latency",
            "publishes": "confirms", "confirms": "confirms", "backlog": "confirms",
            "credit": "credit", "stalls": "credit", "credit_balance": "credit",
-           "deliveries": "deliveries", "throughput": "throughput", "errors": "errors",
-           "messages": "messages"}  # fmt: skip
+           "deliveries": "deliveries", "throughput": "throughput",
+           "errors": "errors"}  # fmt: skip
 _ONE_COMMAND = frozenset(RECORD_CLASSES.values())  # (not Malformed, Unknown, dicts)
 
 
@@ -43,8 +42,6 @@ class Collectors:
     throughput: ThroughputCollector = field(default_factory=ThroughputCollector)
     lifecycle: LifecycleCollector = field(default_factory=LifecycleCollector)
     errors: ErrorCollector = field(default_factory=ErrorCollector)
-    # the messages table, when asked for (made from records only: see analysis/messages.py)
-    messages: MessageCollector | None = None
     # the fast path's columns event: the driver gives it to the collectors' on_hot
     hot_class: type = HotFrames
     # the collectors fed (None: all); the others are left empty
@@ -53,14 +50,11 @@ class Collectors:
 
     @classmethod
     def made(cls, at_once_ms: float = AT_ONCE_MS, report_only: bool = False,
-             tables: Collection[str] | None = None,
-             messages: MessageCollector | None = None) -> Collectors:  # fmt: skip
+             tables: Collection[str] | None = None) -> Collectors:  # fmt: skip
         """The set for one capture. `report_only`: keep only what the analyze report shows
         (no per-id publishes table, no backlog series, no credit balance series, no Deliver
-        CRC check). `tables`: feed only the collectors these tables need. `messages`: the
-        messages table's collector (none: no such table)."""
-        c = cls(credit=CreditCollector(at_once_ms=at_once_ms, keep_balance=not report_only),
-                messages=messages)  # fmt: skip
+        CRC check). `tables`: feed only the collectors these tables need."""
+        c = cls(credit=CreditCollector(at_once_ms=at_once_ms, keep_balance=not report_only))
         if report_only:
             c.confirms = ConfirmCollector(keep_pairs=False, keep_backlog=False)
             c.deliveries = DeliveryCollector(crc=False, compact=True)
@@ -106,8 +100,6 @@ class Collectors:
         handlers = self._by_command.get((command, coded))
         if handlers is None:
             calls = (self.lifecycle.on_any,)
-            if self.messages is not None:
-                calls += (self.messages.on_frame,)
             if command is not None and command not in NOT_CALLS:
                 calls += (self.latency.on_frame,)
             if coded:
@@ -148,5 +140,4 @@ class Collectors:
             "deliveries": lambda: c.deliveries.rows,
             "throughput": c.throughput.rows,
             "errors": c.errors.rows,
-            "messages": lambda: [] if c.messages is None else c.messages.rows,
         }
