@@ -9,7 +9,7 @@ capture cut in files, numbered as one run over them would number it (`host:port-
 `#2` for a four-tuple's second connection).
 
 A connection of several parts is a chain. At each cut, per direction, the earlier part's
-framer is restored and fed the later part's head (facts.BoundaryFramer): the frames it
+framer is restored and fed the later part's head (facts.boundary_class): the frames it
 completes are the frames across the cut, which neither piece has. It must end exactly where
 the later piece's own framer found its first frame; then everything that piece decoded is
 right, and its framer's end state carries on to the next cut. Stream offsets of a later part
@@ -55,6 +55,7 @@ class Chain:
     summary: ConnectionSummary
     capture_end_ns: int | None
     frames: list[tuple[int, FrameEvent]] = field(default_factory=list)  # (piece, frame)
+    protocol: str | None = None  # the name of the protocol it carries (None: the default)
 
 
 @dataclass
@@ -185,7 +186,8 @@ def _plan_set(pieces: list[PieceFacts], members: list[int], links: dict[PartKey,
 def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | None,
            result: Plan) -> Chain:  # fmt: skip
     first, last = parts[0][1], parts[-1][1]
-    chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
+    chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end,  # type: ignore[arg-type]
+                  protocol=first.protocol)
     tunes: list[tuple[int, int, int]] = []  # Tunes among the frames across the cuts
     stream_bytes = {d: _stitch_direction(chain, parts, d, result, tunes) for d in DIRECTIONS}
     ends = {p.tcp_end for _, p in parts}  # (as TcpConnection.how_ended, over every part)
@@ -193,7 +195,7 @@ def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | N
     # (its frames are counted by apply.chain_tables, from the frames it analyses)
     chain.summary = ConnectionSummary(name, first.client, first.server, first.start_ns,
                                       last.end_ns, 0, 0, stream_bytes["c2s"],
-                                      stream_bytes["s2c"], tcp_end)  # fmt: skip
+                                      stream_bytes["s2c"], tcp_end, first.protocol)  # fmt: skip
     chain.frames.sort(key=lambda item: (item[0], item[1].ts_ns))
     return chain
 
@@ -262,7 +264,8 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
 
     def emit(offset: int, ts_ns: int, record: Any) -> None:
         made.append(FrameEvent(ts_ns, chain.name, direction, offset, record))
-        if record.key == TUNE_KEY and getattr(record, "frame_max", None):
+        # (a Stream Tune: another protocol's records have no `key`)
+        if getattr(record, "key", None) == TUNE_KEY and getattr(record, "frame_max", None):
             framer.negotiated_frame_max(record.frame_max)  # (as engine.state's emit does)
             tunes.append((ts_ns, piece, record.frame_max))
 
