@@ -64,12 +64,15 @@ def _names(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _offsets(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, ...]:
-    """Each row's stream offset shift, and the [from, to) of local offsets whose frames the
-    frames across a cut replace (empty: none)."""
-    def of(c: str | None, d: str | None) -> tuple[int, int, int]:
-        return (plan.shifts.get((piece, c, d), 0), *plan.replaced.get((piece, c, d), (0, 0)))
+    """Each row's stream offset shift, the [from, to) of local offsets whose frames the
+    frames across a cut replace (empty: none), and the local offset from which the frames
+    across the next cut replace them (plan.tails; 2**62: none)."""
+    def of(c: str | None, d: str | None) -> tuple[int, int, int, int]:
+        return (plan.shifts.get((piece, c, d), 0), *plan.replaced.get((piece, c, d), (0, 0)),
+                plan.tails.get((piece, c, d), 1 << 62))  # fmt: skip
 
-    return _per_key(table, ("connection", "direction"), of, (np.int64, np.int64, np.int64))
+    return _per_key(table, ("connection", "direction"), of,
+                    (np.int64, np.int64, np.int64, np.int64))  # fmt: skip
 
 
 def _set_column(table: Any, name: str, values: Any) -> Any:
@@ -115,13 +118,14 @@ def chain_frames(frames: Any, piece: int, plan: Plan) -> Any:
     rows = np.flatnonzero(chain >= 0)
     picked = frames.take(pa.array(rows))
     local = picked["stream_offset"].to_numpy(zero_copy_only=False)
-    shift, lo, hi = _offsets(picked, piece, plan)
+    shift, lo, hi, tail = _offsets(picked, piece, plan)
     picked = _set_column(picked, "stream_offset", local + shift)
     picked = _set_column(picked, "connection", names[rows])
     return (picked.append_column(CHAIN, pa.array(chain[rows], pa.int64()))
             .append_column(PIECE, pa.array(np.full(len(rows), piece), pa.int32()))
             .append_column(ROW, pa.array(rows, pa.int64()))
-            .append_column(REPLACED, pa.array((lo <= local) & (local < hi))))  # fmt: skip
+            .append_column(REPLACED, pa.array(((lo <= local) & (local < hi))
+                                              | (local >= tail))))  # fmt: skip
 
 
 def replay_rows(replay: Any, piece: int, plan: Plan) -> Any:
@@ -132,12 +136,12 @@ def replay_rows(replay: Any, piece: int, plan: Plan) -> Any:
 
     names, _ = _names(replay, piece, plan)
     local = replay["stream_offset"].to_numpy(zero_copy_only=False)
-    shift, lo, hi = _offsets(replay, piece, plan)  # (0, 0, 0: a part of no chain)
+    shift, lo, hi, tail = _offsets(replay, piece, plan)  # (0, 0, 0, 2**62: of no chain)
     table = _set_column(replay, "stream_offset", local + shift)
     table = _set_column(table, "connection", names)
     table = (table.append_column(PIECE, pa.array(np.full(len(local), piece), pa.int32()))
              .append_column(ROW, pa.array(np.arange(len(local)), pa.int64())))  # fmt: skip
-    return table.filter(pa.array(~((lo <= local) & (local < hi))))
+    return table.filter(pa.array(~(((lo <= local) & (local < hi)) | (local >= tail))))
 
 
 def part_summaries(rows: list[dict], piece: int, plan: Plan) -> list[dict]:

@@ -48,6 +48,8 @@ class _Boundary:
         self.head_sync: int | None = None  # stream offset of the first frame after the head
         self.head_state: tuple[bool, int, int] | None = None  # (synced, offset, cur_start)
         self.end_state: dict | None = None
+        self.tail: tuple[int, int] | None = None  # see finish
+        self.finish_ts: int | None = None  # the end of the piece, as finish was told it
 
     def desync(self) -> None:
         if self.head is None and self.offset == 0 and self.synced and self.cur_start < 0:
@@ -93,12 +95,20 @@ class _Boundary:
         self.plain._synced_at(self, pos, ts_ns)
 
     def finish(self, ts_ns: int) -> None:
-        self.end_state = framer_state(self)  # (before the end of capture is reported)
+        """The end state, taken before the end of capture is reported; and, when the end
+        came while looking for a frame start, where what the end decides begins: the
+        resync it reports, and the frames from a candidate it takes without the next
+        frame's head (`tail`: their stream offsets). When a later piece carries the
+        connection on, one run would have read on instead: stitch.py drops them."""
+        self.end_state = framer_state(self)
+        self.finish_ts = ts_ns
+        if not self.synced and self.rbuf:
+            self.tail = (self.rbuf_start - self.skipped, self.rbuf_start)
         self.plain.finish(self, ts_ns)
 
 
 _BOUNDARY_SLOTS = ("end_state", "head", "head_bytes", "head_overflow", "head_state",
-                   "head_sync")  # fmt: skip
+                   "head_sync", "tail", "finish_ts")  # fmt: skip
 _BOUNDARY_CLASSES: dict[type, type] = {}
 
 
@@ -159,6 +169,7 @@ class SideFacts:
     head_state: tuple[bool, int, int] | None
     head_overflow: bool
     end_state: dict | None
+    tail: tuple[int, int] | None = None  # see _Boundary.finish
 
 
 @dataclass(slots=True)
@@ -194,6 +205,7 @@ class PieceFacts:
     first_ns: int | None  # first connection seen (None: no Stream connection)
     last_frame_ns: int | None  # time of its last frame, in frame order
     parts: list[PartFacts] = field(default_factory=list)
+    end_ns: int | None = None  # its last packet's time (what its framers' finish was told)
 
 
 def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFacts:
@@ -219,6 +231,7 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
                 head_state=getattr(framer, "head_state", None),
                 head_overflow=getattr(framer, "head_overflow", False),
                 end_state=getattr(framer, "end_state", None) or framer_state(framer),
+                tail=getattr(framer, "tail", None),
             )
         client, server = (conn.endpoints[1 - stream.server_side],
                           conn.endpoints[stream.server_side])  # fmt: skip
@@ -226,7 +239,9 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
                                conn.start_ns, conn.end_ns, conn.how_ended, conn.ended,
                                sides, stream.protocol.name))  # fmt: skip
     first = min((p.start_ns for p in parts), default=None)
-    return PieceFacts(path, first, last_frame_ns, parts)
+    ends = [f.finish_ts for s in dissector.streams for f in s.framers
+            if getattr(f, "finish_ts", None) is not None]  # fmt: skip
+    return PieceFacts(path, first, last_frame_ns, parts, max(ends, default=None))
 
 
 def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:

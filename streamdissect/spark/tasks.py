@@ -245,7 +245,9 @@ def _chained_here(plan: Any, k: int) -> bool:
     from streamdissect.protocols.registry import protocol
 
     keys = {plan.chain_of(k, part) for part in _locals(plan, k)} - {None}
-    return any(not protocol(plan.chains[key].protocol).analysed_per_server for key in keys)
+    # (the stages' plan holds their chains only: jobs._stitch)
+    return any(key in plan.chains and not protocol(plan.chains[key].protocol).analysed_per_server
+               for key in keys)  # fmt: skip
 
 
 @timed
