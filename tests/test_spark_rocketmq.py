@@ -202,3 +202,17 @@ def test_the_data_source_reads_rocketmq_tables_file_by_file(spark, tmp_path):
 def plain_row(row) -> dict:
     items = row.asDict().items() if hasattr(row, "asDict") else row.items()
     return {c: plain(v) for c, v in items}
+
+
+def test_a_report_of_the_jobs_tables_counts_each_protocols_frames(archive):
+    """`streamdissect report --parquet` of the job's tables: the frames of each protocol
+    as the CLI's tables of the same captures count them, RocketMQ's sections drawn."""
+    from streamdissect import report
+    from streamdissect.report.sections import OTHER_SECTIONS
+
+    out, cli, _ = archive
+    job, whole = report.from_parquet(str(out)), report.from_parquet(str(cli))
+    assert job.frames_by_protocol == whole.frames_by_protocol
+    assert [title for title, _ in job.frames_by_protocol] == ["RabbitMQ Stream",
+                                                             "RocketMQ remoting"]  # fmt: skip
+    assert all(section.shown(job) for section in OTHER_SECTIONS)

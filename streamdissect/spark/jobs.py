@@ -52,9 +52,11 @@ TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries"
           *(t for tables in SERVER_TABLES.values() for t in tables))  # fmt: skip
 OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance",
             *(p.frames_table for p in PER_SERVER))  # on request  # fmt: skip
-# Tables of protocols analysed per server that sum up over servers (the others are per
-# server: their tasks' parts are the table).
-ACROSS_SERVERS = frozenset(t for t in SERVER_TABLES.get("rocketmq", ()) if t.endswith("_errors"))
+# Tables of protocols analysed per server without a server column (RocketMQ's errors, per
+# request, code and topic): the servers' rows summed up (the others are per server, or per
+# connection: their tasks' parts are the table).
+ACROSS_SERVERS = frozenset(t for tables in SERVER_TABLES.values() for t in tables
+                           if "server" not in schema.column_names(t))  # fmt: skip
 # Tables of a row per id or per change (what the report's figures draw): the files are then
 # analysed keeping them (analyze() without report_only), which costs more.
 PER_ID = ("publishes", "backlog", "credit_balance")
@@ -307,7 +309,7 @@ def _finish(table: str, frame: Any) -> Any:
         sums = [F.sum(c).cast("bigint").alias(c) for c in names]
         counted = " OR ".join(f"{c} != 0" for c in names)
         return frame.groupBy("second_ns").agg(*sums).where(counted).orderBy("second_ns")
-    if table in ACROSS_SERVERS:  # (each server's counts summed; the first remark kept)
+    if table in ACROSS_SERVERS:  # (errors: each server's counts summed, the first remark)
         keys = [c for c in schema.column_names(table)
                 if c not in ("count", "remark", "first_ts_ns")]  # fmt: skip
         return (frame.groupBy(*keys).agg(F.sum("count").cast("bigint").alias("count"),

@@ -310,11 +310,13 @@ def analyse_server(item: tuple, plan: Any, options: dict) -> int:
         k = int(part.removeprefix("part-").removesuffix(".parquet"))
         summaries.append((k, pq.read_table(os.path.join(folder, "summaries", part)).to_pylist()))
     cuts = [pa.ipc.open_stream(data).read_all() for data in cuts_ipc]
+    from streamdissect.protocols.registry import protocol
+
     wanted = options["per_server"][name]
-    frames_table = next((t for t in wanted if t.endswith("_frames")), None)
+    frames_table = protocol(name).frames_table
     tables = server_tables(name, pieces, summaries, chains, cuts, plan,
                            [t for t in wanted if t != frames_table],
-                           frames=frames_table is not None)  # fmt: skip
+                           frames=frames_table in wanted)  # fmt: skip
     rows = 0
     for table, arrow in tables.items():
         rows += _write(arrow, options["work"], table, f"{name}-{os.path.basename(folder)}")
