@@ -89,3 +89,16 @@ def recorded_frames() -> list[tuple[int, bytes]]:
             dissector.framer_class = _KeepingFramer
             list(dissector.run(str(CAPTURES / f"{name}.pcap")))
     return _KeepingFramer.kept
+
+
+def both_protocols(path: Path, stream_capture: Path, rocketmq_capture: Path) -> Path:
+    """One capture of a Stream capture and a RocketMQ capture, the RocketMQ packets moved
+    to start just after the Stream's first, interleaved in time."""
+    import worsen
+
+    linktype, stream_packets = worsen.read_pcap(stream_capture)
+    _, rocketmq_packets = worsen.read_pcap(rocketmq_capture)
+    shift = stream_packets[0][0] - rocketmq_packets[0][0]
+    both = sorted(stream_packets + [(ts + shift + 1, d, n) for ts, d, n in rocketmq_packets],
+                  key=lambda p: p[0])  # fmt: skip
+    return worsen.write_pcap(path, linktype, both)

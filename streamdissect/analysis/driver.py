@@ -26,11 +26,13 @@ class Analysis:
     """What one capture (or a rotated set read as one) says; every table a DataFrame."""
 
     def __init__(self, collectors: Any, tcp_connections: list, anomalies: list,
-                 first_ns: int | None, last_ns: int | None, others: tuple = (), *,
-                 messages: list | None = None) -> None:  # fmt: skip
+                 first_ns: int | None, last_ns: int | None, others: tuple = (),
+                 protocol: str | None = None, *, messages: list | None = None) -> None:  # fmt: skip
         self._c = collectors
+        self._protocol = protocol  # (the name of the protocol of `collectors`)
         self._messages = messages or []  # the messages table's rows (when asked for)
-        self._others = others  # the analyses of the other protocols the capture carried
+        # the analyses of the other protocols the capture carried: (name, collectors)
+        self._others = others
         self._tcp_connections = tcp_connections
         self._anomalies = anomalies
         self.first_ns = first_ns
@@ -39,14 +41,19 @@ class Analysis:
     def rows(self, table: str) -> list:
         """The rows behind a table (dicts or tuples in schema order), without pandas."""
         sources = {}
-        for other in self._others:
-            sources.update(other.sources(self._tcp_connections))
-        sources.update(self._c.sources(self._tcp_connections))
+        for name, other in self._others:
+            sources.update(other.sources(own_connections(self._tcp_connections, name)))
+        sources.update(self._c.sources(own_connections(self._tcp_connections, self._protocol)))
         sources["anomalies"] = lambda: [_anomaly_row(a) for a in self._anomalies]
         sources["messages"] = lambda: self._messages
         if table not in sources:
             raise KeyError(table)
         return sources[table]()
+
+    @property
+    def tcp_connections(self) -> list:
+        """The dissector's connection summaries (engine.state.ConnectionSummary)."""
+        return self._tcp_connections
 
     def add_anomaly(self, anomaly: Any) -> None:
         """An anomaly of the capture itself, not of its bytes (a live capture tool's drops),
@@ -57,7 +64,8 @@ class Analysis:
     def other_tables(self) -> list[str]:
         """The tables of the other protocols' analyses this capture gave (their traffic was
         in it), in their protocols' order."""
-        return [name for other in self._others for name in other.sources(self._tcp_connections)]
+        return [table for name, other in self._others
+                for table in other.sources(own_connections(self._tcp_connections, name))]
 
     def frame(self, table: str) -> pd.DataFrame:
         """Any table as a DataFrame (one with an attribute of its name is made once)."""
@@ -92,6 +100,15 @@ class Analysis:
     errors = cached_property(lambda self: self._frame("errors"))
     messages = cached_property(lambda self: self._frame("messages"))  # (analyze(messages=True))
     anomalies = cached_property(lambda self: self._frame("anomalies"))
+
+
+def own_connections(tcp_connections: list, protocol: str | None) -> list:
+    """The connections (engine.state.ConnectionSummary) of one protocol (by name): each
+    protocol's tables list its own; a summary that names none is the default protocol's."""
+    name = registry.protocol(protocol).name
+    default = registry.protocol().name
+    return [t for t in tcp_connections
+            if (getattr(t, "protocol", None) or default) == name]  # fmt: skip
 
 
 def _anomaly_row(a) -> dict:
@@ -197,12 +214,12 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             handler(ev)
     tcp_connections = tcp_connections_after()
     end = end_ns if end_ns is not None else last_ns or 0
-    collectors.finish(tcp_connections, end)
-    made = tuple(c for c in others.values() if c is not None)
-    for theirs in made:
-        theirs.finish(tcp_connections, end)
+    collectors.finish(own_connections(tcp_connections, analysed.name), end)
+    made = tuple((p.name, c) for p, c in others.items() if c is not None)
+    for name, theirs in made:
+        theirs.finish(own_connections(tcp_connections, name), end)
     return Analysis(collectors, tcp_connections, anomalies, first_ns, last_ns, made,
-                    messages=None if message_run is None else message_run.table)
+                    analysed.name, messages=None if message_run is None else message_run.table)  # fmt: skip
 
 
 def _analyses_of(protocol: Any, others: dict, report_only: bool,

@@ -16,6 +16,7 @@ from typing import Any
 from streamdissect.capture import ACK, SYN
 from streamdissect.capture.segment import Segment
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
+from streamdissect.framing.events import FrameEvent
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, Framer
 from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols import registry
@@ -23,15 +24,6 @@ from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
 CLASSIFY_BYTES = 64  # a direction's first bytes the protocol heuristic may look at
-
-
-@dataclass(slots=True)
-class FrameEvent:
-    ts_ns: int  # capture time of the packet that completed the frame
-    connection: str
-    direction: str  # "c2s" or "s2c"
-    stream_offset: int  # of the frame's size field in its direction's byte stream
-    record: Any  # protocol Record, Malformed or Unknown
 
 
 @dataclass(slots=True)
@@ -48,6 +40,7 @@ class ConnectionSummary:
     bytes_c2s: int
     bytes_s2c: int
     tcp_end: str  # fin, rst or open
+    protocol: str | None = None  # the name of the protocol it carries (None: not said)
 
 
 def endpoint_text(address: bytes, port: int) -> str:
@@ -125,9 +118,10 @@ class DissectionState:
     this plus the choice of engine."""
 
     # What frames each direction instead of its protocol's framer: a subclass of it that
-    # keeps more of each frame (the scapy layer keeps its bytes, which it dissects itself;
-    # rotated pieces keep their edges). Set with `protocols` naming that one protocol.
-    framer_class: Callable[..., Framer] | None = None
+    # keeps more of each frame (the scapy layer keeps its bytes, which it dissects itself).
+    # Set with `protocols` naming that one protocol, or a mapping protocol name -> its
+    # class (rotated pieces keep their edges: rotated.facts.boundary_framers).
+    framer_class: Callable[..., Framer] | Mapping[str, Callable[..., Framer]] | None = None
 
     def __init__(
         self,
@@ -295,6 +289,7 @@ class DissectionState:
                     conn.streams[c2s].offset,
                     conn.streams[s.server_side].offset,
                     conn.how_ended,
+                    s.protocol.name,
                 )
             )
         return rows
@@ -382,7 +377,10 @@ class DissectionState:
 
         options = FramerOptions(self.max_frame, self.fixed_max_frame, self.deliver_keep_limit,
                                 self.publish_messages)  # fmt: skip
-        return owner.protocol.framer(emit, report, options, owner.framers, self.framer_class)
+        framer_class = self.framer_class
+        if isinstance(framer_class, Mapping):  # (by protocol name)
+            framer_class = framer_class.get(owner.protocol.name)
+        return owner.protocol.framer(emit, report, options, owner.framers, framer_class)
 
     # --- anomalies -------------------------------------------------------------------
 

@@ -87,6 +87,8 @@ class Protocol:
     ports: ClassVar[tuple[int, ...]]  # default server ports
     framer_class: ClassVar[type[Framer]]  # a direction's framer (a framing.framer.Framer)
     frames_table: ClassVar[str]  # the name, among `tables`, of its one-row-a-frame table
+    # the name, among `tables`, of its one-row-a-connection table (frames each way)
+    connections_table: ClassVar[str | None] = None
     # the names, among `tables`, of those made only when asked for (not in every export)
     tables_on_request: ClassVar[frozenset[str]] = frozenset()
     # Its fast path, or None: then a capture with its connections goes through the exact
@@ -136,6 +138,27 @@ class Protocol:
         """A builder of its frames table as Arrow batches: `add(frame_event)`,
         `add_run(columns)` (its fast path's events that are not FrameEvents), `rows`,
         `batches(most)` (tables.batches.frame_batches)."""
+        raise NotImplementedError
+
+    # Whether the Spark job makes its tables per server (every frame of a server's
+    # connections analysed in one task, in capture order), not per file: a protocol whose
+    # tables are per server more than per connection (RocketMQ: latency, offsets, clients).
+    analysed_per_server: ClassVar[bool] = False
+
+    def replay_columns(self) -> Any:
+        """A builder (`add(frame_event)`, `rows`, `batches(most)`) of its replay table: its
+        frames as a table that `replay_events` turns back into the frame events its analyses
+        take, with `ts_ns`, `connection`, `direction` and `stream_offset` columns (a rotated
+        set's connections analysed from their frames in every piece: rotated/, the Spark
+        job). By default its frames table."""
+        return self.frame_columns()
+
+    def replay_schema(self) -> Any:
+        """The replay table's Arrow schema."""
+        raise NotImplementedError
+
+    def replay_events(self, table: Any) -> Any:
+        """The frame events of a replay table (a pyarrow.Table), in its row order."""
         raise NotImplementedError
 
     def frame_line(self, record: Any, show_secrets: bool = False) -> str:

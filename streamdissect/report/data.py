@@ -34,6 +34,7 @@ TIME_COLUMNS = {"connections": ("start_ns", "end_ns"), "requests": ("request_ts_
                 "stalls": ("start_ns", "end_ns"), "credit_balance": ("ts_ns",),
                 "deliveries": ("ts_ns",), "throughput": ("second_ns",),
                 "anomalies": ("ts_ns",),
+                "rocketmq_connections": ("start_ns", "end_ns"),
                 "rocketmq_requests": ("request_ts_ns", "response_ts_ns")}  # fmt: skip
 
 
@@ -72,9 +73,22 @@ class ReportData:
 
     @property
     def frames(self) -> int:
-        """Stream frames seen (both directions, every connection)."""
-        c = self.table("connections")
-        return int(c["frames_c2s"].fillna(0).sum() + c["frames_s2c"].fillna(0).sum())
+        """Frames seen (both directions, every connection, every protocol)."""
+        return sum(n for _, n in self.frames_by_protocol)
+
+    @property
+    def frames_by_protocol(self) -> list[tuple[str, int]]:
+        """(protocol title, its frames seen) for each protocol with a connections table:
+        the default protocol always, the others when the input has frames of theirs."""
+        counts = []
+        for k, p in enumerate(registry.PROTOCOLS):
+            if p.connections_table is None:
+                continue
+            c = self.table(p.connections_table)
+            n = int(c["frames_c2s"].fillna(0).sum() + c["frames_s2c"].fillna(0).sum())
+            if n or k == 0:
+                counts.append((p.title, n))
+        return counts
 
     @property
     def damaged_frames(self) -> int:

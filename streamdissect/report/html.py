@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from streamdissect.protocols import registry
 from streamdissect.report.sections import ANOMALIES, OTHER_SECTIONS, SECTIONS
 from streamdissect.report.summary import findings
 from streamdissect.report.text import cell, duration, missing, plural, wall
@@ -169,15 +170,17 @@ def _head(title: str) -> str:
 
 
 def _header(data: Any, tz: Any, title: str | None) -> str:
-    connections = data.table("connections")
+    connections = [c for p in registry.PROTOCOLS if p.connections_table is not None
+                   for c in data.table(p.connections_table)["connection"]]  # fmt: skip
     span = "no capture times"
     if data.first_ns is not None and data.last_ns is not None:
         span = (f"{wall(data.first_ns, tz)} to {wall(data.last_ns, tz)} "
                 f"({duration((data.last_ns - data.first_ns) / 1e6)})")
     links = " ".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in _shown(data))
+    frames = escape(" · ".join(plural(n, f"{title} frame") for title, n in data.frames_by_protocol))
     return (f"<header><h1>{escape(title or 'streamdissect report')}</h1>"
             f'<p class="meta">{escape(data.source)} · {escape(span)} · '
-            f"{plural(len(connections), 'connection')} · {plural(data.frames, 'Stream frame')}</p>"
+            f"{plural(len(connections), 'connection')} · {frames}</p>"
             f'<nav><a href="#summary">What needs a look</a> {links} '
             f'<a href="#{ANOMALIES}">Anomalies</a></nav></header><main>')  # fmt: skip
 

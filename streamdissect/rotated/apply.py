@@ -6,8 +6,8 @@
 - `chain_frames`: a piece's frames of its chain parts, renamed and moved, with their place
   (`_piece`, `_row`) for putting a chain's frames back in capture order.
 - `chain_tables`: a chain's frames from every piece and across every cut, in order, turned
-  back into events (protocols.stream.frame_events) and analysed by the collectors a whole capture's events
-  go to (analysis.driver.analyze_events).
+  back into events (its protocol's replay_events: the Stream's frame_events) and analysed by
+  the collectors a whole capture's events go to (analysis.driver.analyze_events).
 """
 
 from __future__ import annotations
@@ -64,12 +64,15 @@ def _names(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _offsets(table: Any, piece: int, plan: Plan) -> tuple[np.ndarray, ...]:
-    """Each row's stream offset shift, and the [from, to) of local offsets whose frames the
-    frames across a cut replace (empty: none)."""
-    def of(c: str | None, d: str | None) -> tuple[int, int, int]:
-        return (plan.shifts.get((piece, c, d), 0), *plan.replaced.get((piece, c, d), (0, 0)))
+    """Each row's stream offset shift, the [from, to) of local offsets whose frames the
+    frames across a cut replace (empty: none), and the local offset from which the frames
+    across the next cut replace them (plan.tails; 2**62: none)."""
+    def of(c: str | None, d: str | None) -> tuple[int, int, int, int]:
+        return (plan.shifts.get((piece, c, d), 0), *plan.replaced.get((piece, c, d), (0, 0)),
+                plan.tails.get((piece, c, d), 1 << 62))  # fmt: skip
 
-    return _per_key(table, ("connection", "direction"), of, (np.int64, np.int64, np.int64))
+    return _per_key(table, ("connection", "direction"), of,
+                    (np.int64, np.int64, np.int64, np.int64))  # fmt: skip
 
 
 def _set_column(table: Any, name: str, values: Any) -> Any:
@@ -115,13 +118,37 @@ def chain_frames(frames: Any, piece: int, plan: Plan) -> Any:
     rows = np.flatnonzero(chain >= 0)
     picked = frames.take(pa.array(rows))
     local = picked["stream_offset"].to_numpy(zero_copy_only=False)
-    shift, lo, hi = _offsets(picked, piece, plan)
+    shift, lo, hi, tail = _offsets(picked, piece, plan)
     picked = _set_column(picked, "stream_offset", local + shift)
     picked = _set_column(picked, "connection", names[rows])
     return (picked.append_column(CHAIN, pa.array(chain[rows], pa.int64()))
             .append_column(PIECE, pa.array(np.full(len(rows), piece), pa.int32()))
             .append_column(ROW, pa.array(rows, pa.int64()))
-            .append_column(REPLACED, pa.array((lo <= local) & (local < hi))))  # fmt: skip
+            .append_column(REPLACED, pa.array(((lo <= local) & (local < hi))
+                                              | (local >= tail))))  # fmt: skip
+
+
+def replay_rows(replay: Any, piece: int, plan: Plan) -> Any:
+    """A piece's replay table (Protocol.replay_columns) as the whole set has it: every
+    connection renamed, a chain part's offsets moved and its frames the frames across a
+    cut replace left out; with each row's place (`_piece`, `_row`) for in_order."""
+    import pyarrow as pa
+
+    names, _ = _names(replay, piece, plan)
+    local = replay["stream_offset"].to_numpy(zero_copy_only=False)
+    shift, lo, hi, tail = _offsets(replay, piece, plan)  # (0, 0, 0, 2**62: of no chain)
+    table = _set_column(replay, "stream_offset", local + shift)
+    table = _set_column(table, "connection", names)
+    table = (table.append_column(PIECE, pa.array(np.full(len(local), piece), pa.int32()))
+             .append_column(ROW, pa.array(np.arange(len(local)), pa.int64())))  # fmt: skip
+    return table.filter(pa.array(~(((lo <= local) & (local < hi)) | (local >= tail))))
+
+
+def part_summaries(rows: list[dict], piece: int, plan: Plan) -> list[dict]:
+    """A piece's connection summaries (engine.state.ConnectionSummary as dicts) as the set
+    has them: renamed; a chain's parts left out (its summary is the plan's)."""
+    return [dict(row, connection=plan.names.get((piece, row["connection"]), row["connection"]))
+            for row in rows if (piece, row["connection"]) not in plan.part_chain]  # fmt: skip
 
 
 ABOVE_NEGOTIATED = "above the negotiated frame max"  # (in the framer's frame_too_large detail)
@@ -175,31 +202,30 @@ def limit_anomalies(path: str, frames: Any, piece: int, plan: Plan, **options: A
 
 
 def cut_frames(chain: Chain) -> Any:
-    """The frames across a chain's cuts as a frames table, with the piece that completed
-    each (`_piece`)."""
+    """The frames across a chain's cuts as its protocol's replay table (the Stream's: its
+    frames table), with the piece that completed each (`_piece`)."""
     import pyarrow as pa
 
-    from streamdissect.protocols.stream.frame_table import FrameColumns
-    from streamdissect.tables import schema
+    from streamdissect.protocols.registry import protocol
 
-    builder = FrameColumns()
+    carried = protocol(chain.protocol)
+    builder = carried.replay_columns()
     for _, event in chain.frames:
         builder.add(event)
     batches = builder.batches() if builder.rows else []
-    table = pa.Table.from_batches(batches, schema=schema.arrow_schema("frames"))
+    table = pa.Table.from_batches(batches, schema=carried.replay_schema())
     pieces = [piece for piece, _ in chain.frames]
     return table.append_column(PIECE, pa.array(pieces, pa.int32()))
 
 
-def in_order(pieces_frames: Any, cut: Any) -> Any:
+def in_order(pieces_frames: Any, cut: Any, by_time: bool = False) -> Any:
     """A chain's frames in capture order: each piece's in their order, and each frame across
     a cut before the first of its piece's frames that is not earlier (the cut's frames come
-    from the first packets of the piece)."""
+    from the first packets of the piece). `by_time`: the frames of several connections and
+    pieces, in time first (a piece's own frames kept in their order), not piece by piece."""
     import pyarrow as pa
 
-    from streamdissect.tables import schema
-
-    names = schema.column_names("frames")
+    names = [name for name in cut.column_names if name != PIECE]
     piece = np.concatenate([pieces_frames[PIECE].to_numpy(), cut[PIECE].to_numpy()])
     row = np.concatenate([pieces_frames[ROW].to_numpy(), np.arange(cut.num_rows)])
     ts = np.concatenate([_ts(pieces_frames), _ts(cut)])
@@ -213,7 +239,7 @@ def in_order(pieces_frames: Any, cut: Any) -> Any:
         where = own_piece == p
         own_ts[where] = np.maximum.accumulate(own_ts[where])
     ts[own] = own_ts
-    order = np.lexsort((row, first, ts, piece))
+    order = np.lexsort((row, first, piece, ts) if by_time else (row, first, ts, piece))
     both = pa.concat_tables([pieces_frames.select(names), cut.select(names)])
     return both.take(pa.array(order))
 
@@ -234,21 +260,22 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | 
     import pyarrow.compute as pc
 
     from streamdissect.analysis.driver import analyze_events
-    from streamdissect.protocols.stream.analysis.credit import AT_ONCE_MS
-    from streamdissect.protocols.stream.frame_events import frame_events
+    from streamdissect.protocols.registry import protocol
 
+    carried = protocol(chain.protocol)
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
     frames = in_order(kept, cut)
     c2s = pc.sum(pc.equal(frames["direction"], "c2s")).as_py() or 0
     summary = replace(chain.summary, frames_c2s=c2s, frames_s2c=frames.num_rows - c2s)
     wanted = CHAIN_TABLES + only
-    analysis = analyze_events(frame_events(frames), tcp_connections_after=lambda: [summary],
-                              at_once_ms=AT_ONCE_MS if at_once_ms is None else at_once_ms,
-                              report_only=not only, tables=wanted,
-                              end_ns=chain.capture_end_ns)  # fmt: skip
+    analysis = analyze_events(carried.replay_events(frames),
+                              tcp_connections_after=lambda: [summary], at_once_ms=at_once_ms,
+                              report_only=not only, tables=wanted, end_ns=chain.capture_end_ns,
+                              protocol=carried.name)  # fmt: skip
     tables = {table: analysis.arrow(table) for table in wanted}
     summed = ("throughput", "errors")
-    counted = analyze_events(frame_events(parts_frames), tables=summed)
+    counted = analyze_events(carried.replay_events(parts_frames), tables=summed,
+                             protocol=carried.name)  # fmt: skip
     for table in summed:
         tables[table] = _less(tables[table], counted.arrow(table), table)
     return tables

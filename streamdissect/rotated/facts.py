@@ -28,8 +28,9 @@ STATE_SLOTS = tuple(s for s in Framer.__slots__ if s not in ("emit", "report"))
 OFFSET_SLOTS = ("offset", "rbuf_start")  # stream offsets (cur_start too, when >= 0)
 
 
-class BoundaryFramer(StreamFramer):
-    """A Stream framer that keeps its head (after a mid-stream start) and its end state.
+class _Boundary:
+    """What a boundary framer adds to its protocol's framer (boundary_class makes the class):
+    it keeps its head (after a mid-stream start) and its end state.
 
     The head is every call the framer took from the mid-stream start until it found a
     frame start, that call included: frames decoded in the same call as the resync carry
@@ -37,21 +38,23 @@ class BoundaryFramer(StreamFramer):
     again across the cut. `head_sync` is where the first frame started; `head_state` what
     the framer was once the head was taken (synced or not, offset, frame in progress)."""
 
-    __slots__ = ("end_state", "head", "head_bytes", "head_overflow", "head_state", "head_sync")
+    plain: type[Framer]  # the protocol's framer class it extends
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        self.plain.__init__(self, *args, **kwargs)
         self.head: list[tuple[bytes | int, int]] | None = None  # (bytes or a missing count, ts)
         self.head_bytes = 0
         self.head_overflow = False
         self.head_sync: int | None = None  # stream offset of the first frame after the head
         self.head_state: tuple[bool, int, int] | None = None  # (synced, offset, cur_start)
         self.end_state: dict | None = None
+        self.tail: tuple[int, int] | None = None  # see finish
+        self.finish_ts: int | None = None  # the end of the piece, as finish was told it
 
     def desync(self) -> None:
         if self.head is None and self.offset == 0 and self.synced and self.cur_start < 0:
             self.head = []  # a mid-stream start: keep what comes until a frame start is found
-        super().desync()
+        self.plain.desync(self)
 
     def _heading(self) -> bool:
         return self.head is not None and self.head_state is None and not self.synced
@@ -73,41 +76,73 @@ class BoundaryFramer(StreamFramer):
     def data(self, view: memoryview, ts_ns: int) -> None:
         if self._heading():
             self._keep(bytes(view), ts_ns, len(view))
-            super().data(view, ts_ns)
+            self.plain.data(self, view, ts_ns)
             self._taken()
         else:
-            super().data(view, ts_ns)
+            self.plain.data(self, view, ts_ns)
 
     def missing(self, length: int, ts_ns: int) -> None:
         if self._heading():
             self._keep(length, ts_ns, 0)
-            super().missing(length, ts_ns)
+            self.plain.missing(self, length, ts_ns)
             self._taken()
         else:
-            super().missing(length, ts_ns)
+            self.plain.missing(self, length, ts_ns)
 
     def _synced_at(self, pos: int, ts_ns: int) -> None:
         if self.head is not None and self.head_sync is None:
             self.head_sync = self.rbuf_start + pos
-        super()._synced_at(pos, ts_ns)
+        self.plain._synced_at(self, pos, ts_ns)
 
     def finish(self, ts_ns: int) -> None:
-        self.end_state = framer_state(self)  # (before the end of capture is reported)
-        super().finish(ts_ns)
+        """The end state, taken before the end of capture is reported; and, when the end
+        came while looking for a frame start, where what the end decides begins: the
+        resync it reports, and the frames from a candidate it takes without the next
+        frame's head (`tail`: their stream offsets). When a later piece carries the
+        connection on, one run would have read on instead: stitch.py drops them."""
+        self.end_state = framer_state(self)
+        self.finish_ts = ts_ns
+        if not self.synced and self.rbuf:
+            self.tail = (self.rbuf_start - self.skipped, self.rbuf_start)
+        self.plain.finish(self, ts_ns)
+
+
+_BOUNDARY_SLOTS = ("end_state", "head", "head_bytes", "head_overflow", "head_state",
+                   "head_sync", "tail", "finish_ts")  # fmt: skip
+_BOUNDARY_CLASSES: dict[type, type] = {}
+
+
+def boundary_class(framer_class: type[Framer]) -> type[Framer]:
+    """The protocol's framer class that keeps its head and end state (made once a class)."""
+    made = _BOUNDARY_CLASSES.get(framer_class)
+    if made is None:
+        methods = {name: value for name, value in vars(_Boundary).items()
+                   if callable(value) and name not in ("__getattribute__",)}  # fmt: skip
+        made = _BOUNDARY_CLASSES[framer_class] = type(
+            f"Boundary{framer_class.__name__}", (framer_class,),
+            {**methods, "__slots__": _BOUNDARY_SLOTS, "plain": framer_class,
+             "__doc__": _Boundary.__doc__, "__module__": __name__})  # fmt: skip
+    return made
+
+
+# the Stream's
+BoundaryFramer = boundary_class(StreamFramer)
 
 
 def framer_state(framer: Framer) -> dict:
-    """A framer's state as plain values (copies: the bulk engine's buffers are reused)."""
+    """A framer's state as plain values (copies: the bulk engine's buffers are reused), with
+    its protocol's framer class."""
     state = {name: getattr(framer, name) for name in STATE_SLOTS}
     state["cur_parts"] = [bytes(p) for p in framer.cur_parts]
     state["rbuf"] = bytes(framer.rbuf)
+    state["framer_class"] = getattr(type(framer), "plain", type(framer))
     return state
 
 
 def restore_framer(state: dict, shift: int, emit: Any, report: Any) -> Framer:
-    """A Stream framer in `state`, its stream offsets moved by `shift`."""
-    framer = StreamFramer(emit, report, state["max_frame"], state["deliver_keep_limit"],
-                    state["fixed_max_frame"])  # fmt: skip
+    """A framer of its protocol in `state`, its stream offsets moved by `shift`."""
+    framer = state["framer_class"](emit, report, state["max_frame"],
+                                   state["deliver_keep_limit"], state["fixed_max_frame"])
     for name in STATE_SLOTS:
         setattr(framer, name, state[name])
     framer.cur_parts = list(state["cur_parts"])
@@ -134,6 +169,7 @@ class SideFacts:
     head_state: tuple[bool, int, int] | None
     head_overflow: bool
     end_state: dict | None
+    tail: tuple[int, int] | None = None  # see _Boundary.finish
 
 
 @dataclass(slots=True)
@@ -148,6 +184,7 @@ class PartFacts:
     tcp_end: str  # fin, rst or open
     closed: bool  # both FINs or a RST seen: nothing of it can follow in a later piece
     sides: dict[str, SideFacts]  # by direction, c2s and s2c
+    protocol: str | None = None  # the name of the protocol it carries
 
     @property
     def base(self) -> str:
@@ -168,6 +205,7 @@ class PieceFacts:
     first_ns: int | None  # first connection seen (None: no Stream connection)
     last_frame_ns: int | None  # time of its last frame, in frame order
     parts: list[PartFacts] = field(default_factory=list)
+    end_ns: int | None = None  # its last packet's time (what its framers' finish was told)
 
 
 def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFacts:
@@ -193,14 +231,17 @@ def piece_facts(dissector: Any, path: str, last_frame_ns: int | None) -> PieceFa
                 head_state=getattr(framer, "head_state", None),
                 head_overflow=getattr(framer, "head_overflow", False),
                 end_state=getattr(framer, "end_state", None) or framer_state(framer),
+                tail=getattr(framer, "tail", None),
             )
         client, server = (conn.endpoints[1 - stream.server_side],
                           conn.endpoints[stream.server_side])  # fmt: skip
         parts.append(PartFacts(stream.id, endpoint_text(*client), endpoint_text(*server),
                                conn.start_ns, conn.end_ns, conn.how_ended, conn.ended,
-                               sides))  # fmt: skip
+                               sides, stream.protocol.name))  # fmt: skip
     first = min((p.start_ns for p in parts), default=None)
-    return PieceFacts(path, first, last_frame_ns, parts)
+    ends = [f.finish_ts for s in dissector.streams for f in s.framers
+            if getattr(f, "finish_ts", None) is not None]  # fmt: skip
+    return PieceFacts(path, first, last_frame_ns, parts, max(ends, default=None))
 
 
 def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
@@ -217,38 +258,70 @@ def watch_last_frame(events: Iterator[Any], seen: list) -> Iterator[Any]:
         yield event
 
 
-def limited(limits: dict[tuple[str, str], int]) -> Any:
-    """BoundaryFramers, those of the given (connection, direction) knowing a negotiated
-    frame max from the start (carried from an earlier piece: stitch.Plan.limits), for what
-    they report of frames above it."""
+def boundary_framers(limits: dict[tuple[str, str], int] | None = None) -> dict[str, Any]:
+    """Each registered protocol's boundary framer class (what `Dissector.framer_class` takes
+    by protocol name); `limits`: the (connection, direction) that know a negotiated frame max
+    from the start (carried from an earlier piece: stitch.Plan.limits), for what they report
+    of frames above it."""
+    from streamdissect.protocols.registry import PROTOCOLS
 
-    def make(emit: Any, report: Any, *args: Any) -> BoundaryFramer:
-        framer = BoundaryFramer(emit, report, *args)
-        lane = getattr(emit, "lane", None)  # (frames, connection, direction)
-        limit = limits.get((lane[1], lane[2])) if lane is not None else None
-        if limit is not None:
-            resync_max = framer.resync_max
-            framer.negotiated_frame_max(limit)
-            # (the mid-stream start resyncs as in the piece's own run: the frames the plan
-            # took from that run must be the frames found again)
-            framer.resync_max = resync_max
-        return framer
+    made = {p.name: boundary_class(p.framer_class) for p in PROTOCOLS}
+    if not limits:
+        return made
 
-    return make
+    def limited(cls: type[Framer]) -> Any:
+        def make(emit: Any, report: Any, *args: Any) -> Framer:
+            framer = cls(emit, report, *args)
+            lane = getattr(emit, "lane", None)  # (frames, connection, direction)
+            limit = limits.get((lane[1], lane[2])) if lane is not None else None
+            if limit is not None:
+                resync_max = framer.resync_max
+                framer.negotiated_frame_max(limit)
+                # (the mid-stream start resyncs as in the piece's own run: the frames the
+                # plan took from that run must be the frames found again)
+                framer.resync_max = resync_max
+            return framer
+
+        return make
+
+    return {name: limited(cls) for name, cls in made.items()}
 
 
 def analyze_piece(path: str, limits: dict[tuple[str, str], int] | None = None,
-                  **options: Any) -> tuple[Any, PieceFacts]:  # fmt: skip
-    """`analysis.analyze` of one file, and its edge facts. `limits`: see `limited`."""
+                  replays: dict | None = None, **options: Any) -> tuple[Any, PieceFacts]:  # fmt: skip
+    """`analysis.analyze` of one file, and its edge facts. `limits`: see `boundary_framers`.
+    `replays`, when given, is filled with the replay table builder (Protocol.replay_columns)
+    of each protocol analysed per server (Protocol.analysed_per_server) whose frames the
+    file has, holding them: the Spark job analyses those per server."""
     from streamdissect.analysis.driver import analyze
 
     kept: dict[str, Any] = {}
 
     def prepare(dissector: Any) -> None:
-        dissector.framer_class = limited(limits) if limits else BoundaryFramer
+        dissector.framer_class = boundary_framers(limits)
         kept["dissector"] = dissector
 
     seen: list = [None]
-    analysis = analyze(path, on_dissector=prepare,
-                       watch=lambda events: watch_last_frame(events, seen), **options)  # fmt: skip
+
+    def watch(events: Iterator[Any]) -> Iterator[Any]:
+        events = watch_last_frame(events, seen)
+        return events if replays is None else _replayed(events, kept["dissector"], replays)
+
+    analysis = analyze(path, on_dissector=prepare, watch=watch, **options)
     return analysis, piece_facts(kept["dissector"], path, seen[0])
+
+
+def _replayed(events: Iterator[Any], dissector: Any, replays: dict) -> Iterator[Any]:
+    """Pass the events on, each frame of a protocol analysed per server into its replay."""
+    from streamdissect.engine.state import FrameEvent
+
+    protocol_of = dissector.protocol_of
+    for event in events:
+        if event.__class__ is FrameEvent:
+            carried = protocol_of.get(event.connection)
+            if carried is not None and carried.analysed_per_server:
+                builder = replays.get(carried.name)
+                if builder is None:
+                    builder = replays[carried.name] = carried.replay_columns()
+                builder.add(event)
+        yield event

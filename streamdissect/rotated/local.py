@@ -113,3 +113,41 @@ def sum_up(table: str, arrow: Any) -> Any:
             counted = nonzero if counted is None else pc.or_(counted, nonzero)
     sums = sums.filter(counted)
     return sums.sort_by(keys[0]) if table == "throughput" else sums
+
+
+def analyze_servers(paths: Sequence[str], name: str, tables: Sequence[str],
+                    ports: Sequence[int] = (5552,), heuristic: bool = True,
+                    frames: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The tables (pyarrow) of protocol `name`, one analysed per server, of the files as one
+    capture, the way the Spark job makes them (each file apart, the plan, a run a server):
+    each table's rows of every server, concatenated."""
+    import pyarrow as pa
+
+    from streamdissect.rotated.servers import server_of, server_tables, summary_rows
+
+    replays, pieces = [], []
+    for path in paths:
+        kept: dict = {}
+        analysis, facts = analyze_piece(path, ports=ports, heuristic=heuristic,
+                                        report_only=True, replays=kept)  # fmt: skip
+        replay = kept.get(name)
+        replays.append((None if replay is None else pa.Table.from_batches(replay.batches()),
+                        summary_rows(analysis.tcp_connections, name)))  # fmt: skip
+        pieces.append(facts)
+    the_plan = plan(pieces)
+    servers = {server_of(c.name) for c in the_plan.chains.values() if c.protocol == name}
+    servers |= {row["server"] for _, rows in replays for row in rows}
+    made: dict[str, list] = {}
+    for server in sorted(servers):
+        mine = [(k, t.filter(pa.array([server_of(c) == server for c in
+                                        t["connection"].to_pylist()], pa.bool_())))
+                for k, (t, _) in enumerate(replays) if t is not None]  # fmt: skip
+        summaries = [(k, [r for r in rows if r["server"] == server])
+                     for k, (_, rows) in enumerate(replays)]  # fmt: skip
+        chains = [c for c in the_plan.chains.values()
+                  if c.protocol == name and server_of(c.name) == server]  # fmt: skip
+        out = server_tables(name, mine, summaries, chains, [cut_frames(c) for c in chains],
+                            the_plan, tables, frames)  # fmt: skip
+        for table, arrow in out.items():
+            made.setdefault(table, []).append(arrow)
+    return {table: pa.concat_tables(parts) for table, parts in made.items()}

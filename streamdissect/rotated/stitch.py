@@ -9,7 +9,7 @@ capture cut in files, numbered as one run over them would number it (`host:port-
 `#2` for a four-tuple's second connection).
 
 A connection of several parts is a chain. At each cut, per direction, the earlier part's
-framer is restored and fed the later part's head (facts.BoundaryFramer): the frames it
+framer is restored and fed the later part's head (facts.boundary_class): the frames it
 completes are the frames across the cut, which neither piece has. It must end exactly where
 the later piece's own framer found its first frame; then everything that piece decoded is
 right, and its framer's end state carries on to the next cut. Stream offsets of a later part
@@ -55,6 +55,7 @@ class Chain:
     summary: ConnectionSummary
     capture_end_ns: int | None
     frames: list[tuple[int, FrameEvent]] = field(default_factory=list)  # (piece, frame)
+    protocol: str | None = None  # the name of the protocol it carries (None: the default)
 
 
 @dataclass
@@ -72,6 +73,10 @@ class Plan:
     # upper bound of `replaced`) the frames across the cut read the size and key of already
     # (what they reported of it is theirs)
     decided: set[tuple[int, str, str]] = field(default_factory=set)
+    # (piece, local id, direction) -> the local offset from which the piece's frames were
+    # taken at its end without the next frame's head (facts: `tail`), when a later part
+    # carries the direction on: one run read on, the frames across the cut are its
+    tails: dict[tuple[int, str, str], int] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)  # found at the cuts
     chains: dict[int, Chain] = field(default_factory=dict)  # by Chain.key
     part_chain: dict[PartKey, int] = field(default_factory=dict)  # a chain's parts: its key
@@ -95,15 +100,14 @@ def _after(first_seq: int, end_seq: int, fin: bool) -> int:
 
 
 def _meets(earlier: PartFacts, later: PartFacts) -> bool:
-    """Do the sequence numbers of `later` carry on from `earlier`?"""
-    met = False
+    """Do the sequence numbers of `later` carry on from `earlier`? A later part that shares
+    no direction with it (the pure ACKs of the other side, the last packets of a connection
+    in the next file) contradicts nothing: it does."""
     for direction in DIRECTIONS:
         a, b = earlier.sides[direction], later.sides[direction]
-        if a.started and b.started:
-            if abs(_after(b.first_seq, a.end_seq, a.fin)) > MAX_SEQ_JUMP:
-                return False
-            met = True
-    return met
+        if a.started and b.started and abs(_after(b.first_seq, a.end_seq, a.fin)) > MAX_SEQ_JUMP:
+            return False
+    return True
 
 
 def plan(pieces: list[PieceFacts]) -> Plan:
@@ -175,25 +179,29 @@ def _plan_set(pieces: list[PieceFacts], members: list[int], links: dict[PartKey,
             parts_of.setdefault(name, []).append((i, part))
     end = next((pieces[i].last_frame_ns for i in reversed(members)
                 if pieces[i].last_frame_ns is not None), None)  # fmt: skip
+    finished = max((pieces[i].end_ns for i in members if pieces[i].end_ns is not None),
+                   default=None)  # (the set's last packet: where one run's framers finish)
     for name, parts in parts_of.items():
         if len(parts) > 1 or not parts[-1][1].closed:
             key = len(result.chains)
-            result.chains[key] = _chain(name, key, parts, end, result)
+            result.chains[key] = _chain(name, key, parts, end, result, finished)
             result.part_chain.update(((i, p.local_id), key) for i, p in parts)
 
 
 def _chain(name: str, key: int, parts: list[tuple[int, PartFacts]], end: int | None,
-           result: Plan) -> Chain:  # fmt: skip
+           result: Plan, finished: int | None = None) -> Chain:  # fmt: skip
     first, last = parts[0][1], parts[-1][1]
-    chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end)  # type: ignore[arg-type]
+    chain = Chain(name, key, [(i, p.local_id) for i, p in parts], None, end,  # type: ignore[arg-type]
+                  protocol=first.protocol)
     tunes: list[tuple[int, int, int]] = []  # Tunes among the frames across the cuts
-    stream_bytes = {d: _stitch_direction(chain, parts, d, result, tunes) for d in DIRECTIONS}
+    stream_bytes = {d: _stitch_direction(chain, parts, d, result, tunes, finished)
+                    for d in DIRECTIONS}  # fmt: skip
     ends = {p.tcp_end for _, p in parts}  # (as TcpConnection.how_ended, over every part)
     tcp_end = "rst" if "rst" in ends else "fin" if "fin" in ends else "open"
     # (its frames are counted by apply.chain_tables, from the frames it analyses)
     chain.summary = ConnectionSummary(name, first.client, first.server, first.start_ns,
                                       last.end_ns, 0, 0, stream_bytes["c2s"],
-                                      stream_bytes["s2c"], tcp_end)  # fmt: skip
+                                      stream_bytes["s2c"], tcp_end, first.protocol)  # fmt: skip
     chain.frames.sort(key=lambda item: (item[0], item[1].ts_ns))
     return chain
 
@@ -206,7 +214,8 @@ def _latest_tune(tunes: list[tuple[int, int, int]], first: int, last: int) -> in
 
 
 def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], direction: str,
-                      result: Plan, tunes: list[tuple[int, int, int]]) -> int:  # fmt: skip
+                      result: Plan, tunes: list[tuple[int, int, int]],
+                      finished: int | None = None) -> int:  # fmt: skip
     """Carry one direction across the cuts; its bytes over the whole chain. A Tune holds
     both ways (as the framers learn it): `tunes` are those found across the cuts of the
     directions done before, and this one's are added (the client's Tune, the one that
@@ -231,7 +240,7 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
                 state = (with_limit(state[0], tuned), state[1])
             carried = state[0].get("negotiated") if state is not None else None
             state = _across(chain, i, part, direction, side, state, shift, end_offset, result,
-                            tunes)  # fmt: skip
+                            tunes, finished if n + 1 == len(parts) else None)  # fmt: skip
             carried = _latest_tune(tunes, i, i) or carried  # (this direction's, at the cut)
             if carried is not None and state[0].get("negotiated") is None:
                 # the piece never saw the Tune: the limit goes on across the cut, for this
@@ -243,6 +252,9 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
         since = i + 1 if side.end_state.get("negotiated") is not None else i
         end_seq, end_offset = side.end_seq, side.end_offset + shift
         fin = side.fin
+        if n + 1 < len(parts) and side.tail is not None:  # (one run read on: see facts)
+            result.dropped.add((i, part.local_id, direction, "resync", side.tail[0]))
+            result.tails[(i, part.local_id, direction)] = side.tail[1]
         if n + 1 < len(parts) and state is not None:  # (the next part carries this on)
             cut = state[0]
             if cut["cur_start"] >= 0:
@@ -253,16 +265,19 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
 
 def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: SideFacts,
             state: tuple[dict, int] | None, shift: int, end_offset: int, result: Plan,
-            tunes: list[tuple[int, int, int]]) -> tuple[dict, int]:  # fmt: skip
+            tunes: list[tuple[int, int, int]], finished: int | None = None,
+            ) -> tuple[dict, int]:  # fmt: skip
     """The frames across one cut: the earlier framer fed the later head. Returns the state
-    that carries on (framer state, its offset shift)."""
+    that carries on (framer state, its offset shift). `finished`: the part is the chain's
+    last, and one run's framers finish then (the set's last packet)."""
     if state is None or side.head is None:
         return side.end_state, shift
     made: list[FrameEvent] = []
 
     def emit(offset: int, ts_ns: int, record: Any) -> None:
         made.append(FrameEvent(ts_ns, chain.name, direction, offset, record))
-        if record.key == TUNE_KEY and getattr(record, "frame_max", None):
+        # (a Stream Tune: another protocol's records have no `key`)
+        if getattr(record, "key", None) == TUNE_KEY and getattr(record, "frame_max", None):
             framer.negotiated_frame_max(record.frame_max)  # (as engine.state's emit does)
             tunes.append((ts_ns, piece, record.frame_max))
 
@@ -280,6 +295,8 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
     framer = restore_framer(state[0], state[1], emit, report)
     _feed(framer, side, shift, end_offset, report)
     if side.head_state is None:  # the piece found no frame start before its end: all head
+        if finished is not None:  # (and nothing follows: the capture's end decides, as in
+            framer.finish(finished)  # one run: a candidate taken without a next head)
         result.replaced[(piece, part.local_id, direction)] = (0, 1 << 62)
         result.dropped.add((piece, part.local_id, direction, "resync", 0))
         result.anomalies.extend(found)

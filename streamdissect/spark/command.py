@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local[*] (the default), local[N], or spark://HOST:PORT")
     p.add_argument("--tables", default=",".join(TABLES),
                    help=f"comma-separated, of: {', '.join(TABLES + OPTIONAL)} (default: all "
-                   "but frames and requests: every request with its response)")
+                   f"but {', '.join(OPTIONAL)}; requests: every Stream request with its "
+                   "response)")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="a Stream port (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true")

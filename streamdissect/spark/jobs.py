@@ -26,28 +26,47 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from streamdissect.protocols.registry import PROTOCOLS
 from streamdissect.spark.files import list_files, pack
 from streamdissect.spark.tasks import (
+    SERVERS_DIR,
     analyse_chains,
     analyse_pieces,
+    analyse_server,
     bucket_of,
     part_path,
+    server_folder,
     stitch_piece,
     visible_parts,
     write_whole,
 )
 from streamdissect.tables import schema
 
+# The protocols analysed per server (Protocol.analysed_per_server: RocketMQ), and their
+# tables: every analysis table by default, the frames table on request.
+PER_SERVER = tuple(p for p in PROTOCOLS if p.analysed_per_server)
+SERVER_TABLES = {p.name: tuple(t for t in schema.analysis_tables(p.name, on_request=True)
+                               if t != "anomalies") for p in PER_SERVER}  # fmt: skip
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
-          "throughput", "errors", "anomalies")  # fmt: skip
-OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance")  # on request
+          "throughput", "errors", "anomalies",
+          *(t for tables in SERVER_TABLES.values() for t in tables))  # fmt: skip
+OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance",
+            *(p.frames_table for p in PER_SERVER))  # on request  # fmt: skip
+# Tables of protocols analysed per server without a server column (RocketMQ's errors, per
+# request, code and topic): the servers' rows summed up (the others are per server, or per
+# connection: their tasks' parts are the table).
+ACROSS_SERVERS = frozenset(t for tables in SERVER_TABLES.values() for t in tables
+                           if "server" not in schema.column_names(t))  # fmt: skip
 # Tables of a row per id or per change (what the report's figures draw): the files are then
 # analysed keeping them (analyze() without report_only), which costs more.
 PER_ID = ("publishes", "backlog", "credit_balance")
 # Tables of one connection: the tasks' part files are the table (moved in place; requests
 # copied, the latency table is made from them).
 IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
-                      "anomalies", "frames", "requests", *PER_ID))  # fmt: skip
+                      "anomalies", "frames", "requests", *PER_ID,
+                      *(t for t in TABLES + OPTIONAL if t not in ACROSS_SERVERS
+                        and any(t in SERVER_TABLES[p.name] or t == p.frames_table
+                                for p in PER_SERVER))))  # fmt: skip
 CHAINS_PER_BUCKET = 64
 
 
@@ -72,7 +91,9 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     options = {"work": work, "ports": ports, "heuristic": heuristic,
                "frames": "frames" in tables, "clock": sc.accumulator(0.0),
-               "per_id": tuple(t for t in PER_ID if t in tables)}  # fmt: skip
+               "per_id": tuple(t for t in PER_ID if t in tables),
+               "per_server": {p.name: wanted for p in PER_SERVER if (wanted := tuple(
+                   t for t in tables if t in SERVER_TABLES[p.name] or t == p.frames_table))}}  # fmt: skip
     clock = time.perf_counter()
     found = sc.parallelize(groups, len(groups)).flatMap(
         lambda item: analyse_pieces(item, options)).collect()  # fmt: skip
@@ -85,6 +106,10 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
     if the_plan.chains or any(len(s) > 1 for s in the_plan.sets):
         _stitch(sc, the_plan, [f.path for f in files], options, slots)
     stages["stitch"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    if options["per_server"]:
+        _per_server(sc, the_plan, options, slots)
+    stages["servers"] = time.perf_counter() - clock
     clock = time.perf_counter()
     # (the tables across connections are small: Spark's default 200 shuffle partitions
     # would be 200 tasks each for a few thousand rows)
@@ -112,11 +137,44 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
     return written
 
 
+def _per_server(sc: Any, the_plan: Any, options: dict, slots: int) -> None:
+    """Stage 4: each server of each protocol analysed per server, a task a server (its
+    chains' frames across the cuts sent along)."""
+    from streamdissect.rotated.apply import cut_frames
+    from streamdissect.rotated.servers import server_of
+
+    light = replace(the_plan, anomalies=[],
+                    chains={k: replace(c, frames=[]) for k, c in the_plan.chains.items()})  # fmt: skip
+    items = []
+    for name in options["per_server"]:
+        root = os.path.join(options["work"], SERVERS_DIR, name)
+        folders = {os.path.join(root, f) for f in visible_parts(root)}
+        chains: dict[str, list] = {}
+        for chain in the_plan.chains.values():
+            if chain.protocol == name:
+                folder = server_folder(options["work"], name, server_of(chain.name))
+                folders.add(folder)
+                chains.setdefault(folder, []).append(chain)
+        for folder in sorted(folders):
+            mine = chains.get(folder, [])
+            items.append((name, folder, [light.chains[c.key] for c in mine],
+                          [_ipc(cut_frames(c)) for c in mine]))  # fmt: skip
+    if not items:
+        return
+    shared = sc.broadcast(light)
+    sc.parallelize(items, max(1, min(len(items), slots * 4))).foreach(
+        lambda item: analyse_server(item, shared.value, options))  # fmt: skip
+    shared.unpersist()
+
+
 def _stitch(sc: Any, the_plan: Any, paths: list[str], options: dict, slots: int) -> None:
-    """Stages 2 and 3: the files of rotated sets, then their chains."""
+    """Stages 2 and 3: the files of rotated sets, then their chains (those of the protocols
+    analysed per file: the others' are stage 4's)."""
+    from streamdissect.protocols.registry import protocol
     from streamdissect.rotated.apply import cut_frames
 
-    chains = list(the_plan.chains.values())
+    chains = [c for c in the_plan.chains.values()
+              if not protocol(c.protocol).analysed_per_server]  # fmt: skip
     # a task a connection while there are few (both cores busy), then up to 64 a task
     buckets = max(1, min(len(chains), max(4 * slots, -(-len(chains) // CHAINS_PER_BUCKET))))
     options = {**options, "buckets": buckets}
@@ -251,6 +309,13 @@ def _finish(table: str, frame: Any) -> Any:
         sums = [F.sum(c).cast("bigint").alias(c) for c in names]
         counted = " OR ".join(f"{c} != 0" for c in names)
         return frame.groupBy("second_ns").agg(*sums).where(counted).orderBy("second_ns")
+    if table in ACROSS_SERVERS:  # (errors: each server's counts summed, the first remark)
+        keys = [c for c in schema.column_names(table)
+                if c not in ("count", "remark", "first_ts_ns")]  # fmt: skip
+        return (frame.groupBy(*keys).agg(F.sum("count").cast("bigint").alias("count"),
+                                         F.min_by("remark", "first_ts_ns").alias("remark"),
+                                         F.min("first_ts_ns").alias("first_ts_ns"))
+                .select(*schema.column_names(table)))  # fmt: skip
     if table == "errors":
         return (frame.groupBy("command", "code", "code_name")
                 .agg(F.sum("count").cast("bigint").alias("count")).where("count != 0")

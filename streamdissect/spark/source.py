@@ -1,7 +1,9 @@
 """`spark.read.format("streamdissect")`: capture files as a DataFrame (a Python Data Source).
 
 Options:
-- `table`: `frames` (default), `connections` or `anomalies` (schema.py's columns);
+- `table`: `frames` (default), `connections` or `anomalies` (schema.py's columns), or a
+  table of RocketMQ's (`rocketmq_frames`, `rocketmq_connections`, `rocketmq_requests`,
+  `rocketmq_latency`, `rocketmq_sends`, ...: each file analysed alone);
 - `ports` (comma-separated, default 5552), `heuristic` (true/false, default true);
 - `mode`, as Spark's file sources have it: `PERMISSIVE` (default: a file that cannot be read
   as a capture, an empty one, or one damaged part way, goes on; the anomalies table has a
@@ -21,11 +23,18 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from streamdissect.protocols.registry import PROTOCOLS
 from streamdissect.spark.files import list_files, pack
 from streamdissect.spark.types import for_spark, spark_ddl
 from streamdissect.tables import schema
 
-TABLES = ("frames", "connections", "anomalies")
+# the Stream's frames, connections and anomalies, and every table of the protocols the
+# job analyses per server (RocketMQ's: its frames, connections, calls, ...), each file alone
+TABLES = ("frames", "connections", "anomalies",
+          *(t for p in PROTOCOLS if p.analysed_per_server
+            for t in (p.frames_table, *schema.analysis_tables(p.name, on_request=True))
+            if t != "anomalies"))  # fmt: skip
+FRAMES_TABLES = {p.frames_table: p.name for p in PROTOCOLS}
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 # File-level anomalies: the file, not a connection, is damaged.
 FILE_KINDS = frozenset(("truncated_file", "bad_record", "unreadable_file"))
@@ -120,16 +129,27 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> 
     """The table's Arrow record batches for one capture file (CaptureError: not readable)."""
     import pyarrow as pa
 
-    if table == "frames":
+    if table in FRAMES_TABLES:
         from streamdissect.tables.batches import frame_batches
 
-        yield from frame_batches(path, ports=ports, heuristic=heuristic, helper_process=False)
+        # (`ports` are the Stream's: named, so that a run of another protocol alone keeps
+        # its own default ports and never takes these)
+        named = {p.name: ports if k == 0 else p.ports for k, p in enumerate(PROTOCOLS)}
+        yield from frame_batches(path, ports=named, heuristic=heuristic, helper_process=False,
+                                 protocol=FRAMES_TABLES[table])  # fmt: skip
         return
     from streamdissect.analysis.driver import analyze
 
-    analysis = analyze(path, ports=ports, heuristic=heuristic, report_only=True,
+    # (the Stream's report tables are all a report_only run makes; another protocol's
+    # table of a row a call needs the full run)
+    analysis = analyze(path, ports=ports, heuristic=heuristic,
+                       report_only=table in ("connections", "anomalies"),
                        helper_process=False)  # fmt: skip
-    rows = [_row(table, row) for row in analysis.rows(table)]
+    try:
+        found = analysis.rows(table)
+    except KeyError:  # (another protocol's table, and the file carried none of its traffic)
+        found = []
+    rows = [_row(table, row) for row in found]
     yield pa.RecordBatch.from_pylist(rows, schema=schema.arrow_schema(table))
 
 

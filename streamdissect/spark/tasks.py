@@ -7,6 +7,10 @@ runs in a Python worker with the core, and writes its rows as Parquet part files
    (rotated.apply.piece_rows); the frames of its chain parts written per chain bucket.
 3. `analyse_chains`: the chains of one bucket, each analysed from all its frames
    (rotated.apply.chain_tables); their rows written like any file's.
+4. `analyse_server`: a protocol analysed per server (Protocol.analysed_per_server:
+   RocketMQ): every frame of one server's connections from every file, a rotated set's
+   stitched by the plan, analysed in one run (rotated.servers.server_tables); its tables'
+   rows written.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from streamdissect.tables import schema
 TASK_TABLES = ("connections", "requests", "confirms", "credit", "stalls", "deliveries",
                "throughput", "errors", "anomalies")  # fmt: skip
 FRAMES_DIR = "_chain_frames"
+SERVERS_DIR = "_servers"
 
 
 def timed(task: Callable) -> Callable:
@@ -99,11 +104,12 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
 
     found = []
     for k, path in item:
+        replays: dict | None = {} if options.get("per_server") else None
         try:
             analysis, facts = analyze_piece(path, ports=options["ports"],
                                             heuristic=options["heuristic"],
                                             report_only=not options["per_id"],
-                                            helper_process=False)  # fmt: skip
+                                            helper_process=False, replays=replays)  # fmt: skip
         except CaptureError as exc:  # (a row of the anomalies table says why; the job goes on)
             _write(unreadable(path, str(exc)), options["work"], "anomalies", f"{k:05d}")
             found.append((k, PieceFacts(path, None, None)))
@@ -112,8 +118,39 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
             _write(analysis.arrow(table), options["work"], table, f"{k:05d}")
         if options["frames"]:
             _write(_frames(path, options), options["work"], "frames", f"{k:05d}")
+        if replays:
+            _write_per_server(k, replays, analysis.tcp_connections, options["work"])
         found.append((k, facts))
     return found
+
+
+def server_folder(work: str, protocol: str, server: str) -> str:
+    """Where the frames and connections of a server of a protocol analysed per server go
+    (a folder name of the server's: an IPv6 address has brackets and colons)."""
+    import hashlib
+
+    key = hashlib.sha1(server.encode()).hexdigest()[:16]  # (a name, no secret)
+    return os.path.join(work, SERVERS_DIR, protocol, key)
+
+
+def _write_per_server(k: int, replays: dict, connections: list, work: str) -> None:
+    """A file's frames (replay tables) and connection summaries of each protocol analysed
+    per server, written by server: stage 4's input."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from streamdissect.rotated.servers import server_of, summary_rows
+
+    for name, builder in replays.items():
+        replay = pa.Table.from_batches(builder.batches())
+        servers = pa.array([server_of(c) for c in replay["connection"].to_pylist()], pa.string())
+        summaries = summary_rows(connections, name)
+        for server in sorted(set(servers.to_pylist())):
+            folder = server_folder(work, name, server)
+            _write(replay.filter(pc.equal(servers, server)), folder, "replay", f"{k:05d}")
+            mine = [row for row in summaries if row["server"] == server]
+            if mine:
+                _write(pa.Table.from_pylist(mine), folder, "summaries", f"{k:05d}")
 
 
 def unreadable(path: str, reason: str) -> Any:
@@ -164,7 +201,7 @@ def stitch_piece(k: int, path: str, plan: Any, options: dict) -> int:
         else:
             rows = piece_rows(rows, table, k, plan)
         write_whole(rows, where)
-    if all(plan.chain_of(k, part) is None for part in _locals(plan, k)):
+    if not _chained_here(plan, k):
         return 0
     if own_frames is None:  # (else the frames table's part: no second dissection)
         own_frames = _frames(path, options)
@@ -200,6 +237,17 @@ def _add_limit_anomalies(k: int, path: str, plan: Any, own_frames: Any, options:
 
 def _locals(plan: Any, k: int) -> list[str]:
     return [local for piece, local in plan.names if piece == k]
+
+
+def _chained_here(plan: Any, k: int) -> bool:
+    """Whether a part of the piece is in a chain of stages 2 and 3 (a protocol analysed per
+    server has its chains analysed in stage 4)."""
+    from streamdissect.protocols.registry import protocol
+
+    keys = {plan.chain_of(k, part) for part in _locals(plan, k)} - {None}
+    # (the stages' plan holds their chains only: jobs._stitch)
+    return any(key in plan.chains and not protocol(plan.chains[key].protocol).analysed_per_server
+               for key in keys)  # fmt: skip
 
 
 @timed
@@ -241,3 +289,35 @@ def _no_frames() -> Any:
             .append_column(PIECE, pa.array([], pa.int32()))
             .append_column(ROW, pa.array([], pa.int64()))
             .append_column(REPLACED, pa.array([], pa.bool_())))  # fmt: skip
+
+
+@timed
+def analyse_server(item: tuple, plan: Any, options: dict) -> int:
+    """(Task.) One server of a protocol analysed per server: (protocol, its folder, the
+    plan's chains of the server, their frames across the cuts as Arrow IPC); its tables'
+    rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamdissect.rotated.servers import server_tables
+
+    name, folder, chains, cuts_ipc = item
+    pieces, summaries = [], []
+    for part in visible_parts(os.path.join(folder, "replay")):
+        k = int(part.removeprefix("part-").removesuffix(".parquet"))
+        pieces.append((k, pq.read_table(os.path.join(folder, "replay", part))))
+    for part in visible_parts(os.path.join(folder, "summaries")):
+        k = int(part.removeprefix("part-").removesuffix(".parquet"))
+        summaries.append((k, pq.read_table(os.path.join(folder, "summaries", part)).to_pylist()))
+    cuts = [pa.ipc.open_stream(data).read_all() for data in cuts_ipc]
+    from streamdissect.protocols.registry import protocol
+
+    wanted = options["per_server"][name]
+    frames_table = protocol(name).frames_table
+    tables = server_tables(name, pieces, summaries, chains, cuts, plan,
+                           [t for t in wanted if t != frames_table],
+                           frames=frames_table in wanted)  # fmt: skip
+    rows = 0
+    for table, arrow in tables.items():
+        rows += _write(arrow, options["work"], table, f"{name}-{os.path.basename(folder)}")
+    return rows

@@ -96,17 +96,14 @@ def sent_by_server(data: bytes) -> bool:
 MAX_OPEN_CALLS = 65_536  # requests a direction remembers until answered (oldest forgotten)
 
 
-class RocketMQFramer(Framer):
-    """A direction of a RocketMQ connection cut into records (framing.framer.Framer).
-    `calls`: opaque -> request code of this direction's requests not answered yet, which its
-    peer's responses are named by (protocol.RocketMQProtocol.framer)."""
+class OpenRequests:
+    """A direction's requests not answered yet, by opaque: what names its peer's responses
+    (`request_code`), bounded (the oldest forgotten past MAX_OPEN_CALLS)."""
 
-    HEAD_KEPT = 64 * 1024  # (a frame above a negotiated max: RocketMQ negotiates none)
     __slots__ = ("calls",)
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.calls: dict[int, int] = {}
+    def __init__(self) -> None:
+        self.calls: dict[int, int] = {}  # opaque -> request code
 
     def asked(self, record: RemotingCommand) -> None:
         """A request of this direction: remembered until its response comes (oneway ones
@@ -121,6 +118,28 @@ class RocketMQFramer(Framer):
     def answered(self, opaque: int) -> int | None:
         """The code of this direction's request that `opaque` answers, forgotten now."""
         return self.calls.pop(opaque, None)
+
+
+def name_response(record: RemotingCommand, own: OpenRequests, peer: OpenRequests | None) -> None:
+    """A command of a direction (`own`, its open requests; `peer`, the other direction's): a
+    request is remembered, a response named by the request it answers (None: not seen)."""
+    if not record.response:
+        own.asked(record)
+    elif peer is not None:
+        record.request_code = peer.answered(record.opaque)
+
+
+class RocketMQFramer(Framer):
+    """A direction of a RocketMQ connection cut into records (framing.framer.Framer).
+    `requests`: this direction's requests not answered yet, which its peer's responses are
+    named by (protocol.RocketMQProtocol.framer)."""
+
+    HEAD_KEPT = 64 * 1024  # (a frame above a negotiated max: RocketMQ negotiates none)
+    __slots__ = ("requests",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests = OpenRequests()
 
     def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
         record = decode_frame(frame, declared_size=size if cut else None)

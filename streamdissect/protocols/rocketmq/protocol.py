@@ -20,6 +20,7 @@ from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.protocols.rocketmq.framing import (
     RocketMQFramer,
     looks_like_rocketmq,
+    name_response,
     sent_by_server,
 )
 from streamdissect.protocols.rocketmq.records import RemotingCommand
@@ -32,6 +33,7 @@ class RocketMQProtocol(Protocol):
     ports = (9876, 10911)
     framer_class = RocketMQFramer
     frames_table = "rocketmq_frames"
+    connections_table = "rocketmq_connections"
 
     @property
     def report_sections(self) -> tuple:  # (tables.py is read when asked for)
@@ -50,12 +52,9 @@ class RocketMQProtocol(Protocol):
         request's code (`request_code`; None when the request was not seen)."""
         def named_emit(offset: int, ts_ns: int, record: Any) -> None:
             if record.__class__ is RemotingCommand:
-                if not record.response:
-                    framer.asked(record)
-                else:
-                    peer = next((f for f in framers if f is not framer), None)
-                    if peer is not None:
-                        record.request_code = peer.answered(record.opaque)
+                peer = next((f for f in framers if f is not framer), None)
+                name_response(record, framer.requests,
+                              None if peer is None else peer.requests)  # fmt: skip
             emit(offset, ts_ns, record)
 
         framer = super().framer(named_emit, report, options, framers, framer_class)
@@ -122,6 +121,23 @@ class RocketMQProtocol(Protocol):
         from streamdissect.protocols.rocketmq.frame_table import FrameRows
 
         return FrameRows(show_secrets)
+
+    analysed_per_server = True  # (its latency, offsets and clients are per server)
+
+    def replay_columns(self) -> Any:
+        from streamdissect.protocols.rocketmq.replay import ReplayRows
+
+        return ReplayRows()
+
+    def replay_schema(self) -> Any:
+        from streamdissect.protocols.rocketmq.replay import replay_schema
+
+        return replay_schema()
+
+    def replay_events(self, table: Any) -> Any:
+        from streamdissect.protocols.rocketmq.replay import replay_events
+
+        return replay_events(table)
 
     def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
                  tables: Any = None) -> Any:  # fmt: skip

@@ -55,6 +55,27 @@ FRAMES = _cols(
     ("fields_json", "string", "every known header field, by name, as JSON"),
 )
 
+CONNECTIONS = _cols(
+    ("connection", "string", "client_ip:port-server_ip:port[#n]"),
+    ("client", "string"),
+    ("server", "string", "the name server (9876) or broker (10911) ip:port"),
+    ("start_ns", "int64", "its first TCP packet"),
+    ("end_ns", "int64", "its last TCP packet"),
+    ("first_command_ns", "int64"),
+    ("last_command_ns", "int64"),
+    ("frames_c2s", "int64"),
+    ("frames_s2c", "int64"),
+    ("bytes_c2s", "int64"),
+    ("bytes_s2c", "int64"),
+    ("requests_c2s", "int64", "requests the client asked (oneway ones apart)"),
+    ("requests_s2c", "int64", "requests the server asked (NOTIFY_CONSUMER_IDS_CHANGED, ...)"),
+    ("oneway", "int64", "oneway requests, both ways"),
+    ("responses", "int64", "responses, both ways"),
+    ("tcp_end", "string", "fin, rst or open"),
+    ("status", "string", ("closed (FIN or RST: RocketMQ has no close command, a socket "
+                          "closed is how a connection ends) or open at the capture's end")),
+)
+
 _CALL = (("connection", "string"), ("server", "string", "the connection's server ip:port"))
 _PERCENTILES = (("min_ms", "float64"), ("p50_ms", "float64"), ("p75_ms", "float64"),
                 ("p95_ms", "float64"), ("p99_ms", "float64"), ("max_ms", "float64"))
@@ -200,13 +221,17 @@ BROKER_REGISTRATIONS = _cols(
     ("master_addr", "string", "the name server's answer"),
 )
 
-TABLES = {"rocketmq_frames": FRAMES, "rocketmq_requests": REQUESTS,
+TABLES = {"rocketmq_frames": FRAMES, "rocketmq_connections": CONNECTIONS,
+          "rocketmq_requests": REQUESTS,
           "rocketmq_latency": LATENCY, "rocketmq_errors": ERRORS, "rocketmq_sends": SENDS,
           "rocketmq_pulls": PULLS, "rocketmq_offsets": OFFSETS, "rocketmq_clients": CLIENTS,
           "rocketmq_broker_registrations": BROKER_REGISTRATIONS}  # fmt: skip
 
 # what `streamdissect analyze` shows of them (a section only when the capture gives it rows)
 REPORT_SECTIONS = (
+    ReportSection("RocketMQ connections", "rocketmq_connections",
+                  ("connection", "start_ns", "frames_c2s", "frames_s2c", "requests_c2s",
+                   "requests_s2c", "oneway", "responses", "tcp_end", "status")),
     ReportSection("RocketMQ request latency (ms)", "rocketmq_latency"),
     ReportSection("RocketMQ errors", "rocketmq_errors",
                   ("request_name", "code", "code_name", "topic", "count", "remark")),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from streamdissect.engine.state import FrameEvent
+from streamdissect.framing.events import FrameEvent
 from streamdissect.protocols.stream.frame_table import CHUNK_COLUMNS
 from streamdissect.protocols.stream.hot import (
     CONFIRM_KEY,
@@ -33,7 +33,8 @@ from streamdissect.protocols.stream.hot import (
     PUBLISH_KEY,
     HotFrames,
 )
-from streamdissect.tables import schema
+from streamdissect.protocols.stream.tables import FRAMES
+from streamdissect.tables.columns import arrow_schema_of
 
 # The typed columns each hot kind must have (an id as a u8: the wire's) to be taken as a
 # hot frame; Heartbeat has none.
@@ -147,8 +148,8 @@ def _table(frames: Any) -> Any:
     import pyarrow as pa
 
     if not isinstance(frames, pa.Table):
-        frames = pa.Table.from_batches(list(frames), schema=schema.arrow_schema("frames"))
-    return frames.select(schema.column_names("frames"))
+        frames = pa.Table.from_batches(list(frames), schema=arrow_schema_of(FRAMES))
+    return frames.select([c.name for c in FRAMES])
 
 
 def _valid(column: Any) -> np.ndarray:

@@ -25,6 +25,7 @@ class StreamProtocol(Protocol):
     ports = (5552,)
     framer_class = StreamFramer
     frames_table = "frames"
+    connections_table = "connections"
 
     @property
     def fast_path(self) -> Any:
@@ -80,6 +81,18 @@ class StreamProtocol(Protocol):
         from streamdissect.protocols.stream.frame_table import FrameColumns
 
         return FrameColumns(show_secrets)
+
+    def replay_schema(self) -> Any:
+        """Its replay table is its frames table (frame_columns)."""
+        from streamdissect.protocols.stream.tables import FRAMES
+        from streamdissect.tables.columns import arrow_schema_of
+
+        return arrow_schema_of(FRAMES)
+
+    def replay_events(self, table: Any) -> Any:
+        from streamdissect.protocols.stream.frame_events import frame_events
+
+        return frame_events(table)
 
     def analysis(self, *, at_once_ms: float | None = None, report_only: bool = False,
                  tables: Any = None) -> Any:  # fmt: skip

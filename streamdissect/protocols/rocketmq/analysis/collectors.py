@@ -15,6 +15,7 @@ from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.brokers import BrokerCollector
 from streamdissect.protocols.rocketmq.analysis.calls import CallCollector
 from streamdissect.protocols.rocketmq.analysis.clients import ClientCollector
+from streamdissect.protocols.rocketmq.analysis.connections import ConnectionCollector
 from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
 from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
 from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
@@ -22,16 +23,20 @@ from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 # The collector (attribute of Collectors) that makes each table.
-MADE_BY = {"rocketmq_requests": "calls", "rocketmq_latency": "calls",
+MADE_BY = {"rocketmq_connections": "connections", "rocketmq_requests": "calls",
+           "rocketmq_latency": "calls",
            "rocketmq_errors": "errors", "rocketmq_sends": "sends", "rocketmq_pulls": "pulls",
            "rocketmq_offsets": "offsets", "rocketmq_clients": "clients",
            "rocketmq_broker_registrations": "brokers"}  # fmt: skip
 
 
 class Collectors:
+    hot_class = None  # (RocketMQ has no fast path: no frames come as columns)
+
     def __init__(self, keep_call_rows: bool = True) -> None:
         self.calls = calls = CallCollector(keep_rows=keep_call_rows)
         self.clients = ClientCollector()
+        self.connections = ConnectionCollector()
         self.errors = ErrorCollector(calls)  # (these read `calls.answered`)
         self.sends = SendCollector(calls)
         self.pulls = PullCollector(calls)
@@ -85,7 +90,7 @@ class Collectors:
         key = (response, record.request_code if response else record.code)
         handlers = self._by_code.get(key)
         if handlers is None:
-            calls = (self.calls.on_frame,)
+            calls = (self.calls.on_frame, self.connections.on_frame)
             if response:
                 calls += (self.errors.on_response,) + self._responses_to(key[1])
             else:
@@ -108,6 +113,7 @@ class Collectors:
         """Each table's rows (dicts), made when called."""
         c = self
         return {
+            "rocketmq_connections": lambda: c.connections.rows(tcp_connections),
             "rocketmq_requests": lambda: c.calls.rows,
             "rocketmq_latency": c.calls.summary,
             "rocketmq_errors": c.errors.rows,

@@ -1,0 +1,52 @@
+"""Rotated RocketMQ captures in one process, as the Spark job makes their tables
+(rotated.local.analyze_servers: each piece dissected apart with framers that keep their
+edges, the stitching plan, one run of RocketMQ's analyses a server over every piece): every
+shipped RocketMQ capture cut into pieces (as `tcpdump -C` cuts) gives the tables and frames
+of the whole file, the frames cut between two files decoded across the cut."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import rotate
+from rocketmq_support import CAPTURES, NAMES
+
+from streamdissect.analysis.driver import analyze
+from streamdissect.rotated.facts import analyze_piece
+from streamdissect.rotated.local import analyze_servers
+from streamdissect.rotated.stitch import plan
+from streamdissect.tables import schema
+from streamdissect.tables.batches import frames_arrow
+
+TABLES = [t for t in schema.analysis_tables("rocketmq", on_request=True) if t != "anomalies"]
+
+
+def key(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("pieces,offset", [(3, 0), (5, 0), (4, 3)])
+@pytest.mark.parametrize("name", NAMES)
+def test_pieces_give_the_tables_of_the_whole_file(name, pieces, offset, tmp_path):
+    whole = CAPTURES / f"{name}.pcap"
+    paths = [str(p) for p in rotate.cut(whole, pieces, tmp_path, offset=offset)]
+    got = analyze_servers(paths, "rocketmq", TABLES, frames=True)
+    analysis = analyze(str(whole))
+    for table in TABLES:
+        expected = analysis.arrow(table).to_pylist()
+        mine = got[table].to_pylist() if table in got else []
+        assert sorted(map(key, mine)) == sorted(map(key, expected)), table
+    frames = frames_arrow(str(whole), protocol="rocketmq").to_pylist()
+    assert sorted(map(key, got["rocketmq_frames"].to_pylist())) == sorted(map(key, frames))
+
+
+def test_frames_are_decoded_across_the_cuts(tmp_path):
+    """The compressed sends (40 kB frames over many segments) cut between files: the plan
+    chains the connections and decodes frames that neither file has whole."""
+    paths = rotate.cut(CAPTURES / "rmq-java-compressed.pcap", 5, tmp_path)
+    the_plan = plan([analyze_piece(str(p), report_only=True)[1] for p in paths])
+    chains = list(the_plan.chains.values())
+    assert chains and {c.protocol for c in chains} == {"rocketmq"}
+    assert sum(len(c.frames) for c in chains) > 5
+    assert not the_plan.anomalies
