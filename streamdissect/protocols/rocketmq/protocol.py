@@ -51,9 +51,10 @@ class RocketMQProtocol(Protocol):
                 if not record.response:
                     framer.asked(record)
                 else:
-                    peer = next((f for f in framers if f is not framer), None)
-                    if peer is not None:
-                        record.request_code = peer.answered(record.opaque)
+                    for peer in framers:  # (the other direction's)
+                        if peer is not framer:
+                            record.request_code = peer.answered(record.opaque)
+                            break
             emit(offset, ts_ns, record)
 
         framer = super().framer(named_emit, report, options, framers, framer_class)
