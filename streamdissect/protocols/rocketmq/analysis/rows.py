@@ -4,8 +4,15 @@ the table's column order, as the table converters read tuples."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
+
+
+def shared(value: Any) -> Any:
+    """A text many rows hold (a topic, a group, a tag, a remark) as one string for all of
+    them (sys.intern), not one a row: a row a send is kept for the whole capture."""
+    return sys.intern(value) if value.__class__ is str else value
 
 
 def row_type(name: str, columns: Sequence[Any]) -> type:
