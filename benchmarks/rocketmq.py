@@ -5,7 +5,8 @@
         --flatness benchmarks/out/rocketmq2x.pcap [--repeats 3]
 
 The captures come from make_rocketmq.py (100,000 sends and their pulls; --scale 2 for the
-second). Times, round robin in one run, medians of --repeats: cat (the floor), tshark
+second). `--tree NAME=DIR` adds a row analyze@NAME: the 1x capture analysed with another
+source tree's package, in the same round robin (old code against new under the same load). Times, round robin in one run, medians of --repeats: cat (the floor), tshark
 `-r FILE -q -z conv,tcp`, and `streamdissect analyze --format json FILE` (stdout to
 /dev/null), on the 1x capture and, with --flatness, on the 2x one too. Each row gives wall
 and CPU time (user + sys of the command and what it waited for: streamdissect's helper
@@ -35,6 +36,7 @@ from run import (  # noqa: E402
     git_rev,
     measure,
     streamdissect_cmd,
+    tree_tools,
     warm,
 )
 
@@ -59,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the same traffic twice over (make_rocketmq.py --scale 2)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per run")
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                    help="also analyze the 1x capture with the streamdissect package of another "
+                    "source tree, as the row analyze@NAME, in the same round robin (old and "
+                    "new code side by side; repeatable)")
     args = ap.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)
     paths = [os.path.abspath(args.capture)]
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{p} does not exist: run python benchmarks/make_rocketmq.py first")
     byte_compile(print)
     tools = [Tool("cat", "cat FILE", ["cat", paths[0]], paths[0]), *tools_for(paths[0])]
+    tools += tree_tools(paths[0], args.tree, print)
     if args.flatness:
         tools += tools_for(paths[1], "@2x")
     for p in paths:
@@ -91,12 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         steal = (ticks2[0] - ticks[0]) / max(ticks2[1] - ticks[1], 1)
         print(f"meanwhile other processes used {other / max(elapsed, 1e-9):.2f} of a CPU; "
               f"steal {steal:.1%}")
-    print(f"\n{'tool':<11} {'median s':>9} {'min..max s':>17} {'cpu s':>7} {'x tshark':>9} "
+    print(f"\n{'tool':<14} {'median s':>9} {'min..max s':>17} {'cpu s':>7} {'x tshark':>9} "
           f"{'cpu x':>7} {'peak MB':>8}")
     by = {t.name: t for t in tools}
     for t in tools:
         if not t.ok:
-            print(f"{t.name:<11} FAILED: {t.error}")
+            print(f"{t.name:<14} FAILED: {t.error}")
             continue
         walls = t.walls()
         ts = by.get("tshark" + ("@2x" if t.name.endswith("@2x") else ""))
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         if ts is not None and ts.ok:
             ratio = f"{t.median_s / ts.median_s:.3f}"
             cpu_ratio = f"{t.median_cpu_s / ts.median_cpu_s:.3f}"
-        print(f"{t.name:<11} {t.median_s:9.3f} {min(walls):8.3f}..{max(walls):<7.3f} "
+        print(f"{t.name:<14} {t.median_s:9.3f} {min(walls):8.3f}..{max(walls):<7.3f} "
               f"{t.median_cpu_s:7.2f} {ratio:>9} {cpu_ratio:>7} {t.peak_rss_mb:8.1f}")
     failed = 0
     for suffix in ("", "@2x") if args.flatness else ("",):
