@@ -13,9 +13,10 @@ a time, and, started when the producer is, a DefaultLitePullConsumer of a group 
 pulling them all back (PULL_MESSAGE, 32 messages a pull). The topics (4 queues) are made
 with mqadmin before the capture starts, as is the servers' start when they do not already
 run (then they are stopped at the end): the capture holds the clients' connections and the
-broker's periodic registration with the name server. The loopback capture is then re-cut to MSS 1448 as
-make_large.py does (its `recut`). The kit's start and clients are captures/rocketmq/record.py's
-(its Kit): options --kit/--work/--java or RMQ_KIT/RMQ_WORK/RMQ_JAVA as there.
+broker's periodic registration with the name server. The loopback capture is then re-cut to
+MSS 1448 as make_large.py does (its `recut`). The kit's start and clients are
+captures/rocketmq/record.py's (its Kit): options --kit/--work/--java or
+RMQ_KIT/RMQ_WORK/RMQ_JAVA as there.
 
 The clients' own traces say how many sends succeeded and how many messages came back; they
 are summed into PATH.json with the capture's packets and tcpdump's drops (must be 0). This
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
     java = args.java or str(Path(args.kit) / "clients" / "java" / "run.sh")
     kit = Kit(args.kit, args.work, java, "", "", scratch)
     run_tag = time.strftime("%H%M%S")
-    topics = ["SdBench%s_%d" % (run_tag, i) for i in range(parts)]
+    topics = [f"SdBench{run_tag}_{i}" for i in range(parts)]
     per_part = [n // parts + (i < n % parts) for i in range(parts)]
 
     started_here = not kit.running()

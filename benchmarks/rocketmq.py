@@ -6,7 +6,8 @@
 
 The captures come from make_rocketmq.py (100,000 sends and their pulls; --scale 2 for the
 second). `--tree NAME=DIR` adds a row analyze@NAME: the 1x capture analysed with another
-source tree's package, in the same round robin (old code against new under the same load). Times, round robin in one run, medians of --repeats: cat (the floor), tshark
+source tree's package, in the same round robin (old code against new under the same load).
+Times, round robin in one run, medians of --repeats: cat (the floor), tshark
 `-r FILE -q -z conv,tcp`, and `streamdissect analyze --format json FILE` (stdout to
 /dev/null), on the 1x capture and, with --flatness, on the 2x one too. Each row gives wall
 and CPU time (user + sys of the command and what it waited for: streamdissect's helper

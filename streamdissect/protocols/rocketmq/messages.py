@@ -111,7 +111,7 @@ def _host(body: bytes, at: int, v6: bool, stop: int, what: str) -> tuple[bytes, 
 
 def _host_text(address: bytes, port: int) -> str:
     if len(address) == 4:  # (dotted decimal, as ipaddress writes it, without its cost)
-        return "%d.%d.%d.%d:%d" % (address[0], address[1], address[2], address[3], port)
+        return f"{address[0]}.{address[1]}.{address[2]}.{address[3]}:{port}"
     import ipaddress
 
     ip = ipaddress.ip_address(address)
