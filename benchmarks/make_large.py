@@ -200,7 +200,10 @@ def find_connections(raw_path: Path, port: int, token: bytes) -> set:
     return keep
 
 
-def recut(raw_path: Path, out_path: Path, port: int, keep: set, mss: int = MSS) -> dict:
+def recut(raw_path: Path, out_path: Path, port: int | set, keep: set, mss: int = MSS) -> dict:
+    """Write the packets of the `keep` connections (client (ip, port)s to the server `port`,
+    or any of a set of ports) to `out_path`, segments over `mss` cut into pieces."""
+    ports = {port} if isinstance(port, int) else set(port)
     st = {"raw_packets": 0, "raw_packets_kept": 0, "split_segments": 0, "largest_raw_segment": 0,
           "payload_c2s": 0, "payload_s2c": 0, "payload_out": 0, "largest_out_segment": 0,
           "ts_backsteps": 0}
@@ -216,9 +219,9 @@ def recut(raw_path: Path, out_path: Path, port: int, keep: set, mss: int = MSS) 
             if p is None:
                 continue
             e, ihl, t, thl, end, src, sport, dst, dport = p
-            if dport == port and (src, sport) in keep:
+            if dport in ports and (src, sport) in keep:
                 direction = "payload_c2s"
-            elif sport == port and (dst, dport) in keep:
+            elif sport in ports and (dst, dport) in keep:
                 direction = "payload_s2c"
             else:
                 continue

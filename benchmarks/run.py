@@ -119,6 +119,7 @@ class Run:
     rc: int
     timed_out: bool = False
     extra: dict | None = None
+    cpu_s: float | None = None  # user + sys of the command and the children it waited for
 
 
 @dataclass
@@ -147,6 +148,10 @@ class Tool:
     @property
     def peak_rss_mb(self) -> float | None:
         return max(r.maxrss_mb for r in self.runs) if self.ok else None
+
+    @property
+    def median_cpu_s(self) -> float | None:
+        return statistics.median(r.cpu_s for r in self.runs) if self.ok else None
 
     def rate_s(self) -> float | None:
         """Seconds the packet rate is computed from (scapy: its loop, imports excluded)."""
@@ -211,7 +216,7 @@ def run_once(argv: list[str], timeout: float, env: dict) -> tuple[Run, str]:
             except ValueError:
                 pass
     return Run(round(wall, 4), round(maxrss_kb / 1024, 1), p.returncode, killed.is_set(),
-               extra), text
+               extra, round(ru.ru_utime + ru.ru_stime, 4)), text
 
 
 RSS_METHOD = TIME if os.access(TIME, os.X_OK) else "wait4"

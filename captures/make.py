@@ -112,15 +112,17 @@ def run_child(name: str, out: str) -> None:
 # parent side: tcpdump around the child, then filter and check
 
 
-def tcpdump_start(path: Path, pcap_filter: str = "tcp port 5552 or tcp port 5553"
-                  ) -> subprocess.Popen:  # fmt: skip
+def tcpdump_start(path: Path, pcap_filter: str = "tcp port 5552 or tcp port 5553",
+                  buffer_kib: int = 32768) -> subprocess.Popen:  # fmt: skip
+    """tcpdump on lo into `path`; `buffer_kib`: its kernel buffer (a long, busy recording on
+    a loaded machine needs more, or the kernel drops packets)."""
     err = open(str(path) + ".err", "w+")
     p = subprocess.Popen(
         # a large kernel buffer: other loopback traffic on the broker ports (tests,
         # benchmarks) must not make tcpdump drop this scenario's packets
         # --immediate-mode: without it libpcap hands packets over per ring block (up to
         # ~1 s late) and a SIGINT right after a short scenario loses them all
-        ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", "32768", "--immediate-mode",
+        ["tcpdump", "-i", "lo", "-s", "0", "-U", "-n", "-B", str(buffer_kib), "--immediate-mode",
          "-w", str(path), pcap_filter],
         stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 10

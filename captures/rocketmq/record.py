@@ -71,9 +71,10 @@ class Kit:
                  "-t", topic, "-r", str(queues), "-w", str(queues))
 
     def client(self, launcher: str, args: list[str], report: str, flag: str = "--trace",
-               background: bool = False):
+               background: bool = False, timeout: float = 120):
         """Run a client with its report file (the client writes it); returns the report, or
-        (when `background`) a callable that waits for the client and returns it."""
+        (when `background`) a callable that waits for the client and returns it. A client
+        still running after `timeout` seconds is an error."""
         path = self.scratch / report
         cmd = ["bash", launcher, *args, flag, str(path)]
         print("   $", " ".join(cmd[1:]), flush=True)
@@ -81,7 +82,7 @@ class Kit:
                                 stderr=subprocess.STDOUT, text=True)
 
         def finish() -> dict:
-            out, _ = proc.communicate(timeout=120)
+            out, _ = proc.communicate(timeout=timeout)
             if not path.exists():
                 raise SystemExit("client wrote no report (exit %d):\n%s" % (proc.returncode, out))
             data = json.loads(path.read_text())
@@ -92,8 +93,10 @@ class Kit:
 
         return finish if background else finish()
 
-    def java(self, cls: str, *args: str, report: str, background: bool = False):
-        return self.client(self.java_run, [cls, *args], report, background=background)
+    def java(self, cls: str, *args: str, report: str, background: bool = False,
+             timeout: float = 120):
+        return self.client(self.java_run, [cls, *args], report, background=background,
+                           timeout=timeout)
 
     def cpp(self, role: str, *args: str, report: str, background: bool = False):
         return self.client(self.cpp_run, [role, *args], report, "--out", background)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import struct
+from functools import cache
 from typing import Any
 
 from streamdissect.protocols.rocketmq import fastjson, spec
@@ -37,6 +38,9 @@ _i16 = struct.Struct(">h").unpack_from
 _i32 = struct.Struct(">i").unpack_from
 _JSON_ORDER = ("code", "extFields", "flag", "language", "opaque", "remark",
                "serializeTypeCurrentRPC", "version")  # fastjson's (by name)  # fmt: skip
+_HEADER_KEYS = frozenset(spec.JSON_KEYS[:-1])  # read into a command's fields, not json_extra
+JSON_START = b'{"'
+_JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's settings)
 
 
 class HeaderError(ValueError):
@@ -85,30 +89,40 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None) -> RemotingC
 # --- headers -------------------------------------------------------------------------------
 
 
+def _json_loads(header: bytes) -> Any:
+    """json.loads(header): what it does for bytes that start `{"` (UTF-8, as its encoding
+    detection finds) without the detection; other bytes through json.loads itself."""
+    if header[:2] == JSON_START:
+        return _JSON_DECODE(header.decode("utf-8", "surrogatepass"))
+    return json.loads(header)
+
+
+def _number(obj: dict, key: str, default: int | None = None) -> int | None:
+    """A JSON header's integer (HeaderError when it holds something else)."""
+    value = obj.get(key, default)
+    if value is not None and value.__class__ is not int and (
+            not isinstance(value, int) or isinstance(value, bool)):  # fmt: skip
+        raise HeaderError(f"JSON header's {key} is not an integer: {value!r}", 0)
+    return value
+
+
 def _json_header(header: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(header)
+        obj = _json_loads(header)
     except (ValueError, RecursionError) as e:
         raise HeaderError(f"header is not JSON: {e}", 0) from None
     if not isinstance(obj, dict):
         raise HeaderError("JSON header is not an object", 0)
-
-    def number(key: str, default: int | None = None) -> int | None:
-        value = obj.get(key, default)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise HeaderError(f"JSON header's {key} is not an integer: {value!r}", 0)
-        return value
-
-    code, opaque = number("code"), number("opaque", 0)
+    code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)
     if code is None:
         raise HeaderError("JSON header has no code", 0)
     ext = obj.get("extFields") or {}
     remark = obj.get("remark")
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
-    extra = {k: v for k, v in obj.items() if k not in spec.JSON_KEYS[:-1]}
-    return {"code": code, "language": obj.get("language"), "version": number("version"),
-            "opaque": opaque, "flag": number("flag", 0), "remark": remark, "ext": ext,
+    extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS}
+    return {"code": code, "language": obj.get("language"), "version": _number(obj, "version"),
+            "opaque": opaque, "flag": _number(obj, "flag", 0), "remark": remark, "ext": ext,
             "json_extra": extra or None, "json_keys": tuple(obj),
             "json_tail": header[len(header.rstrip()):].decode() or None}  # fmt: skip
 
@@ -176,20 +190,30 @@ def _typed(value: Any, kind: str) -> Any:
     return None
 
 
+@cache
+def _known_keys(header: spec.Header) -> dict[str, tuple[str, str]]:
+    """A header's wire keys -> (field name, type): made once a header (they are constants)."""
+    return {f.key: (f.name, f.type) for f in header.fields}
+
+
 def named_fields(command: RemotingCommand) -> dict[str, Any]:
     """The ext fields its header knows, by name and typed (a value of another type is left
     out here and stays in `ext`)."""
     header = header_of(command.code, command.response)
     if header is None:
         return {}
-    known = header.by_key()
+    known = _known_keys(header)
     out = {}
     for key, value in command.ext.items():
         f = known.get(key)
         if f is not None:
-            typed = _typed(value, f.type)
+            name, kind = f
+            if value.__class__ is str and kind == spec.STR:  # (most are: _typed's first case)
+                out[name] = value
+                continue
+            typed = _typed(value, kind)
             if typed is not None:
-                out[f.name] = typed
+                out[name] = typed
     return out
 
 

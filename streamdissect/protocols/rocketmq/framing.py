@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, HEADER, NO, WAIT, YES, Framer
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.codec import decode_frame
+from streamdissect.protocols.rocketmq.codec import JSON_START, decode_frame
 from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
 
 _head = struct.Struct(">II").unpack_from
@@ -28,7 +28,6 @@ _head = struct.Struct(">II").unpack_from
 # lookahead lets candidates overlap
 _CANDIDATE = re.compile(
     rb"(?=[\x00-\xff]{4}(?:\x00[\x00-\xff]{3}(?:\{\"|\{\Z|\Z)|\x01\x00[\x00-\xff]{2}))", re.S)
-JSON_START = b'{"'
 BINARY_MIN = 2 + 1 + 2 + 4 + 4 + 4 + 4
 
 

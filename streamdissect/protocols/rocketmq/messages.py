@@ -110,6 +110,8 @@ def _host(body: bytes, at: int, v6: bool, stop: int, what: str) -> tuple[bytes, 
 
 
 def _host_text(address: bytes, port: int) -> str:
+    if len(address) == 4:  # (dotted decimal, as ipaddress writes it, without its cost)
+        return f"{address[0]}.{address[1]}.{address[2]}.{address[3]}:{port}"
     import ipaddress
 
     ip = ipaddress.ip_address(address)

@@ -11,11 +11,12 @@ keeps something per open call keys it by `call_key(request event)`.
 from __future__ import annotations
 
 from array import array
+from functools import lru_cache
 from typing import Any
 
 from streamdissect.analysis.percentiles import summarize_ms
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
 from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
 from streamdissect.protocols.rocketmq.tables import REQUESTS
 
@@ -23,8 +24,10 @@ _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 RequestRow = row_type("RequestRow", REQUESTS)
 
 
+@lru_cache(maxsize=4096)
 def server_of(connection: str) -> str:
-    """The server's ip:port of a connection id `client-server[#n]`."""
+    """The server's ip:port of a connection id `client-server[#n]` (one string a connection,
+    not one a row: a row a send keeps it)."""
     return connection.split("-", 1)[-1].split("#", 1)[0]
 
 
@@ -97,7 +100,7 @@ def answer(row: Any, request_event: Any, response_event: Any) -> None:
     row.response_ts_ns = response_event.ts_ns
     row.latency_ms = (response_event.ts_ns - request_event.ts_ns) / 1e6
     row.code = rec.code
-    row.remark = rec.remark
+    row.remark = shared(rec.remark)
     if "code_name" in row.columns:
         row.code_name = rec.code_name
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
-from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
 from streamdissect.protocols.rocketmq.tables import PULLS
 
 PullRow = row_type("PullRow", PULLS)
@@ -21,8 +21,8 @@ class PullCollector(PerCall):
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
-        self.new_row(ev, opaque=rec.opaque, consumer_group=fields.get("consumerGroup"),
-                     topic=rec.topic, queue_id=rec.queue_id,
+        self.new_row(ev, opaque=rec.opaque, consumer_group=shared(fields.get("consumerGroup")),
+                     topic=shared(rec.topic), queue_id=rec.queue_id,
                      queue_offset=fields.get("queueOffset"),
                      max_msg_nums=fields.get("maxMsgNums"),
                      long_poll=bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),

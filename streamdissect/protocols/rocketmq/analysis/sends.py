@@ -11,7 +11,7 @@ from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
-from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
 from streamdissect.protocols.rocketmq.tables import SENDS
 
 SendRow = row_type("SendRow", SENDS)
@@ -27,15 +27,17 @@ class SendCollector(PerCall):
         status = "oneway" if rec.oneway else "no_response"
         for index, message in enumerate(rec.messages or (None,)):
             row = self.new_row(ev, opaque=rec.opaque, request_name=rec.code_name,
-                               batch_index=index, producer_group=fields.get("producerGroup"),
-                               status=status)  # fmt: skip
+                               batch_index=index, status=status,
+                               producer_group=shared(fields.get("producerGroup")))  # fmt: skip
             if message is None:  # (a body not read: the frame cut short)
-                row.topic, row.queue_id, row.wire_length = rec.topic, rec.queue_id, len(rec.body)
+                row.topic, row.queue_id = shared(rec.topic), rec.queue_id
+                row.wire_length = len(rec.body)
             else:
                 wire = len(message.body)
-                row.topic, row.queue_id = message.topic, message.queue_id
+                row.topic, row.queue_id = shared(message.topic), message.queue_id
                 row.msg_id = message.msg_id
-                row.tags, row.keys, row.compressed = message.tags, message.keys, message.compressed
+                row.tags, row.keys = shared(message.tags), message.keys
+                row.compressed = message.compressed
                 row.size = message.inflated_length if message.compressed else wire
                 row.wire_length = wire
         self.keep(ev, (first, len(self.rows)))  # (its rows' range)

@@ -1,0 +1,92 @@
+"""The codec's shortcuts (taken for speed on the benchmark capture's hot frames) give what the
+general code they stand in for gives: JSON headers read as json.loads reads them, stored
+hosts written as ipaddress writes them, known header fields named and typed as the field
+table and `_typed` say. Checked on every header of the recorded captures and on odd inputs."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+
+import pytest
+from rocketmq_support import CAPTURES, NAMES
+
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols.rocketmq import codec
+from streamdissect.protocols.rocketmq.messages import _host_text
+from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+
+def _outcome(call, *args):
+    """What a call gives: ("value", its value) or ("error", its exception's type and text)."""
+    try:
+        return "value", call(*args)
+    except (ValueError, RecursionError) as e:
+        return "error", (type(e), str(e))
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    """(JSON headers as their bytes came, commands) of every recorded capture, read by the
+    reference engine; the headers through a spy on the codec's JSON header reader."""
+    headers, commands = [], []
+    real = codec._json_header
+
+    def spy(header: bytes):
+        headers.append(bytes(header))
+        return real(header)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_json_header", spy)
+        for name in NAMES:
+            for ev in Dissector(engine="stream").run(str(CAPTURES / f"{name}.pcap")):
+                if isinstance(ev, FrameEvent) and isinstance(ev.record, RemotingCommand):
+                    commands.append(ev.record)
+    assert len(headers) > 100 and len(commands) > 100
+    return headers, commands
+
+
+ODD_HEADERS = [
+    b'{"code":10}', b'{"code":10}\n', b'{"code":1,"x":"\xff"}', b'{"a":"\xed\xa0\x80"}',
+    b'{"code":', b'{"code":1}{"', b'{""}', b'{"code":1e400}', b'{"k":' * 3000,
+    b'\xef\xbb\xbf{"code":1}', b'{\x00"\x00', b' {"code":1}', b'[1,2]', b'{"', b'{',
+    b'{"code":true,"opaque":1.5}', "{\"r\":\"\u00e9\u4e2d\"}".encode(),
+]
+
+
+def test_json_headers_read_as_json_loads_reads_them(recorded):
+    headers = recorded[0] + ODD_HEADERS
+    for header in headers:
+        assert _outcome(codec._json_loads, header) == _outcome(json.loads, header), header
+
+
+def test_stored_hosts_written_as_ipaddress_writes_them():
+    rng = random.Random(26)
+    addresses = [bytes(4), b"\xff" * 4, b"\x7f\x00\x00\x01", bytes(16), b"\xfe\x80" + bytes(14)]
+    addresses += [rng.randbytes(4) for _ in range(2000)] + [rng.randbytes(16) for _ in range(50)]
+    for address in addresses:
+        for port in (0, 10911, 65535, -1, 2**31 - 1, -(2**31)):
+            ip = ipaddress.ip_address(address)
+            expected = f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+            assert _host_text(address, port) == expected
+
+
+def _named_by_the_table(command: RemotingCommand) -> dict:
+    """The known ext fields as spec's field table names them and `_typed` types them."""
+    header = codec.header_of(command.code, command.response)
+    known = {} if header is None else header.by_key()
+    out = {}
+    for key, value in command.ext.items():
+        if key in known and codec._typed(value, known[key].type) is not None:
+            out[known[key].name] = codec._typed(value, known[key].type)
+    return out
+
+
+def test_known_fields_named_and_typed_as_the_field_table_says(recorded):
+    commands = recorded[1]
+    odd = [codec.make_command(10, ext={"topic": 5, "queueId": "x", "sysFlag": " 7 ",
+                                       "unitMode": "TRUE", "batch": 1, "flag": True})]
+    for command in commands + odd:
+        assert codec.named_fields(command) == _named_by_the_table(command)
+        assert list(codec.named_fields(command)) == list(_named_by_the_table(command))
