@@ -6,7 +6,8 @@ TCP reassembler.
     python benchmarks/fuzz.py --frames 1000000 --pcaps 10000 --streams 20000
 
 Targets (each input is run under a per-input time bound; memory is sampled with
-tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
+tracemalloc on a share of the inputs, each in a child process, and as RSS growth over the
+whole campaign, freed heap handed back after each round: fuzz_memory.py says why):
 
 - frame:  one mutated frame -> decode_frame (with and without a declared size, as snaplen
           gives), then everything a user can ask of the record: to_dict both ways, repr,
