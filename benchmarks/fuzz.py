@@ -6,7 +6,8 @@ TCP reassembler.
     python benchmarks/fuzz.py --frames 1000000 --pcaps 10000 --streams 20000
 
 Targets (each input is run under a per-input time bound; memory is sampled with
-tracemalloc on a share of the inputs and as RSS growth over the whole campaign):
+tracemalloc on a share of the inputs, each in a child process, and as RSS growth over the
+whole campaign, freed heap handed back after each round: fuzz_memory.py says why):
 
 - frame:  one mutated frame -> decode_frame (with and without a declared size, as snaplen
           gives), then everything a user can ask of the record: to_dict both ways, repr,
@@ -59,7 +60,6 @@ import sys
 import tempfile
 import time
 import traceback
-import tracemalloc
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,7 +67,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+for _place in (str(ROOT), str(ROOT / "benchmarks")):  # (the project; fuzz_memory beside this)
+    if _place not in sys.path:
+        sys.path.insert(0, _place)
 
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import CaptureError
@@ -105,6 +107,8 @@ from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
 from streamdissect.tables.convert import dataframe
+
+from fuzz_memory import release_freed_memory, sampled  # noqa: E402  (beside this file)
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -1201,30 +1205,18 @@ def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path 
             replay_with: Callable[[str, bytes, str | None], None] | None = None,
             ) -> None:  # fmt: skip
     """One input through its target (`replay_with`: another protocol's targets of the same
-    names, as benchmarks/fuzz_rocketmq.py runs them), under the time and memory bounds."""
-    if sample:
-        tracemalloc.start()
-    signal.setitimer(TIMER, TIME_BOUND_S[target])
+    names, as benchmarks/fuzz_rocketmq.py runs them), under the time and memory bounds; a
+    sampled one in a child process under tracemalloc (fuzz_memory.sampled)."""
     started = time.perf_counter()
-    problem = None
-    try:
-        (replay_with or replay)(target, data, scratch)
-    except Hang:
-        problem = f"hang: more than {TIME_BOUND_S[target]} s"
-    except RecursionError:
-        problem = "RecursionError:\n" + traceback.format_exc(limit=-8)
-    except Exception:  # noqa: BLE001 - every exception is a finding
-        problem = traceback.format_exc(limit=-8)
-    finally:
-        signal.setitimer(TIMER, 0)
-    elapsed = time.perf_counter() - started
     if sample:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        peak, problem = sampled(lambda: attempt(target, data, scratch, replay_with))
         stats.sampled += 1
         stats.peak_bytes = max(stats.peak_bytes, peak)
         if peak > MEMORY_BOUND[target] and problem is None:
             problem = f"memory: peak {peak} bytes > {MEMORY_BOUND[target]}"
+    else:
+        problem = attempt(target, data, scratch, replay_with)
+    elapsed = time.perf_counter() - started
     stats.inputs += 1
     stats.seconds += elapsed
     if elapsed > stats.slowest_s:
@@ -1242,6 +1234,23 @@ def run_one(target: str, data: bytes, stats: Stats, scratch: str, out_dir: Path 
         if where is not None:
             stats.saved.append(str(where))
         log(f"FINDING in {target} ({len(data)} bytes, saved as {where}):\n{problem}")
+
+
+def attempt(target: str, data: bytes, scratch: str,
+            replay_with: Callable[[str, bytes, str | None], None] | None) -> str | None:  # fmt: skip
+    """One input through its target under the time bound: what went wrong, or None."""
+    signal.setitimer(TIMER, TIME_BOUND_S[target])
+    try:
+        (replay_with or replay)(target, data, scratch)
+    except Hang:
+        return f"hang: more than {TIME_BOUND_S[target]} s"
+    except RecursionError:
+        return "RecursionError:\n" + traceback.format_exc(limit=-8)
+    except Exception:  # noqa: BLE001 - every exception is a finding
+        return traceback.format_exc(limit=-8)
+    finally:
+        signal.setitimer(TIMER, 0)
+    return None
 
 
 def rss_bytes() -> int:
@@ -1306,6 +1315,7 @@ def campaign(
                     sample = count == 10 or count % SAMPLE_MEMORY_EVERY == SAMPLE_MEMORY_EVERY - 1
                     run_one(name, data, stats[name], scratch, out_dir, sample, log)
             rounds += 1
+            release_freed_memory()  # (RSS then is what is held: fuzz_memory)
             if rounds == 20:
                 rss_after_warmup = rss_bytes()
             if rss_start is None:

@@ -208,3 +208,26 @@ def test_waiting_for_a_cpu_is_no_hang(tmp_path, monkeypatch):
     logged: list[str] = []
     result = fuzz.campaign(counts={"frame": 2}, seed=27, out_dir=tmp_path, log=logged.append)
     assert result["findings"] == 0, "\n".join(logged)
+
+
+def test_a_sampled_input_leaves_nothing_in_the_campaign(tmp_path, monkeypatch):
+    """A sampled input runs in a child under tracemalloc: what it keeps stays there (the
+    campaign's own tracemalloc leaked in CPython 3.11), and its verdict comes back."""
+    kept: list[bytes] = []
+    monkeypatch.setattr(fuzz, "SAMPLE_MEMORY_EVERY", 1)
+    monkeypatch.setattr(fuzz, "run_frame", lambda data: kept.append(bytes(1 << 20)))
+    result = fuzz.campaign(counts={"frame": 3}, seed=24, out_dir=tmp_path, log=print)
+    assert result["findings"] == 0
+    assert result["targets"]["frame"]["peak_traced_kib"] >= 1024  # (measured in the child)
+    assert kept == []
+
+
+def test_a_sampled_input_whose_process_dies_is_a_finding(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    monkeypatch.setattr(fuzz, "SAMPLE_MEMORY_EVERY", 1)
+    monkeypatch.setattr(fuzz, "run_frame", lambda data: os.kill(os.getpid(), signal.SIGKILL))
+    logged: list[str] = []
+    result = fuzz.campaign(counts={"frame": 2}, seed=25, out_dir=tmp_path, log=logged.append)
+    assert result["findings"] == 2 and "ended without a verdict" in "\n".join(logged)
