@@ -175,7 +175,6 @@ def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
     """How far the connection's rows (`sides`: which side sent each) are regular, and each
     direction's plan."""
     c = piece.columns
-    flags, seq, wlen, plen = c.flags[rows], c.seq[rows], c.wlen[rows], c.plen[rows]
     k = len(rows)
     plans = []
     for side in (0, 1):
@@ -183,7 +182,8 @@ def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
         if not len(where):
             continue
         stream = conn.streams[side]
-        fl, sq, wl, pl = flags[where], seq[where], wlen[where], plen[where]
+        mine = rows[where]  # (each column gathered once, by the direction's rows)
+        fl, sq, wl, pl = c.flags[mine], c.seq[mine], c.wlen[mine], c.plen[mine]
         syn = (fl & SYN) != 0
         bad = syn.copy()
         if stream.started:
