@@ -46,7 +46,8 @@ class InOrder:
     buffer positions `po` as int64 arrays of the array module (a walk bisects and indexes
     them as Python ints: making one is a copy of bytes, not a Python int per segment as
     tolist() is) and as numpy arrays (`so_a`...); each one's packet row and time (numpy;
-    `row_of(j)`, `time_of(j)`: as Python ints); the block buffer they point into."""
+    `row_of(j)`, `time_of(j)`: as Python ints) and first bytes (packet_columns.Parsed.phead);
+    the block buffer they point into."""
 
     side: int
     so: array
@@ -57,6 +58,7 @@ class InOrder:
     po_a: np.ndarray
     rows: np.ndarray
     times: np.ndarray
+    heads: np.ndarray
     buf: Any
     mv: memoryview
     row_of: Callable[[int], int] = field(init=False)
@@ -256,7 +258,8 @@ def apply(conn: TcpConnection, piece: Packets, plan: ConnectionPlan, sink: RowSi
             seg_rows = rrows[io]
             so_a, lo_a, po_a = offset0 + p.rel[io], p.wl[io], piece.columns.pstart[seg_rows]
             sink.in_order(conn, InOrder(p.side, _ints(so_a), _ints(lo_a), _ints(po_a), so_a,
-                                        lo_a, po_a, seg_rows, ts[seg_rows], piece.buf,
+                                        lo_a, po_a, seg_rows, ts[seg_rows],
+                                        piece.columns.phead[seg_rows], piece.buf,
                                         piece.mv))  # fmt: skip
     conn.packets += k
     conn.end_ns = int(ts[rows[k - 1]])

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from streamdissect.capture.packet_columns import PAYLOAD_HEAD
 from streamdissect.framing.framer import HEADER, Framer
 from streamdissect.framing.walk import Walk
 from streamdissect.protocols.stream import layouts
@@ -24,6 +25,7 @@ from streamdissect.tcp.vectorized import InOrder
 
 _size_key = layouts.SIZE_KEY.struct().unpack_from
 FRAME_HEAD = layouts.FRAME.dtype(layouts.HEAD_BYTES)  # (viewing HEAD_BYTES-wide items)
+SEGMENT_HEAD = layouts.FRAME.dtype(PAYLOAD_HEAD)  # (viewing packet_columns.Parsed.phead)
 # Frames of one size and key walked one by one before EqualRuns is asked for more of them.
 # A call costs ~25 us of numpy, a frame walked here ~1 us: the small-frame capture's Credits
 # and PublishConfirms come in runs of a few, where asking after 4 missed 2,800 times (the
@@ -56,7 +58,7 @@ class HotWalk:
         self.events = w.events.items  # the block's (row, slot, event) items
         self.low = w.check.low
         self.equal = EqualRuns(segments, frame_heads, self.starts)
-        self.filling = SegmentRuns(segments, frame_heads, self.starts, keys, self.low)
+        self.filling = SegmentRuns(segments, self.starts, keys, self.low)
 
     def run(self, pos: int, jj: int) -> tuple[int, int]:
         """The hot frames from stream offset `pos` (segment jj) noted; where the walk goes on
@@ -137,17 +139,16 @@ class SegmentRuns:
     """Frames each filling one segment exactly, one segment after the other (a small-frame
     capture's PublishConfirms, Credits and Delivers: one frame a TCP segment, of any size).
     At the walk's first question, every segment of the walk is checked at once with numpy
-    (its head gathered from where it is in the block): which hold one hot frame each (whole,
+    (from its first bytes as the packet parser read them): which hold one hot frame each (whole,
     4 <= size <= low) and start where the one before ends; each question is then a lookup
     (a question cost ~50 us of numpy calls a batch of segments at a time; the small-frame
     capture asks ~550 times)."""
 
-    __slots__ = ("bad", "fills", "heads", "hot", "lo", "low", "po", "so", "starts")
+    __slots__ = ("bad", "fills", "heads", "hot", "lo", "low", "so", "starts")
 
-    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array, keys: frozenset,
-                 low: int) -> None:  # fmt: skip
-        self.so, self.lo, self.po = segments.so_a, segments.lo_a, segments.po_a
-        self.heads = heads  # the block buffer as HEAD_BYTES-wide items (blocks.sliding)
+    def __init__(self, segments: InOrder, starts: array, keys: frozenset, low: int) -> None:
+        self.so, self.lo = segments.so_a, segments.lo_a
+        self.heads = segments.heads  # (each segment's first bytes)
         self.starts = starts
         self.hot = np.zeros(1 << 16, dtype=bool)  # by key: a hot frame's?
         self.hot[sorted(keys)] = True
@@ -174,7 +175,7 @@ class SegmentRuns:
 
     def _check_all(self) -> None:
         so, lo = self.so, self.lo
-        head = self.heads[self.po].view(FRAME_HEAD)
+        head = self.heads.view(SEGMENT_HEAD)
         size = head["size"].astype(np.int64)
         fills = ((size + 4 == lo) & (size >= 4) & (size <= self.low)
                  & self.hot[head["key"]])  # fmt: skip
