@@ -342,7 +342,7 @@ class _HelperParse:
     A 16 MiB block of small frames has more records than one area holds (the small-frame
     benchmark capture: ~73,000 of ~230 bytes): two areas keep the parsing of such blocks in
     the helper, off the main process (~8 % of its CPU there); a file of tinier records still
-    has the rest of each block parsed by the main process, so that the areas, 7.3 MiB each,
+    has the rest of each block parsed by the main process, so that the areas, 7.5 MiB each,
     stay two a slot."""
 
     areas = 2
