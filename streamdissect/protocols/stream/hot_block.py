@@ -88,7 +88,7 @@ class HotBlock:
         counts = np.array([n for _, n in walk.runs], dtype=np.int64)
         ends[np.cumsum(counts) - 1] = walk.ends  # (each run's last frame)
         sizes = ends - offsets - 4
-        seg = np.searchsorted(so_a, offsets, side="right") - 1
+        seg = np.frombuffer(walk.segs, dtype=np.int64)  # (the segment each starts in)
         at = po_a[seg] + offsets - so_a[seg]
         note = HotNote(walk.framer, segments.side, offsets.copy(), sizes, at, {}, {}, {},
                        None, None, None, segments.read)  # fmt: skip

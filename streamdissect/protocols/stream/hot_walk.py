@@ -39,17 +39,20 @@ FILL_AFTER = 4
 
 class HotWalk:
     """The hot frames of one direction's walk of a block: the keys taken, the stream offsets
-    of the frames noted, and their runs (first event slot, count) and where each ends;
-    `big`: indexes into `starts` of frames above LimitCheck.low (within the frame limit)."""
+    of the frames noted and the segment each starts in (`segs`: the walk knows it; a search
+    per frame at the block's end cost more), their runs (first event slot, count) and where
+    each ends; `big`: indexes into `starts` of frames above LimitCheck.low (within the frame
+    limit)."""
 
     __slots__ = ("big", "ends", "equal", "events", "filling", "framer", "keys", "low", "runs",
-                 "segments", "starts")  # fmt: skip
+                 "segments", "segs", "starts")  # fmt: skip
 
     def __init__(self, keys: frozenset, segments: InOrder, framer: Framer, w: Walk,
                  frame_heads: np.ndarray) -> None:  # fmt: skip
         """`frame_heads`: the block buffer as HEAD_BYTES-wide items (blocks.sliding)."""
         self.keys = keys
         self.starts = array("q")
+        self.segs = array("q")
         self.ends: list[int] = []
         self.big: list[int] = []
         self.runs: list[tuple[int, int]] = []
@@ -57,8 +60,8 @@ class HotWalk:
         self.framer = framer
         self.events = w.events.items  # the block's (row, slot, event) items
         self.low = w.check.low
-        self.equal = EqualRuns(segments, frame_heads, self.starts)
-        self.filling = SegmentRuns(segments, self.starts, keys, self.low)
+        self.equal = EqualRuns(segments, frame_heads, self.starts, self.segs)
+        self.filling = SegmentRuns(segments, self.starts, self.segs, keys, self.low)
 
     def run(self, pos: int, jj: int) -> tuple[int, int]:
         """The hot frames from stream offset `pos` (segment jj) noted; where the walk goes on
@@ -68,7 +71,7 @@ class HotWalk:
                                        segments.read, segments.send)  # fmt: skip
         hot_keys, starts, low, equal, filling = (self.keys, self.starts, self.low, self.equal,
                                                  self.filling)  # fmt: skip
-        note = starts.append
+        note, note_seg = starts.append, self.segs.append
         last = len(so) - 1
         p = pos
         noted = len(starts)
@@ -93,6 +96,7 @@ class HotWalk:
             end = p + 4 + size
             if key in hot_keys and 4 <= size <= low and end <= send:
                 note(p)
+                note_seg(j)
                 if end != seg_end or p + shift != po[j]:
                     filled = 0
                 elif filled < FILL_AFTER - 1 or j == last:
@@ -124,6 +128,7 @@ class HotWalk:
                 break
             self.big.append(len(starts))  # within this limit; LimitCheck learns of it
             note(p)
+            note_seg(j)
             p = end
         if p == pos:
             return pos, jj
@@ -144,12 +149,13 @@ class SegmentRuns:
     (a question cost ~50 us of numpy calls a batch of segments at a time; the small-frame
     capture asks ~550 times)."""
 
-    __slots__ = ("bad", "fills", "heads", "hot", "lo", "low", "so", "starts")
+    __slots__ = ("bad", "fills", "heads", "hot", "lo", "low", "segs", "so", "starts")
 
-    def __init__(self, segments: InOrder, starts: array, keys: frozenset, low: int) -> None:
+    def __init__(self, segments: InOrder, starts: array, segs: array, keys: frozenset,
+                 low: int) -> None:  # fmt: skip
         self.so, self.lo = segments.so_a, segments.lo_a
         self.heads = segments.heads  # (each segment's first bytes)
-        self.starts = starts
+        self.starts, self.segs = starts, segs
         self.hot = np.zeros(1 << 16, dtype=bool)  # by key: a hot frame's?
         self.hot[sorted(keys)] = True
         self.low = low
@@ -171,6 +177,7 @@ class SegmentRuns:
         k = bisect_right(bad, j)
         end = bad[k] if k < len(bad) else len(so)
         self.starts.frombytes(so[j:end].tobytes())
+        self.segs.frombytes(np.arange(j, end, dtype=np.int64).tobytes())
         return end
 
     def _check_all(self) -> None:
@@ -191,12 +198,12 @@ class EqualRuns:
     their headers gathered from where their offsets say they are. The batch grows while the
     frames keep coming, and starts small again after a miss."""
 
-    __slots__ = ("batch", "heads", "lo", "po", "read", "so", "starts")
+    __slots__ = ("batch", "heads", "lo", "po", "read", "segs", "so", "starts")
 
-    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array) -> None:
+    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array, segs: array) -> None:
         self.so, self.lo, self.po = segments.so_a, segments.lo_a, segments.po_a
         self.heads = heads  # the block buffer as HEAD_BYTES-wide items (blocks.sliding)
-        self.starts = starts
+        self.starts, self.segs = starts, segs
         self.read: Any = segments.read  # (a header across two segments)
         self.batch = 8
 
@@ -219,6 +226,7 @@ class EqualRuns:
             m = n if same.all() else int(np.argmin(same))
             if m:
                 self.starts.frombytes(at[:m].tobytes())
+                self.segs.frombytes(seg[:m].astype(np.int64).tobytes())
                 p += m * step
             if m < n:
                 self.batch = 8
