@@ -26,7 +26,7 @@ import time
 MAIN_LAYERS = [
     # (label, module, attribute): the CPU spent inside, summed over the run
     ("packet columns (packets)", "streamdissect.engine.bulk", "packets"),
-    ("TCP, vectorised (with the walk in it)", "streamdissect.engine.bulk", "BulkPcap._connections"),
+    ("TCP, vectorised (with the walk in it)", "streamdissect.engine.bulk", "BulkCapture._connections"),
     ("frame walk (framing.walk.walk)", "streamdissect.engine.bulk", "walk"),
     (
         "hot frame decode (end_block)",
@@ -76,8 +76,8 @@ def _count_dissection(sums: dict) -> None:
     helper included, as CPU: none)."""
     from streamdissect.engine import bulk
 
-    batches = bulk.BulkPcap.batches
-    label = "dissection: all (BulkPcap.batches)"
+    batches = bulk.BulkCapture.batches
+    label = "dissection: all (BulkCapture.batches)"
 
     def counted(self):
         it = batches(self)
@@ -91,7 +91,7 @@ def _count_dissection(sums: dict) -> None:
                 sums[label] = sums.get(label, 0.0) + time.process_time() - start
             yield batch
 
-    bulk.BulkPcap.batches = counted
+    bulk.BulkCapture.batches = counted
 
 
 def _count_hot_handlers(sums: dict) -> None:

@@ -192,8 +192,9 @@ def test_helper_process_same_as_stream(real, tmp_path, monkeypatch):
     linktype, packets = real
     path = worsen.write_pcap(tmp_path / "h.pcap", linktype, worsen.duplicate(packets))
     reference = outcome(path, "stream")
-    # the helper parses each block's packets into its columns; with MAX_ROWS 20 most blocks
-    # have more records than the columns hold and this process parses them itself
+    # the helper parses each block's packets into its columns, MAX_ROWS records an area, two
+    # areas a slot; with MAX_ROWS 20 most blocks have more records than the areas hold and
+    # this process parses the rest itself
     # the first block is read small, the next ones twice as big up to BLOCK (a first read
     # of 100 bytes holds no whole record)
     for rows, first in ((packet_columns.MAX_ROWS, blocks.FIRST_BLOCK), (20, blocks.FIRST_BLOCK),

@@ -18,7 +18,7 @@ import signal
 import struct
 from array import array
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -164,11 +164,11 @@ class Reading(NamedTuple):
     block: int
 
 
-# kind, slot, file offset of the slot's first byte, raw bytes read (progress), n, and the
-# number of flows when the helper parsed the block's packets (its `parse`) into the slot,
-# else -1. Parsed, the block's n record starts are there too; else n bytes of starts follow
-# on the pipe; other kinds: n bytes of their pickled payload.
-_ITEM = struct.Struct("<BBQQQq")
+# kind, slot, the slot's column area, file offset of the slot's first byte, raw bytes read
+# (progress), n, and the number of flows when the helper parsed the region's packets (its
+# `parse`) into that area, else -1. Parsed, the region's n record starts are there too; else
+# n bytes of starts follow on the pipe; other kinds: n bytes of their pickled payload.
+_ITEM = struct.Struct("<BBBQQQq")
 FIRST_BLOCK = 1 << 20  # the helper's first read; each next one twice the last, up to BLOCK
 FIRST_READ = 1 << 18  # the first read without a helper (see read_blocks)
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
@@ -252,18 +252,26 @@ class SharedSlots(NamedTuple):
     stride: int
 
 
-# (slot, record starts in it, their layout) -> the number of flows of the block's packets
-# parsed into the slot, or -1 (not parsed)
-Parse = Callable[[int, np.ndarray, Layout], int]
+class Parse(Protocol):
+    """What a helper may do with the regions it reads: parse their packets into its slot's
+    column areas (`areas` of them, `rows` records each)."""
+
+    rows: int
+    areas: int
+
+    def __call__(self, slot: int, area: int, starts: np.ndarray, layout: Layout) -> int:
+        """The number of flows of the packets at `starts` parsed into the slot's column
+        area `area`, or -1 (not parsed)."""
 
 
 def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = None):
     """The pieces of the capture (read_blocks) read by a forked helper process (another
     CPU) into shared slots: (kind, slot, base, read, payload, flows) for the parent to
     dissect in place; a slot goes back to the helper when the parent asks for the next
-    piece. `parse`, run by the helper, may parse a block's packets into the slot. A
-    BLOCK_REGION's payload: its record starts as bytes, or, for a block parsed (flows >= 0),
-    their number."""
+    piece. With `parse` (run by the helper) a region is handed over in pieces of at most
+    `parse.rows` records, the first `parse.areas` pieces of a read parsed into the slot's
+    column areas. A BLOCK_REGION's payload: its record starts as bytes, or, for a piece
+    parsed (flows >= 0), (its column area, the number of its records)."""
     data_r, data_w = os.pipe()
     free_r, free_w = os.pipe()
     pid = os.fork()
@@ -288,7 +296,7 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
                 head = src.read(_ITEM.size)
                 if len(head) < _ITEM.size:
                     break
-                kind, slot, base, read, n, flows = _ITEM.unpack(head)
+                kind, slot, area, base, read, n, flows = _ITEM.unpack(head)
                 if kind == BLOCK_REGION:
                     # A read's regions (several, in pcapng) are dissected before its slot
                     # goes back to the helper, once, when the next read's first one comes.
@@ -296,7 +304,7 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
                         with contextlib.suppress(BrokenPipeError):  # (it may be done already)
                             free.write(bytes((held[0],)))
                     held = (slot, base)
-                    yield kind, slot, base, read, n if flows >= 0 else src.read(n), flows
+                    yield kind, slot, base, read, (area, n) if flows >= 0 else src.read(n), flows
                 else:
                     yield kind, slot, base, read, pickle.loads(src.read(n)), -1
         _, status = os.waitpid(pid, 0)
@@ -338,28 +346,39 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
         return got[0]
 
     layout_now: Layout | None = None
-    parsed_read = None  # (slot, base) of the read whose first region the slot's columns hold
+    this_read = None  # (slot, base) of the read whose pieces the slot's column areas hold
+    used = 0  # column areas of the slot used by this read
+    rows = parse.rows if parse is not None else 0
     view = memoryview(slots.memory)
     with open(data_w, "wb", buffering=0) as out:
         for kind, slot, base, read, payload in read_blocks(reading, view, slots.stride, take,
                                                            FIRST_BLOCK):  # fmt: skip
-            if kind == BLOCK_REGION:
-                # A slot's columns hold one region: a read that has several (pcapng blocks
-                # between runs of packets) has the others parsed by the parent.
-                flows = -1
-                if parse is not None and parsed_read != (slot, base):
-                    parsed_read = (slot, base)
-                    flows = parse(slot, payload, layout_now)
-                if flows >= 0:
-                    out.write(_ITEM.pack(kind, slot, base, read, len(payload), flows))
-                else:
-                    data = payload.tobytes()
-                    out.write(_ITEM.pack(kind, slot, base, read, len(data), -1) + data)
+            if kind != BLOCK_REGION:
+                if kind == LAYOUT:
+                    layout_now = payload
+                data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+                out.write(_ITEM.pack(kind, slot, 0, base, read, len(data), -1) + data)
                 continue
-            if kind == LAYOUT:
-                layout_now = payload
-            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-            out.write(_ITEM.pack(kind, slot, base, read, len(data), -1) + data)
+            if parse is None:
+                data = payload.tobytes()
+                out.write(_ITEM.pack(kind, slot, 0, base, read, len(data), -1) + data)
+                continue
+            if this_read != (slot, base):
+                this_read, used = (slot, base), 0
+            # A read's regions (several in pcapng) in pieces the parent dissects one by one;
+            # the first pieces parsed into the slot's column areas, the others by the parent.
+            for at in range(0, len(payload), rows):
+                piece = payload[at : at + rows]
+                flows = -1
+                if used < parse.areas:
+                    flows = parse(slot, used, piece, layout_now)
+                if flows >= 0:
+                    out.write(_ITEM.pack(kind, slot, used, base, read, len(piece), flows))
+                    used += 1
+                else:
+                    data = piece.tobytes()
+                    out.write(_ITEM.pack(kind, slot, 0, base, read, len(data), -1) + data)
+                read = 0  # (counted once)
 
 
 def sliding(memory: Any, at: int, size: int, width: int) -> np.ndarray:

@@ -143,11 +143,13 @@ class BulkCapture:
     def _with_helper(self, reading: Reading, size: int) -> Iterator[list]:
         """The blocks read and walked by a forked helper into SLOTS shared buffers, each
         followed by its columns (the helper parses the packets too)."""
-        stride = size + COLUMNS * packet_columns.MAX_ROWS * 8  # a slot: data, then columns
+        area = COLUMNS * packet_columns.MAX_ROWS * 8
+        stride = size + _HelperParse.areas * area  # a slot: data, then its column areas
         shared = mmap.mmap(-1, SLOTS * stride)
         try:
             buffers = [self._buffer(shared, k * stride, size) for k in range(SLOTS)]
-            self.columns = [slot_columns(shared, k * stride + size) for k in range(SLOTS)]
+            self.columns = [[slot_columns(shared, k * stride + size + a * area)
+                             for a in range(_HelperParse.areas)] for k in range(SLOTS)]  # fmt: skip
             parse = _HelperParse(self, buffers, self.columns)
             pieces = helper_layout(reading, SharedSlots(shared, stride), parse)
             yield from self._pieces(pieces, buffers)
@@ -190,7 +192,8 @@ class BulkCapture:
                     state.on_read(read)
                 base += self.shift
                 if flows >= 0:  # parsed by the helper (one piece: at most MAX_ROWS records)
-                    yield self._block(*read_parsed(self.columns[slot], payload, flows), base)
+                    area, n = payload
+                    yield self._block(*read_parsed(self.columns[slot][area], n, flows), base)
                     continue
                 starts = np.frombuffer(payload, dtype=np.int64)
                 headers = self.headers_of(slot, buffer)
@@ -333,24 +336,30 @@ def _walkable(stream: Any, framer: Any) -> bool:
 
 
 class _HelperParse:
-    """(In the helper process.) parse_packets for a block just read into a slot, its results
-    written into the slot's columns: the number of flows, or -1 when the block has more
-    records than the columns hold."""
+    """(In the helper process.) parse_packets for a piece of a block just read into a slot,
+    its results written into one of the slot's column areas: the number of flows.
+
+    A 16 MiB block of small frames has more records than one area holds (the small-frame
+    benchmark capture: ~73,000 of ~230 bytes): two areas keep the parsing of such blocks in
+    the helper, off the main process (~8 % of its CPU there); a file of tinier records still
+    has the rest of each block parsed by the main process, so that the areas, 7.5 MiB each,
+    stay two a slot."""
+
+    areas = 2
 
     def __init__(self, engine: BulkCapture, buffers: list, columns: list) -> None:
         self.engine, self.buffers, self.columns = engine, buffers, columns
+        self.rows = packet_columns.MAX_ROWS  # (records an area holds)
         self.layouts: dict = {}
 
-    def __call__(self, slot: int, starts: np.ndarray, layout: Layout) -> int:
-        if len(starts) > packet_columns.MAX_ROWS:
-            return -1
+    def __call__(self, slot: int, area: int, starts: np.ndarray, layout: Layout) -> int:
         engine = self.engine
         engine.layout = self.layouts.get(layout)
         if engine.layout is None:
             engine.layout = self.layouts[layout] = PacketLayout.of(*layout[:3])
         headers = engine.headers_of(slot, self.buffers[slot])
         parsed = parse_packets(headers, starts, engine.layout)
-        return write_parsed(self.columns[slot], parsed, starts)
+        return write_parsed(self.columns[slot][area], parsed, starts)
 
 
 def _from_offset(packets: Iterator, offset: int) -> Iterator:

@@ -46,7 +46,8 @@ class InOrder:
     buffer positions `po` as int64 arrays of the array module (a walk bisects and indexes
     them as Python ints: making one is a copy of bytes, not a Python int per segment as
     tolist() is) and as numpy arrays (`so_a`...); each one's packet row and time (numpy;
-    `row_of(j)`, `time_of(j)`: as Python ints); the block buffer they point into."""
+    `row_of(j)`, `time_of(j)`: as Python ints) and first bytes (packet_columns.Parsed.phead);
+    the block buffer they point into."""
 
     side: int
     so: array
@@ -57,6 +58,7 @@ class InOrder:
     po_a: np.ndarray
     rows: np.ndarray
     times: np.ndarray
+    heads: np.ndarray
     buf: Any
     mv: memoryview
     row_of: Callable[[int], int] = field(init=False)
@@ -175,7 +177,6 @@ def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
     """How far the connection's rows (`sides`: which side sent each) are regular, and each
     direction's plan."""
     c = piece.columns
-    flags, seq, wlen, plen = c.flags[rows], c.seq[rows], c.wlen[rows], c.plen[rows]
     k = len(rows)
     plans = []
     for side in (0, 1):
@@ -183,7 +184,8 @@ def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
         if not len(where):
             continue
         stream = conn.streams[side]
-        fl, sq, wl, pl = flags[where], seq[where], wlen[where], plen[where]
+        mine = rows[where]  # (each column gathered once, by the direction's rows)
+        fl, sq, wl, pl = c.flags[mine], c.seq[mine], c.wlen[mine], c.plen[mine]
         syn = (fl & SYN) != 0
         bad = syn.copy()
         if stream.started:
@@ -256,7 +258,8 @@ def apply(conn: TcpConnection, piece: Packets, plan: ConnectionPlan, sink: RowSi
             seg_rows = rrows[io]
             so_a, lo_a, po_a = offset0 + p.rel[io], p.wl[io], piece.columns.pstart[seg_rows]
             sink.in_order(conn, InOrder(p.side, _ints(so_a), _ints(lo_a), _ints(po_a), so_a,
-                                        lo_a, po_a, seg_rows, ts[seg_rows], piece.buf,
+                                        lo_a, po_a, seg_rows, ts[seg_rows],
+                                        piece.columns.phead[seg_rows], piece.buf,
                                         piece.mv))  # fmt: skip
     conn.packets += k
     conn.end_ns = int(ts[rows[k - 1]])

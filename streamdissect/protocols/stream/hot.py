@@ -200,6 +200,11 @@ def _publishes(g: _Gathered, rows: np.ndarray, messages: dict[int, np.ndarray] |
     rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher_id"][ok]
     if not len(rows):
         return
+    if not messages and bool((count == 1).all()):
+        # A message a frame (what clients send one at a time): the head holds it, read
+        # and checked already (its entry word fills the frame).
+        _published(g, rows, publisher, count, h["publishing_id"][ok])
+        return
     where = positions(g.starts[rows] + FIRST_ID, count, stride)
     if messages:  # (frames whose messages are elsewhere: their positions)
         first = np.cumsum(count) - count
@@ -213,11 +218,16 @@ def _publishes(g: _Gathered, rows: np.ndarray, messages: dict[int, np.ndarray] |
     good = np.ones(len(rows), dtype=bool)
     good[frame_of[bad]] = False
     keep = good[frame_of]
-    rows, count = rows[good], count[good]
-    g.put("publisher_id", rows, publisher[good])
+    _published(g, rows[good], publisher[good], count[good], message["publishing_id"][keep])
+
+
+def _published(g: _Gathered, rows: np.ndarray, publisher: np.ndarray, count: np.ndarray,
+               ids: np.ndarray) -> None:  # fmt: skip
+    """Publish frames `rows` accepted: their publisher, message count and publishing ids."""
+    g.put("publisher_id", rows, publisher)
     g.put("record_count", rows, count)
     g.id_counts[rows] = count
-    g.id_parts.append((rows, message["publishing_id"][keep].astype(np.uint64)))
+    g.id_parts.append((rows, ids.astype(np.uint64)))
     g.accepted[rows] = True
 
 

@@ -88,14 +88,16 @@ class HotBlock:
         counts = np.array([n for _, n in walk.runs], dtype=np.int64)
         ends[np.cumsum(counts) - 1] = walk.ends  # (each run's last frame)
         sizes = ends - offsets - 4
-        seg = np.searchsorted(so_a, offsets, side="right") - 1
+        seg = np.frombuffer(walk.segs, dtype=np.int64)  # (the segment each starts in)
         at = po_a[seg] + offsets - so_a[seg]
         note = HotNote(walk.framer, segments.side, offsets.copy(), sizes, at, {}, {}, {},
                        None, None, None, segments.read)  # fmt: skip
         crossing = np.flatnonzero(ends > so_a[seg] + lo_a[seg])
+        last = seg  # the segment of each frame's last byte: its first's, but for crossing ones
         if len(crossing):
             self._crossing(note, crossing, ends, seg, segments)
-        last = np.searchsorted(so_a, ends - 1, side="right") - 1
+            last = seg.copy()
+            last[crossing] = np.searchsorted(so_a, ends[crossing] - 1, side="right") - 1
         note.row, note.ts = segments.rows[last], segments.times[last]
         note.slot = np.concatenate([np.arange(s, s + n, dtype=np.int64) for s, n in walk.runs])
         if walk.big:  # (LimitCheck: the row of the packet that tells the size)

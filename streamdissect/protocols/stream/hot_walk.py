@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from streamdissect.capture.packet_columns import PAYLOAD_HEAD
 from streamdissect.framing.framer import HEADER, Framer
 from streamdissect.framing.walk import Walk
 from streamdissect.protocols.stream import layouts
@@ -24,28 +25,34 @@ from streamdissect.tcp.vectorized import InOrder
 
 _size_key = layouts.SIZE_KEY.struct().unpack_from
 FRAME_HEAD = layouts.FRAME.dtype(layouts.HEAD_BYTES)  # (viewing HEAD_BYTES-wide items)
+SEGMENT_HEAD = layouts.FRAME.dtype(PAYLOAD_HEAD)  # (viewing packet_columns.Parsed.phead)
 # Frames of one size and key walked one by one before EqualRuns is asked for more of them.
 # A call costs ~25 us of numpy, a frame walked here ~1 us: the small-frame capture's Credits
 # and PublishConfirms come in runs of a few, where asking after 4 missed 2,800 times (the
 # walk 0.145 -> 0.105 s of CPU with 16; no change on the large-message capture).
 FOLLOW_AFTER = 16
-# Frames each filling its segment in a row before SegmentRuns is asked (the same reckoning)
-FILL_AFTER = 16
+# Frames each filling its segment in a row before SegmentRuns is asked: its first question
+# checks the walk's every segment (~0.5 ms), each next one is a lookup (16 -> 4: the
+# small-frame capture's main process -40 M instructions, -1 %; no change on the other)
+FILL_AFTER = 4
 
 
 class HotWalk:
     """The hot frames of one direction's walk of a block: the keys taken, the stream offsets
-    of the frames noted, and their runs (first event slot, count) and where each ends;
-    `big`: indexes into `starts` of frames above LimitCheck.low (within the frame limit)."""
+    of the frames noted and the segment each starts in (`segs`: the walk knows it; a search
+    per frame at the block's end cost more), their runs (first event slot, count) and where
+    each ends; `big`: indexes into `starts` of frames above LimitCheck.low (within the frame
+    limit)."""
 
     __slots__ = ("big", "ends", "equal", "events", "filling", "framer", "keys", "low", "runs",
-                 "segments", "starts")  # fmt: skip
+                 "segments", "segs", "starts")  # fmt: skip
 
     def __init__(self, keys: frozenset, segments: InOrder, framer: Framer, w: Walk,
                  frame_heads: np.ndarray) -> None:  # fmt: skip
         """`frame_heads`: the block buffer as HEAD_BYTES-wide items (blocks.sliding)."""
         self.keys = keys
         self.starts = array("q")
+        self.segs = array("q")
         self.ends: list[int] = []
         self.big: list[int] = []
         self.runs: list[tuple[int, int]] = []
@@ -53,8 +60,8 @@ class HotWalk:
         self.framer = framer
         self.events = w.events.items  # the block's (row, slot, event) items
         self.low = w.check.low
-        self.equal = EqualRuns(segments, frame_heads, self.starts)
-        self.filling = SegmentRuns(segments, frame_heads, self.starts, keys, self.low)
+        self.equal = EqualRuns(segments, frame_heads, self.starts, self.segs)
+        self.filling = SegmentRuns(segments, self.starts, self.segs, keys, self.low)
 
     def run(self, pos: int, jj: int) -> tuple[int, int]:
         """The hot frames from stream offset `pos` (segment jj) noted; where the walk goes on
@@ -64,7 +71,7 @@ class HotWalk:
                                        segments.read, segments.send)  # fmt: skip
         hot_keys, starts, low, equal, filling = (self.keys, self.starts, self.low, self.equal,
                                                  self.filling)  # fmt: skip
-        note = starts.append
+        note, note_seg = starts.append, self.segs.append
         last = len(so) - 1
         p = pos
         noted = len(starts)
@@ -89,6 +96,7 @@ class HotWalk:
             end = p + 4 + size
             if key in hot_keys and 4 <= size <= low and end <= send:
                 note(p)
+                note_seg(j)
                 if end != seg_end or p + shift != po[j]:
                     filled = 0
                 elif filled < FILL_AFTER - 1 or j == last:
@@ -120,6 +128,7 @@ class HotWalk:
                 break
             self.big.append(len(starts))  # within this limit; LimitCheck learns of it
             note(p)
+            note_seg(j)
             p = end
         if p == pos:
             return pos, jj
@@ -133,49 +142,54 @@ class HotWalk:
 
 class SegmentRuns:
     """Frames each filling one segment exactly, one segment after the other (a small-frame
-    capture's PublishConfirms, Credits and Delivers: one frame a TCP segment, of any size),
-    checked a batch of segments at a time with numpy: each segment's head gathered from
-    where it is in the block. The batch grows while they keep coming, and starts small again
-    after a miss."""
+    capture's PublishConfirms, Credits and Delivers: one frame a TCP segment, of any size).
+    At the walk's first question, every segment of the walk is checked at once with numpy
+    (from its first bytes as the packet parser read them): which hold one hot frame each (whole,
+    4 <= size <= low) and start where the one before ends; each question is then a lookup
+    (a question cost ~50 us of numpy calls a batch of segments at a time; the small-frame
+    capture asks ~550 times)."""
 
-    __slots__ = ("batch", "heads", "hot", "lo", "low", "po", "so", "starts")
+    __slots__ = ("bad", "fills", "heads", "hot", "lo", "low", "segs", "so", "starts")
 
-    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array, keys: frozenset,
+    def __init__(self, segments: InOrder, starts: array, segs: array, keys: frozenset,
                  low: int) -> None:  # fmt: skip
-        self.so, self.lo, self.po = segments.so_a, segments.lo_a, segments.po_a
-        self.heads = heads  # the block buffer as HEAD_BYTES-wide items (blocks.sliding)
-        self.starts = starts
+        self.so, self.lo = segments.so_a, segments.lo_a
+        self.heads = segments.heads  # (each segment's first bytes)
+        self.starts, self.segs = starts, segs
         self.hot = np.zeros(1 << 16, dtype=bool)  # by key: a hot frame's?
         self.hot[sorted(keys)] = True
         self.low = low
-        self.batch = 8
+        self.fills = b""  # (at the first question) a segment holds one hot frame: 1, else 0
+        self.bad: array | None = None  # segments that do not go on a run, in order
 
     def follow(self, j: int, p: int) -> int:
         """From segment j, where stream offset `p` (the last frame's end) should be: note the
         frames of the segments that each hold one hot frame (whole, 4 <= size <= low), each
         segment starting where the last ended; return the first segment that does not."""
+        so = self.so
+        if j >= len(so):
+            return j
+        if self.bad is None:
+            self._check_all()
+        if not self.fills[j] or so[j] != p:
+            return j
+        bad = self.bad
+        k = bisect_right(bad, j)
+        end = bad[k] if k < len(bad) else len(so)
+        self.starts.frombytes(so[j:end].tobytes())
+        self.segs.frombytes(np.arange(j, end, dtype=np.int64).tobytes())
+        return end
+
+    def _check_all(self) -> None:
         so, lo = self.so, self.lo
-        while True:
-            n = min(self.batch, len(so) - j)
-            if n <= 0:
-                return j
-            length = lo[j : j + n]
-            head = self.heads[self.po[j : j + n]].view(FRAME_HEAD)
-            size = head["size"].astype(np.int64)
-            fills = ((size + 4 == length) & (size >= 4) & (size <= self.low)
-                     & self.hot[head["key"]])  # fmt: skip
-            at = so[j : j + n]
-            fills[0] &= at[0] == p  # (each where the last ended)
-            fills[1:] &= at[1:] == at[:-1] + length[:-1]
-            m = n if fills.all() else int(np.argmin(fills))
-            if m:
-                self.starts.frombytes(at[:m].tobytes())
-                p = int(at[m - 1] + length[m - 1])
-                j += m
-            if m < n:
-                self.batch = 8
-                return j
-            self.batch = min(self.batch * 4, 4096)
+        head = self.heads.view(SEGMENT_HEAD)
+        size = head["size"].astype(np.int64)
+        fills = ((size + 4 == lo) & (size >= 4) & (size <= self.low)
+                 & self.hot[head["key"]])  # fmt: skip
+        goes_on = fills.copy()  # (fills, and starts where the segment before ends)
+        goes_on[1:] &= so[1:] == so[:-1] + lo[:-1]
+        self.fills = fills.view(np.uint8).tobytes()
+        self.bad = array("q", np.flatnonzero(~goes_on).astype(np.int64).tobytes())
 
 
 class EqualRuns:
@@ -184,12 +198,12 @@ class EqualRuns:
     their headers gathered from where their offsets say they are. The batch grows while the
     frames keep coming, and starts small again after a miss."""
 
-    __slots__ = ("batch", "heads", "lo", "po", "read", "so", "starts")
+    __slots__ = ("batch", "heads", "lo", "po", "read", "segs", "so", "starts")
 
-    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array) -> None:
+    def __init__(self, segments: InOrder, heads: np.ndarray, starts: array, segs: array) -> None:
         self.so, self.lo, self.po = segments.so_a, segments.lo_a, segments.po_a
         self.heads = heads  # the block buffer as HEAD_BYTES-wide items (blocks.sliding)
-        self.starts = starts
+        self.starts, self.segs = starts, segs
         self.read: Any = segments.read  # (a header across two segments)
         self.batch = 8
 
@@ -212,6 +226,7 @@ class EqualRuns:
             m = n if same.all() else int(np.argmin(same))
             if m:
                 self.starts.frombytes(at[:m].tobytes())
+                self.segs.frombytes(seg[:m].astype(np.int64).tobytes())
                 p += m * step
             if m < n:
                 self.batch = 8
