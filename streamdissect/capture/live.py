@@ -6,7 +6,8 @@ dissector reads as packets arrive (`frames -i IFACE`, `analyze -i IFACE`).
         live.stop()                                     # (or --duration, or Ctrl-C)
 
 The tool is asked for immediate mode (each packet handed over at once, not held for up to a
-second by libpcap's buffer) and packet-buffered output. The filter keeps the Stream ports;
+second by libpcap's buffer; `frames`), or not (`analyze`, `report`: the kernel's buffer then
+holds many more packets while the analysis catches up), and packet-buffered output. The filter keeps the Stream ports;
 with the heuristic (the protocol recognised on other ports) every TCP packet. Ctrl-C goes to
 the tool (it shares the terminal's process group): it flushes and exits, the pipe ends, and
 the command finishes what it read. `write_to` keeps the raw capture too, as read.
@@ -86,14 +87,18 @@ def capture_filter(ports: Iterable[int], heuristic: bool) -> str:
     return " or ".join(f"tcp port {int(p)}" for p in sorted(set(ports)))
 
 
-def tool_command(tool: str, interface: str, bpf: str, buffer_mib: int = BUFFER_MIB) -> list[str]:
-    """The tool's command line; `buffer_mib`: the kernel's buffer for the capture (-B), what
+def tool_command(tool: str, interface: str, bpf: str, buffer_mib: int = BUFFER_MIB,
+                 immediate: bool = True) -> list[str]:  # fmt: skip
+    """The tool's command line. `buffer_mib`: the kernel's buffer for the capture (-B), what
     it holds while the tool waits on a full pipe (beyond it, packets are dropped, and
-    counted)."""
+    counted). `immediate`: each packet handed over at once; on Linux that buffer is then
+    cut in slots of the largest packet (TPACKET_V2: 64 KiB on lo, some 500 packets in 32
+    MiB), where otherwise packets are packed in it (TPACKET_V3) and handed over in blocks,
+    within libpcap's timeout (1 s)."""
     if tool == "dumpcap":  # (Wireshark's: pcapng to stdout; -B in MiB)
         return ["dumpcap", "-q", "-i", interface, "-f", bpf, "-B", str(buffer_mib), "-w", "-"]
-    return ["tcpdump", "-i", interface, "--immediate-mode", "-U", "-s", "0", "-B",
-            str(buffer_mib * 1024), "-w", "-", bpf]  # fmt: skip (tcpdump's -B: KiB)
+    return ["tcpdump", "-i", interface, *(["--immediate-mode"] if immediate else []), "-U",
+            "-s", "0", "-B", str(buffer_mib * 1024), "-w", "-", bpf]  # fmt: skip (-B: KiB)
 
 
 class LiveCapture:
@@ -101,9 +106,9 @@ class LiveCapture:
 
     def __init__(self, interface: str, ports: Iterable[int] = (5552,), heuristic: bool = True,
                  write_to: str | None = None, tool: str | None = None,
-                 buffer_mib: int = BUFFER_MIB) -> None:  # fmt: skip
+                 buffer_mib: int = BUFFER_MIB, immediate: bool = True) -> None:  # fmt: skip
         self.interface = interface
-        self.buffer_mib = buffer_mib
+        self.buffer_mib, self.immediate = buffer_mib, immediate
         self.bpf = capture_filter(ports, heuristic)
         self.write_to = write_to
         self.tool = tool or next((t for t in TOOLS if shutil.which(t)), None)
@@ -117,7 +122,8 @@ class LiveCapture:
         self._copier: threading.Thread | None = None
 
     def __enter__(self) -> LiveCapture:  # noqa: PYI034
-        command = tool_command(self.tool, self.interface, self.bpf, self.buffer_mib)
+        command = tool_command(self.tool, self.interface, self.bpf, self.buffer_mib,
+                               self.immediate)  # fmt: skip
         try:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
                                             stderr=subprocess.PIPE)  # fmt: skip

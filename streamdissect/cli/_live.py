@@ -168,7 +168,8 @@ def check_sources(args: argparse.Namespace) -> str | None:
 
 
 @contextlib.contextmanager
-def sources(args: argparse.Namespace, ports: tuple[int, ...]) -> Iterator[tuple[list, object]]:
+def sources(args: argparse.Namespace, ports: tuple[int, ...],
+            immediate: bool = True) -> Iterator[tuple[list, object]]:  # fmt: skip
     """(the paths to read, the live capture or None). Live: the tool runs for the block;
     SIGINT to this process (Ctrl-C, kill -INT) stops the tool, whose pipe then ends, so what
     was read is still printed; --duration stops it the same way."""
@@ -176,7 +177,7 @@ def sources(args: argparse.Namespace, ports: tuple[int, ...]) -> Iterator[tuple[
         yield args.captures, None
         return
     live = LiveCapture(args.interface, ports, not args.no_heuristic, args.write,
-                       buffer_mib=args.buffer)  # fmt: skip
+                       buffer_mib=args.buffer, immediate=immediate)  # fmt: skip
     previous = signal.getsignal(signal.SIGINT)
     timer = None
     with live:
@@ -193,17 +194,19 @@ def sources(args: argparse.Namespace, ports: tuple[int, ...]) -> Iterator[tuple[
             signal.signal(signal.SIGINT, previous)
 
 
-def with_sources(args: argparse.Namespace, body) -> int:
+def with_sources(args: argparse.Namespace, body, immediate: bool = True) -> int:
     """body(paths, live, ports)'s exit status, the sources opened (sources()); a usage
-    problem (check_sources) or a tool that would not start: a message and status 2."""
+    problem (check_sources) or a tool that would not start: a message and status 2.
+    `immediate`: each packet as it comes (frames); an analysis, whose report comes at the
+    end, takes them within a second and has the kernel's buffer hold many more."""
     problem = check_sources(args)
     if problem:
         print(f"streamdissect: error: {problem}", file=sys.stderr)
         return 2
     ports = port_map(args)
     try:
-        with sources(args, tuple(sorted({n for each in ports.values() for n in each}))) as (
-                paths, live):  # fmt: skip
+        with sources(args, tuple(sorted({n for each in ports.values() for n in each})),
+                     immediate) as (paths, live):  # fmt: skip
             return body(paths, live, ports)
     except CaptureError as exc:
         return capture_error(exc, None)
