@@ -2,30 +2,34 @@
 """Live analysis under load (issue 28, point 1): a real client (load_client.py, rstream)
 publishes in batches at a set rate for a set time to a stream of its own on the 3.10
 broker (127.0.0.1:5552), a consumer reading it, while `streamdissect analyze -i lo --port
-5552 --no-heuristic --every 10 --format json` runs and a tcpdump of its own writes the same
-traffic (`tcp port 5552`) to a file. Loopback only; the client's stream is deleted at its end.
+5552 --no-heuristic --every 10 --format json -w KEPT` runs and a tcpdump of its own writes
+the same traffic (the same filter) to a reference file. Loopback only; the client's stream
+is deleted at its end.
 
     python benchmarks/live_load.py --rate 20000 --seconds 300 [--batch 100] [--json PATH]
     python benchmarks/live_load.py --find-max [--rate 5000] [--factor 1.5] [--seconds 60]
 
-Every --every seconds the resident memory of analyze, its helper process and its tcpdump is
-read from /proc. At the end:
-- the capture tools' counts: analyze's tcpdump (its summaries and its last line) and the
-  reference tcpdump's, each with its drops;
-- the live report against `analyze` of the file. The broker is shared: other people's
-  connections may be in both captures, so what is compared is said: the rows of the
-  client's own connections (found by their connection names in PeerProperties:
-  `connections`, `peer_properties`, `confirms`, `credit`, `consumer_lag` and their
-  anomalies); and, when both captures hold the same connections (nothing else began or
-  ended during only one of them), the whole reports, and the frames of every command in
-  analyze's last summary against the file's, counted by the reference engine;
+Every --every seconds the resident memory (and CPU time) of analyze, its helper process and
+its tcpdump is read from /proc. At the end:
+- the capture tools' counts: analyze's tcpdump (its summaries, its last line, the report's
+  capture_dropped anomaly) and the reference tcpdump's, each with its drops;
+- the live report against `analyze` of KEPT, what its own tcpdump gave it: the whole report,
+  equal but for the capture_dropped anomaly that only the live run knows of;
+- the live report against `analyze` of the reference file, whose packets were taken by
+  another tcpdump (their times differ by a microsecond or so): the counts (times left out)
+  of the client's own connections, found by their connection names in PeerProperties
+  (`connections`, `peer_properties`, `confirms`, `credit`, `consumer_lag`, `anomalies`),
+  since the broker is shared and other people's connections may be in either capture; and,
+  when both captures hold the same connections (nothing began or ended while only one
+  ran), every command's frames in analyze's last summary against the reference file's,
+  counted by the reference (packet by packet) engine;
 - memory: RSS over time, and its growth from the sample at the end of warm-up (minute 1,
   or the first quarter of a shorter run) to the last: flat when at most +10%.
+A run lost nothing when neither tcpdump dropped a packet and every comparison is equal.
 --find-max runs --seconds at --rate, then --factor times it, and so on, until a run loses
-something (a drop counted, a figure unequal) or the client cannot hold the rate: the last
-clean rate is the highest sustained rate at which nothing was lost.
-The exit status is 1 when a run (the last one, with --find-max: the clean one) lost
-something or its memory was not flat.
+something or the client cannot hold the rate: the last clean rate is the highest sustained
+rate at which nothing was lost. The exit status is 1 when a run (with --find-max, the last
+clean one) lost something or its memory was not flat.
 """
 
 from __future__ import annotations
