@@ -178,7 +178,7 @@ def test_no_such_interface_or_tool_is_a_clear_message(tmp_path):
 
 def test_sources_are_files_or_an_interface():
     for args in (["frames"], ["frames", "-i", "lo", "x.pcap"], ["analyze", "-w", "x.pcap", "y"],
-                 ["frames", "-i", "lo", "--duration", "0"]):  # fmt: skip
+                 ["frames", "-i", "lo", "--duration", "0"], ["analyze", "-i", "lo", "--buffer", "0"]):  # fmt: skip
         out = subprocess.run([*CLI, *args], capture_output=True, timeout=30, check=False)
         assert out.returncode == 2 and b"Traceback" not in out.stderr, args
 

@@ -22,6 +22,7 @@ from streamdissect.capture.live import (
     CaptureStatistics,
     LiveCapture,
     parse_statistics,
+    tool_command,
 )
 from streamdissect.cli._live import capture_said, running_summary
 from streamdissect.engine.dissect import Dissector, FrameEvent
@@ -122,3 +123,13 @@ def test_counts_the_tool_did_not_answer_with_are_said_to_be_its_last():
     assert stats == CaptureStatistics("tcpdump", 20, 3, stale=True)
     assert stats.text() == ("tcpdump: 20 packets received, 3 dropped (its last counts: asked, "
                             "it did not answer)")  # fmt: skip
+
+
+def test_the_kernel_buffer_and_immediate_mode_asked_of_the_tool():
+    # (tcpdump's -B counts KiB, dumpcap's MiB: their manuals)
+    frames = tool_command("tcpdump", "lo", "tcp port 5552", 32, immediate=True)
+    analysis = tool_command("tcpdump", "lo", "tcp port 5552", 8, immediate=False)
+    assert "--immediate-mode" in frames and "--immediate-mode" not in analysis
+    assert frames[frames.index("-B") + 1] == "32768" and analysis[analysis.index("-B") + 1] == "8192"
+    dumpcap = tool_command("dumpcap", "lo", "tcp port 5552", 32)
+    assert dumpcap[dumpcap.index("-B") + 1] == "32"
