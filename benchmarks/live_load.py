@@ -289,7 +289,8 @@ def run_once(rate: float, seconds: float, batch: int, body_size: int, every: flo
         client = subprocess.run([sys.executable, str(HERE / "load_client.py"), "--token", token,
                                  "--rate", str(rate), "--seconds", str(seconds), "--batch",
                                  str(batch), "--body-size", str(body_size), "--port", str(PORT)],
-                                capture_output=True, text=True, timeout=seconds + 120, check=False)  # fmt: skip
+                                capture_output=True, text=True, timeout=seconds + 120,
+                                check=False)  # fmt: skip
         if client.returncode != 0:
             raise SystemExit(f"the client failed: {client.stderr[-2000:]}")
         said = json.loads(client.stdout)
@@ -347,7 +348,8 @@ def show(result: dict) -> None:
     print(f"  reference (own connections): {result['reference_own']}")
     print(f"  compared: {json.dumps(result['compared'])}")
     print(f"  drops: analyze's tcpdump {d['analyze_tcpdump']}, the reference's "
-          f"{d['reference_tcpdump']}; capture_dropped anomalies {len(d['capture_dropped_anomalies'])}")
+          f"{d['reference_tcpdump']}; capture_dropped anomalies "
+          f"{len(d['capture_dropped_anomalies'])}")
     print(f"  analyze finished {result['finish_after_stop_s']} s after being stopped")
     for s in result["rss"]:
         print(f"  t={s['t_s']:>6} s  analyze {s.get('analyze_rss_mib')} MiB "
@@ -376,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if not broker_answers():
-        raise SystemExit(f"no broker on 127.0.0.1:{PORT} (cd /work/main && bash scripts/brokers.sh start)")
+        raise SystemExit(f"no broker on 127.0.0.1:{PORT} (scripts/brokers.sh start)")
     runs, rate, clean = [], args.rate, None
     while True:
         result = run_once(rate, args.seconds, args.batch, args.body_size, args.every,
@@ -392,8 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     figures = {"runs": runs, "load_at_end": os.getloadavg(), "cpus": os.cpu_count()}
     if args.find_max:
         figures["highest_clean_rate"] = clean["rate"] if clean else None
-        print(f"highest rate with nothing lost: {figures['highest_clean_rate']}"
-              f" (the next step: {'lost something' if runs[-1]['lost'] else 'the client could not hold it' if not runs[-1]['client_held_rate'] else 'clean, at --max-rate'})")  # fmt: skip
+        last = runs[-1]
+        why = ("lost something" if last["lost"] else "the client could not hold it"
+               if not last["client_held_rate"] else "clean, at --max-rate")  # fmt: skip
+        print(f"highest rate with nothing lost: {figures['highest_clean_rate']} (the next "
+              f"step: {why})")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     judged = clean if args.find_max else runs[-1]

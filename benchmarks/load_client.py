@@ -61,8 +61,8 @@ async def load(args: argparse.Namespace) -> dict:
                 late = max(late, now - due)
             n = min(args.batch, total - counts["published"])
             first = counts["published"]
-            await producer.send_batch(stream, [body(first + i, args.body_size)
-                                               for i in range(n)], on_publish_confirm=on_confirm)  # fmt: skip
+            batch = [body(first + i, args.body_size) for i in range(n)]
+            await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
             counts["published"] += n
             while counts["published"] - counts["confirmed"] - counts["publish_errors"] > window:
                 await asyncio.sleep(0.001)

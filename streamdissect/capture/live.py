@@ -7,8 +7,9 @@ dissector reads as packets arrive (`frames -i IFACE`, `analyze -i IFACE`).
 
 The tool is asked for immediate mode (each packet handed over at once, not held for up to a
 second by libpcap's buffer; `frames`), or not (`analyze`, `report`: the kernel's buffer then
-holds many more packets while the analysis catches up), and packet-buffered output. The filter keeps the Stream ports;
-with the heuristic (the protocol recognised on other ports) every TCP packet. Ctrl-C goes to
+holds many more packets while the analysis catches up), and packet-buffered output. The
+filter keeps the Stream ports; with the heuristic (the protocol recognised on other ports)
+every TCP packet. Ctrl-C goes to
 the tool (it shares the terminal's process group): it flushes and exits, the pipe ends, and
 the command finishes what it read. `write_to` keeps the raw capture too, as read.
 """

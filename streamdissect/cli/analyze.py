@@ -59,7 +59,8 @@ def run(args) -> int:
               "-o DIR", file=sys.stderr)  # fmt: skip
         return 2
     return with_sources(args, lambda paths, live, ports: _analyze(args, paths, live, ports,
-                                                                  files), immediate=False)  # fmt: skip
+                                                                  files),
+                        immediate=False)  # fmt: skip
 
 
 def _watchers(args, live):
