@@ -57,6 +57,7 @@ NEEDS = {
     "test_scapy_broker.py": ("broker",),
     "test_scapy_broker.py::test_live_sniff_on_lo_decodes_the_conversation": ("live",),
     "test_cli_live.py": ("broker", "live"),
+    "test_live_load.py": ("broker", "live"),
     "test_spark_job.py": ("spark",),
     "test_notebooks.py::test_spark_archive_reads_an_archive_with_the_data_source": ("spark",),
     "test_report_browser.py": ("browser",),
@@ -79,6 +80,7 @@ NEEDS_NOTHING = {
 }
 # The tests of more than about 10 s (measured on 2 cores, the machine otherwise idle)
 SLOW_TESTS = {
+    "test_live_load.py::test_an_analysis_that_falls_behind_counts_what_the_kernel_dropped",
     "test_spark_faults.py::test_a_killed_executor_loses_no_row",
     "test_probe.py::test_a_broker_restarted_mid_round_trip_is_reported_and_the_stream_deleted",
     "test_fuzz.py::test_short_campaign_finds_nothing",

@@ -3,6 +3,7 @@ ledger's runs, compact delivery rows, the JSON writer and the report-only collec
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import random
@@ -12,7 +13,7 @@ import pytest
 import worsen
 
 from streamdissect.analysis import analyze
-from streamdissect.analysis.compact import CompactRows
+from streamdissect.analysis.compact import CompactRows, spilling
 from streamdissect.cli import _text_report as report
 from streamdissect.cli._text_report import json_text, json_write, to_json
 from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
@@ -69,10 +70,12 @@ def test_confirm_runs_same_as_per_id_ledger(seed):
     assert ledger(False, script) == ledger(True, script)
 
 
+@pytest.mark.parametrize("spill", [None, 2])  # (chunks in memory; the older ones on disk)
 @pytest.mark.parametrize("chunk", [CompactRows.CHUNK, 7])
-def test_compact_rows_read_back_as_the_tuples_given(chunk, monkeypatch):
+def test_compact_rows_read_back_as_the_tuples_given(chunk, spill, monkeypatch):
     monkeypatch.setattr(CompactRows, "CHUNK", chunk)
-    rows = CompactRows(6)
+    with spilling(spill) if spill else contextlib.nullcontext():
+        rows = CompactRows(6)
     given = []
     for i in range(1000):
         row = (i, f"c{i % 3}", None if i % 7 == 0 else 2**63 + i if i == 500 else i * 3,
@@ -87,8 +90,9 @@ def test_compact_rows_read_back_as_the_tuples_given(chunk, monkeypatch):
             assert rows[start:stop] == given[start:stop]
 
 
+@pytest.mark.parametrize("spill", [None, 2])
 @pytest.mark.parametrize("chunk", [CompactRows.CHUNK, 7])
-def test_compact_rows_extended_and_as_columns(chunk, monkeypatch):
+def test_compact_rows_extended_and_as_columns(chunk, spill, monkeypatch):
     """Rows added in batches of any size read back as when added one by one; columns() gives
     each column's values (numpy arrays with a mask where a chunk kept numbers)."""
     import random
@@ -96,7 +100,9 @@ def test_compact_rows_extended_and_as_columns(chunk, monkeypatch):
     monkeypatch.setattr(CompactRows, "CHUNK", chunk)
     given = [(i, f"c{i % 3}", None if i % 7 == 0 else i * 3, 1.5 * i, 2**64 - i if i == 9 else i)
              for i in range(1000)]  # fmt: skip
-    rows, rng, at = CompactRows(5), random.Random(chunk), 0
+    with spilling(spill) if spill else contextlib.nullcontext():
+        rows = CompactRows(5)
+    rng, at = random.Random(chunk), 0
     while at < len(given):
         size = rng.choice([0, 1, 2, chunk - 1, chunk, chunk + 1, 3 * chunk])
         rows.extend(given[at : at + size])
@@ -108,6 +114,18 @@ def test_compact_rows_extended_and_as_columns(chunk, monkeypatch):
             values = [None if n else v for v, n in zip(values, none.tolist())]
         assert values == [row[i] for row in given], i
     assert list(rows) == given  # (columns() leaves the rows as they were)
+
+
+def test_a_report_whose_rows_went_to_disk_is_the_same(monkeypatch):
+    # (a live analysis keeps its last chunks of rows in memory, the older ones on disk)
+    monkeypatch.setattr(CompactRows, "CHUNK", 3)
+    path = str(worsen.real_capture())
+    expected = json.dumps(to_json(analyze(path, report_only=True)), indent=1)
+    with spilling(1):
+        spilled = analyze(path, report_only=True)
+    kept = spilled._c.deliveries.rows._chunks
+    assert kept._file is not None and len(kept) >= 2  # (all but the last on disk)
+    assert json.dumps(to_json(spilled), indent=1) == expected
 
 
 @pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 3])

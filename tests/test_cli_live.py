@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -237,7 +238,7 @@ def test_no_such_interface_or_tool_is_a_clear_message(tmp_path):
 
 def test_sources_are_files_or_an_interface():
     for args in (["frames"], ["frames", "-i", "lo", "x.pcap"], ["analyze", "-w", "x.pcap", "y"],
-                 ["frames", "-i", "lo", "--duration", "0"]):  # fmt: skip
+                 ["frames", "-i", "lo", "--duration", "0"], ["analyze", "-i", "lo", "--buffer", "0"]):  # fmt: skip
         out = subprocess.run([*CLI, *args], capture_output=True, timeout=30, check=False)
         assert out.returncode == 2 and b"Traceback" not in out.stderr, args
 
@@ -246,8 +247,15 @@ def test_analyze_live_prints_a_running_summary():
     _, out, err = live_run(["analyze", "-i", "lo", "--port", "5552", "--no-heuristic",
                             "--duration", "5", "--every", "1"], 2, 0.2)  # fmt: skip
     summaries = [line for line in err.decode().splitlines() if line.startswith("[")]
-    assert len(summaries) >= 2 and "2 connections" in summaries[-1]
-    assert int(summaries[-1].split()[2]) >= 30  # frames so far (a connection's ~15 and more)
+    assert len(summaries) >= 3 and "2 connections" in summaries[-1]
+    # the last, when the capture ended, counts every command's frames, not the first five
+    assert ", end]" in summaries[-1] and not any(", end]" in line for line in summaries[:-1])
+    frames = int(re.search(r"\] ([\d,]+) frames", summaries[-1]).group(1).replace(",", ""))
+    assert frames >= 30  # (a connection's ~15 and more)
+    counted = dict(part.rsplit(" ", 1) for part in re.search(
+        r"frames \(([^)]*)\)", summaries[-1]).group(1).split(", "))  # fmt: skip
+    assert sum(int(n.replace(",", "")) for n in counted.values()) == frames
+    assert {"Publish", "PublishConfirm", "Create", "Delete"} <= set(counted)
     assert b"Publish confirms" in out
     # tcpdump's own counts, asked for at every summary, and its last ones at the end
     counts = [line.rsplit("tcpdump: ", 1)[1] for line in summaries if "tcpdump: " in line]

@@ -1,10 +1,74 @@
 """Table rows kept as columns: a large table (a Deliver or a publishing id a row) in a
-fraction of the memory of a list of tuples, read back as the same tuples."""
+fraction of the memory of a list of tuples, read back as the same tuples. Within
+`spilling(n)`, the tables made keep their last n chunks in memory and the older ones in a
+temporary file (a live analysis, whose tables grow for as long as the capture runs)."""
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+import tempfile
 from array import array
 from collections.abc import Iterator
+
+_SPILL_AFTER: list[int | None] = [None]  # chunks kept in memory by the tables made now
+
+
+@contextlib.contextmanager
+def spilling(after_chunks: int) -> Iterator[None]:
+    """The CompactRows made within keep `after_chunks` chunks in memory, the rest on disk."""
+    before = _SPILL_AFTER[0]
+    _SPILL_AFTER[0] = after_chunks
+    try:
+        yield
+    finally:
+        _SPILL_AFTER[0] = before
+
+
+class _OnDisk(tuple):
+    """Where a chunk was written: (offset, length) in the chunks' file."""
+
+
+class _Chunks:
+    """A table's chunks in order, each a list of columns; past `spill_after` in memory, the
+    oldest are pickled to an unnamed temporary file and read back when asked for."""
+
+    def __init__(self, spill_after: int | None) -> None:
+        self._items: list = []
+        self.sizes: list[int] = []  # rows in each chunk
+        self._spill_after = spill_after
+        self._in_memory: list[int] = []  # indexes of the chunks in memory, oldest first
+        self._file = None
+
+    def append(self, chunk: list) -> None:
+        self._items.append(chunk)
+        self.sizes.append(len(chunk[0][0]) if chunk else 0)
+        if self._spill_after is None:
+            return
+        self._in_memory.append(len(self._items) - 1)
+        if len(self._in_memory) > self._spill_after:
+            oldest = self._in_memory.pop(0)
+            if self._file is None:
+                # (unnamed: gone when the table is, or the process)
+                self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")  # noqa: SIM115
+            data = pickle.dumps(self._items[oldest], protocol=pickle.HIGHEST_PROTOCOL)
+            offset = self._file.seek(0, 2)
+            self._file.write(data)
+            self._items[oldest] = _OnDisk((offset, len(data)))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> list:
+        item = self._items[index]
+        if item.__class__ is not _OnDisk:
+            return item
+        offset, length = item
+        self._file.seek(offset)
+        return pickle.loads(self._file.read(length))
+
+    def __iter__(self) -> Iterator[list]:
+        return (self[i] for i in range(len(self._items)))
 
 
 class CompactRows:
@@ -16,7 +80,8 @@ class CompactRows:
 
     def __init__(self, width: int) -> None:
         self._width = width
-        self._chunks: list[list] = []  # per chunk: [(values, None mask or None)] by column
+        # per chunk: [(values, None mask or None)] by column
+        self._chunks = _Chunks(_SPILL_AFTER[0])
         self._pending: list[tuple] = []
         self._n = 0
 
@@ -62,11 +127,10 @@ class CompactRows:
         None; else a list or tuple), for a reader that goes column by column."""
         parts: list[list] = [[] for _ in range(self._width)]
         at = 0
-        for chunk in self._chunks:
-            size = len(chunk[0][0])
+        for index, size in enumerate(self._chunks.sizes):
             if at + size > start and at < stop:
                 lo, hi = max(start - at, 0), min(stop - at, size)
-                for part, (values, none) in zip(parts, chunk):
+                for part, (values, none) in zip(parts, self._chunks[index]):
                     piece = values[lo:hi]
                     if none is not None:
                         piece = [None if n else v for v, n in zip(piece, none[lo:hi])]
@@ -90,8 +154,9 @@ class CompactRows:
         if self._pending:  # (a shorter last chunk: reading by index allows for it)
             self._flush()
         out = []
+        chunks = list(self._chunks)  # (once each, when some were on disk)
         for i in range(self._width):
-            parts = [chunk[i] for chunk in self._chunks]
+            parts = [chunk[i] for chunk in chunks]
             codes = {values.typecode if isinstance(values, array) else None
                      for values, _ in parts}  # fmt: skip
             if len(codes) == 1 and None not in codes:

@@ -6,20 +6,25 @@ dissector reads as packets arrive (`frames -i IFACE`, `analyze -i IFACE`).
         live.stop()                                     # (or --duration, or Ctrl-C)
 
 The tool is asked for immediate mode (each packet handed over at once, not held for up to a
-second by libpcap's buffer) and packet-buffered output. The filter keeps the Stream ports;
-with the heuristic (the protocol recognised on other ports) every TCP packet. Ctrl-C goes to
+second by libpcap's buffer; `frames`), or not (`analyze`, `report`: the kernel's buffer then
+holds many more packets while the analysis catches up), and packet-buffered output. The
+filter keeps the Stream ports; with the heuristic (the protocol recognised on other ports)
+every TCP packet. Ctrl-C goes to
 the tool (it shares the terminal's process group): it flushes and exits, the pipe ends, and
 the command finishes what it read. `write_to` keeps the raw capture too, as read.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import select
 import shutil
 import signal
 import subprocess
+import sys
+import termios
 import threading
 import time
 from collections.abc import Iterable
@@ -28,6 +33,10 @@ from typing import BinaryIO, NamedTuple
 from streamdissect.capture.errors import CaptureError
 
 TOOLS = ("tcpdump", "dumpcap")
+# The kernel's capture buffer: a few seconds of a busy link while the analysis catches up
+# (tcpdump's default, 2 MiB, holds a fraction of a second of a loaded broker's traffic)
+BUFFER_MIB = 32
+SAID_KEPT = 1 << 16  # the tail of the tool's stderr kept: its last counts are in it
 
 
 class CaptureStatistics(NamedTuple):
@@ -37,9 +46,11 @@ class CaptureStatistics(NamedTuple):
     tool: str
     received: int
     dropped: int
+    stale: bool = False  # asked, the tool did not answer in time: these are its last counts
 
     def text(self) -> str:
-        return f"{self.tool}: {self.received:,} packets received, {self.dropped:,} dropped"
+        said = f"{self.tool}: {self.received:,} packets received, {self.dropped:,} dropped"
+        return f"{said} (its last counts: asked, it did not answer)" if self.stale else said
 
 
 # tcpdump's counts (at its end, and on SIGUSR1: "N packets received by filter, N packets
@@ -51,7 +62,10 @@ _DUMPCAP = re.compile(rb"Packets received/dropped on interface .*?: (\d+)/(\d+)"
 
 
 def parse_statistics(tool: str, said: bytes) -> CaptureStatistics | None:
-    """The last counts a capture tool's stderr holds, or None."""
+    """The last counts a capture tool's stderr holds, or None. Only whole lines are read:
+    tcpdump writes a line in pieces (its stderr is unbuffered), and a line read before its
+    "dropped by kernel" part came would say nothing was dropped."""
+    said = said[: said.rfind(b"\n") + 1]
     if tool == "dumpcap":
         found = _DUMPCAP.findall(said)
         if not found:
@@ -74,18 +88,28 @@ def capture_filter(ports: Iterable[int], heuristic: bool) -> str:
     return " or ".join(f"tcp port {int(p)}" for p in sorted(set(ports)))
 
 
-def tool_command(tool: str, interface: str, bpf: str) -> list[str]:
-    if tool == "dumpcap":  # (Wireshark's: pcapng to stdout)
-        return ["dumpcap", "-q", "-i", interface, "-f", bpf, "-w", "-"]
-    return ["tcpdump", "-i", interface, "--immediate-mode", "-U", "-s", "0", "-w", "-", bpf]
+def tool_command(tool: str, interface: str, bpf: str, buffer_mib: int = BUFFER_MIB,
+                 immediate: bool = True) -> list[str]:  # fmt: skip
+    """The tool's command line. `buffer_mib`: the kernel's buffer for the capture (-B), what
+    it holds while the tool waits on a full pipe (beyond it, packets are dropped, and
+    counted). `immediate`: each packet handed over at once; on Linux that buffer is then
+    cut in slots of the largest packet (TPACKET_V2: 64 KiB on lo, some 500 packets in 32
+    MiB), where otherwise packets are packed in it (TPACKET_V3) and handed over in blocks,
+    within libpcap's timeout (1 s)."""
+    if tool == "dumpcap":  # (Wireshark's: pcapng to stdout; -B in MiB)
+        return ["dumpcap", "-q", "-i", interface, "-f", bpf, "-B", str(buffer_mib), "-w", "-"]
+    return ["tcpdump", "-i", interface, *(["--immediate-mode"] if immediate else []), "-U",
+            "-s", "0", "-B", str(buffer_mib * 1024), "-w", "-", bpf]  # fmt: skip (-B: KiB)
 
 
 class LiveCapture:
     """A running capture tool whose pcap output is readable at `path`."""
 
     def __init__(self, interface: str, ports: Iterable[int] = (5552,), heuristic: bool = True,
-                 write_to: str | None = None, tool: str | None = None) -> None:  # fmt: skip
+                 write_to: str | None = None, tool: str | None = None,
+                 buffer_mib: int = BUFFER_MIB, immediate: bool = True) -> None:  # fmt: skip
         self.interface = interface
+        self.buffer_mib, self.immediate = buffer_mib, immediate
         self.bpf = capture_filter(ports, heuristic)
         self.write_to = write_to
         self.tool = tool or next((t for t in TOOLS if shutil.which(t)), None)
@@ -99,7 +123,8 @@ class LiveCapture:
         self._copier: threading.Thread | None = None
 
     def __enter__(self) -> LiveCapture:  # noqa: PYI034
-        command = tool_command(self.tool, self.interface, self.bpf)
+        command = tool_command(self.tool, self.interface, self.bpf, self.buffer_mib,
+                               self.immediate)  # fmt: skip
         try:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
                                             stderr=subprocess.PIPE)  # fmt: skip
@@ -129,15 +154,18 @@ class LiveCapture:
     def statistics(self, ask: bool = True, wait: float = 0.5) -> CaptureStatistics | None:
         """The tool's counts so far: asked for (tcpdump prints them on SIGUSR1; dumpcap only
         at its end) and read from its stderr for up to `wait` seconds; after the tool's end,
-        its final counts."""
+        its final counts. `stale` is set when the tool, asked, did not answer in time
+        (tcpdump answers once its write to a full pipe is done): the counts are its last."""
         process = self.process
         if process is None:
             return None
         running = process.poll() is None
-        if running and ask and self.tool == "tcpdump":
+        asked = running and ask and self.tool == "tcpdump"
+        if asked:
             process.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + (wait if running else 5.0)
         stream = process.stderr
+        fresh = b""  # what it said since asked
         while True:
             left = deadline - time.monotonic()
             ready = select.select([stream], [], [], max(left, 0))[0] if left > 0 else []
@@ -146,10 +174,32 @@ class LiveCapture:
             chunk = os.read(stream.fileno(), 1 << 16)
             if not chunk:
                 break
-            self.said += chunk
-            if running and parse_statistics(self.tool, chunk) is not None:
+            self.heard(chunk)
+            fresh += chunk
+            if running and parse_statistics(self.tool, fresh) is not None:
                 break
-        return parse_statistics(self.tool, self.said)
+        counts = parse_statistics(self.tool, self.said)
+        if counts is not None and asked and parse_statistics(self.tool, fresh) is None:
+            counts = counts._replace(stale=True)
+        return counts
+
+    def heard(self, said: bytes) -> None:
+        """What the tool wrote on stderr, added to `said`: its last SAID_KEPT bytes only (it
+        writes its counts at every summary, for as long as the capture runs)."""
+        self.said = (self.said + said)[-SAID_KEPT:]
+
+    def waiting(self) -> tuple[int, int] | None:
+        """(bytes written to the pipe and not read yet, the pipe's capacity), or None when
+        there is no pipe: the capture's backlog, bounded by the pipe. When it is full the
+        tool waits, and what the kernel cannot hold meanwhile it drops, and counts."""
+        if self._read_fd < 0:
+            return None
+        try:
+            waiting = fcntl.ioctl(self._read_fd, termios.FIONREAD, b"\0\0\0\0")
+            capacity = fcntl.fcntl(self._read_fd, fcntl.F_GETPIPE_SZ)
+        except OSError:  # (closed at the end)
+            return None
+        return int.from_bytes(waiting, sys.byteorder), capacity
 
     def error(self) -> str | None:
         """What the tool said when it ended on its own with a failure (no permission, no such
@@ -162,7 +212,7 @@ class LiveCapture:
             return None
         if code in (0, -signal.SIGINT, -signal.SIGTERM):
             return None
-        self.said += self.process.stderr.read()
+        self.heard(self.process.stderr.read())
         said = self.said.decode(errors="replace").strip().splitlines()
         chatter = ("listening on", "tcpdump: verbose")
         lines = [line for line in said if not line.startswith(chatter)]

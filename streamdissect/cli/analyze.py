@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from streamdissect.analysis import analyze
@@ -58,7 +59,8 @@ def run(args) -> int:
               "-o DIR", file=sys.stderr)  # fmt: skip
         return 2
     return with_sources(args, lambda paths, live, ports: _analyze(args, paths, live, ports,
-                                                                  files))  # fmt: skip
+                                                                  files),
+                        immediate=False)  # fmt: skip
 
 
 def _watchers(args, live):
@@ -93,28 +95,47 @@ def told_drops(result, live) -> None:
                                    f"{stats.text()}: those packets were never seen"))  # fmt: skip
 
 
+# A live analysis runs for as long as the capture: the tables that grow with it (consumer
+# lag, a row a Deliver) keep this many chunks of rows in memory, the older ones on disk
+LIVE_CHUNKS_IN_MEMORY = 8
+
+
 def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> int:
+    from streamdissect.analysis.compact import spilling
+
     bar = progress_bar(paths)
+    rows_kept = spilling(LIVE_CHUNKS_IN_MEMORY) if live is not None else contextlib.nullcontext()
     try:
-        result = analyze(
-            paths,
-            ports=ports,
-            heuristic=not args.no_heuristic,
-            max_frame=args.max_frame,
-            at_once_ms=args.at_once_ms,
-            on_read=bar.update if bar else None,
-            report_only=not files,  # (the files hold every table, publishes included)
-            helper_process=True,
-            watch=_watchers(args, live),
-            # -c: frame by frame, so that the tables count the frames read and no more
-            engine="stream" if args.count is not None else "auto",
-            messages=args.messages, max_body=args.max_body, bodies=not args.no_bodies,
-        )
+        with rows_kept:
+            result = _analysis(args, paths, ports, files, bar, live)
     except CaptureError as exc:
         return capture_error(exc, live)
     finally:
         if bar:
             bar.close()
+    return _told(args, result, live, files)
+
+
+def _analysis(args, paths: list, ports: tuple[int, ...], files: bool, bar, live):
+    """The analysis of the capture, as the options say."""
+    return analyze(
+        paths,
+        ports=ports,
+        heuristic=not args.no_heuristic,
+        max_frame=args.max_frame,
+        at_once_ms=args.at_once_ms,
+        on_read=bar.update if bar else None,
+        report_only=not files,  # (the files hold every table, publishes included)
+        helper_process=True,
+        watch=_watchers(args, live),
+        # -c: frame by frame, so that the tables count the frames read and no more
+        engine="stream" if args.count is not None else "auto",
+        messages=args.messages, max_body=args.max_body, bodies=not args.no_bodies,
+    )
+
+
+def _told(args, result, live, files: bool) -> int:
+    """The report: on stdout, or as files."""
     if live is not None:
         told_drops(result, live)
     if files:

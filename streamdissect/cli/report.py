@@ -49,7 +49,8 @@ def run(args) -> int:
             print(f"streamdissect: error: {exc}", file=sys.stderr)
             return 2
         return _write(args, data, say=_say(args, long=True))
-    return with_sources(args, lambda paths, live, ports: _from_capture(args, paths, live, ports))
+    return with_sources(args, lambda paths, live, ports: _from_capture(args, paths, live, ports),
+                        immediate=False)  # fmt: skip
 
 
 def _from_capture(args, paths: list, live, ports: tuple[int, ...]) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 
 from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import pair
-from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.analysis.percentiles import CountedSample
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.codes import code_name
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, PUBLISH_KEY, HotFrames
@@ -45,7 +45,8 @@ class _Ledger:
     errored: Counter = field(default_factory=Counter)
     unconfirmed: int = 0
     unmatched: int = 0
-    lags_ms: array = field(default_factory=lambda: array("d"))  # 8 bytes a confirm
+    # publish-to-confirm lags, counted by value: bounded by their distinct values
+    lags_ms: CountedSample = field(default_factory=CountedSample)
 
 
 class ConfirmCollector:
@@ -296,7 +297,7 @@ class ConfirmCollector:
         confirm_ts = ts[conf_frame]
         sent = np.concatenate((old_ts[:take_old], ts[pub_frame[:take_new]]))
         lags = (confirm_ts - sent) / 1e6
-        led.lags_ms.extend(array("d", lags.tobytes()))
+        led.lags_ms.extend_array(lags)
         led.confirmed += n_confirmed
         led.published += len(published)
         counts = np.maximum(run.id_counts[rows], 0)
@@ -357,7 +358,7 @@ class ConfirmCollector:
                     {code_name(c): n for c, n in sorted(led.errored.items())}
                 ),
             }
-            stats = summarize_ms(led.lags_ms)
+            stats = led.lags_ms.summary()
             del stats["min_ms"]
             row.update(stats)
             rows.append(row)

@@ -90,6 +90,10 @@ class DeliveryCollector:
         ]  # fmt: skip
         if isinstance(self.rows, list):  # (not compact: the tuples themselves)
             self.rows.extend(zip(*[hot_input.cells(values, none) for values, none in columns]))
+        elif len(rows) < CompactRows.CHUNK:  # (a few, as a live capture's reads give them:
+            # with the rows pending, in chunks of CHUNK rows, not a chunk of their own each)
+            self.rows.extend(list(zip(*[hot_input.cells(values, none)
+                                        for values, none in columns])))  # fmt: skip
         else:
             self.rows.extend_columns(columns, len(rows))
 
