@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,17 +22,88 @@ def summarize_ms(values_ms: Sequence[float]) -> dict[str, float | None]:
     return out
 
 
-def percentiles(ordered: np.ndarray, points: Sequence[float]) -> list[float]:
+class ExactSample:
+    """A sample of floats for exact percentiles in memory that grows with its distinct
+    values, not its size: the values gathered in a buffer, folded every FOLD values into
+    (sorted distinct values, their counts). Its percentiles are those of the whole sample,
+    to the last bit (the same order statistics, interpolated the same way). A capture's
+    times are whole microseconds (or nanoseconds), so a lag takes at most one distinct value
+    a microsecond (nanosecond) of its range."""
+
+    FOLD = 1 << 16
+
+    __slots__ = ("_buffer", "_counts", "_values")
+
+    def __init__(self) -> None:
+        self._buffer = array("d")
+        self._values = np.zeros(0, dtype=np.float64)
+        self._counts = np.zeros(0, dtype=np.int64)
+
+    def extend(self, values) -> None:
+        self._buffer.extend(values)
+        if len(self._buffer) >= self.FOLD:
+            self._fold()
+
+    def append(self, value: float) -> None:
+        self._buffer.append(value)
+        if len(self._buffer) >= self.FOLD:
+            self._fold()
+
+    def _fold(self) -> None:
+        new = np.frombuffer(self._buffer, dtype=np.float64)
+        values = np.concatenate((self._values, new))
+        counts = np.concatenate((self._counts, np.ones(len(new), dtype=np.int64)))
+        # (-0.0 and 0.0 are one value here, as they sort as one: either reads back the same)
+        self._values, where = np.unique(values, return_inverse=True)
+        self._counts = np.bincount(where.ravel(), weights=counts,
+                                   minlength=len(self._values)).astype(np.int64)  # fmt: skip
+        self._buffer = array("d")
+
+    def __len__(self) -> int:
+        return int(self._counts.sum()) + len(self._buffer)
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted distinct values, their counts)."""
+        if self._buffer:
+            self._fold()
+        return self._values, self._counts
+
+    def __iter__(self):
+        """The values in ascending order."""
+        values, counts = self.distinct()
+        return iter(np.repeat(values, counts).tolist())
+
+
+def summarize_sample(sample: ExactSample) -> dict[str, float | None]:
+    """summarize_ms of an ExactSample's values."""
+    values, counts = sample.distinct()
+    if not len(values):
+        return summarize_ms(())
+    ends = np.cumsum(counts)  # (the order statistic k is values[first end > k])
+    nth = lambda k: values[int(np.searchsorted(ends, k, side="right"))]  # noqa: E731
+    last = int(ends[-1]) - 1
+    lowest = math.nan if math.isnan(values[-1]) else float(values[0])  # (as numpy's min)
+    out: dict[str, float | None] = {"min_ms": lowest}
+    out.update({f"p{p}_ms": q for p, q in zip(PERCENTILES, percentiles(nth, PERCENTILES, last))})
+    out["max_ms"] = float(values[-1])
+    return out
+
+
+def percentiles(ordered, points: Sequence[float], last: int | None = None) -> list[float]:
     """numpy.percentile's default ("linear") of a sorted float sample, to the last bit.
-    Its own first call imports numpy.ma (~15 ms of the CLI's start), for a few lines."""
-    last = len(ordered) - 1
-    if math.isnan(ordered[last]):  # (NaN sorts last, and makes every percentile NaN)
+    Its own first call imports numpy.ma (~15 ms of the CLI's start), for a few lines.
+    `ordered`: the sorted sample, or a function giving its k-th value (with `last`, its
+    last index)."""
+    nth = ordered.__getitem__ if last is None else ordered
+    if last is None:
+        last = len(ordered) - 1
+    if math.isnan(nth(last)):  # (NaN sorts last, and makes every percentile NaN)
         return [math.nan] * len(points)
     values = []
     for p in points:
         at = last * (p / 100)
         below = math.floor(at) if at < last else last
-        a, b = float(ordered[below]), float(ordered[min(below + 1, last)])
+        a, b = float(nth(below)), float(nth(min(below + 1, last)))
         t = at - below
         # numpy's lerp: from the nearer end, which keeps the result within [a, b]
         values.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t))

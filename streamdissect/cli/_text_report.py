@@ -30,6 +30,8 @@ LAG_COLUMNS = [
     "committed_chunk_id", "lag", "delivery_latency_ms",
 ]
 
+STALL_COLUMNS = ["start_ns", "end_ns", "duration_ms"]  # (each credit row's stalls in JSON)
+
 
 ROW_CHUNK = 512  # rows formatted at a time by json_write
 
@@ -207,7 +209,9 @@ def to_json(a: Analysis, lazy: bool = False, messages: bool = False) -> dict:
     `messages`: with the messages table (analyze(messages=True))."""
     table = RowStream if lazy else (lambda *args: plain_records(*args))
     credit = []
-    for row in a.credit_rows():
+    for row in a.credit_rows(stall_lists=not lazy):
+        if lazy:  # (the stalls' rows written a chunk at a time)
+            row["stalls"] = RowStream("stalls", row["stalls"], STALL_COLUMNS)
         credit.append({k: row[k] for k in (
             "connection", "subscription_id", "stream", "initial_credit", "credits_granted",
             "credit_frames", "chunks_delivered", "records_delivered", "credit_errors",

@@ -24,7 +24,7 @@ import numpy as np
 
 from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import pair
-from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.analysis.percentiles import ExactSample, summarize_sample
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.codes import code_name
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, PUBLISH_KEY, HotFrames
@@ -45,7 +45,8 @@ class _Ledger:
     errored: Counter = field(default_factory=Counter)
     unconfirmed: int = 0
     unmatched: int = 0
-    lags_ms: array = field(default_factory=lambda: array("d"))  # 8 bytes a confirm
+    # exact percentiles in memory a distinct lag (not a confirm)
+    lags_ms: ExactSample = field(default_factory=ExactSample)
 
 
 class ConfirmCollector:
@@ -357,7 +358,7 @@ class ConfirmCollector:
                     {code_name(c): n for c, n in sorted(led.errored.items())}
                 ),
             }
-            stats = summarize_ms(led.lags_ms)
+            stats = summarize_sample(led.lags_ms)
             del stats["min_ms"]
             row.update(stats)
             rows.append(row)
