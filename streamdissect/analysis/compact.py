@@ -88,6 +88,7 @@ class CompactRows:
         if chunk.__class__ is not _Spilled:
             return chunk
         if self._loaded[0] is not chunk:
+            self._loaded = (None, None)  # (the one read before is let go first)
             self._file.seek(chunk.offset)
             self._loaded = (chunk, pickle.loads(self._file.read(chunk.length)))
         return self._loaded[1]

@@ -142,7 +142,7 @@ class Collectors:
             "publishes": lambda: c.confirms.pairs,
             "confirms": c.confirms.summary,
             "backlog": lambda: c.confirms.backlog,
-            "credit": c.credit.summary,
+            "credit": lambda: c.credit.summary(stall_lists=False),
             "stalls": c.credit.stall_rows,
             "credit_balance": c.credit.balance_rows,
             "deliveries": lambda: c.deliveries.rows,

@@ -125,6 +125,11 @@ class StallLog:
         for at in range(0, len(self), step):
             yield from self[at : at + step]
 
+    def __eq__(self, other) -> bool:  # (the same rows: two analyses of one capture agree)
+        return isinstance(other, StallLog) and list(self) == list(other)
+
+    __hash__ = None
+
     def stalled_ms(self) -> float:
         """The stalls' durations summed in order (an open one counts 0)."""
         return sum(row[4] or 0.0 for row in self)
@@ -376,9 +381,39 @@ class CreditCollector:
                                  ([sub.subscription_id] * n, None), (balances, None)], n)
         return rows
 
-    def stall_rows(self) -> list[tuple]:
-        """The stalls table's rows (tuples in its column order)."""
-        return [row for sub in self._all() for row in sub.stalls]
+    def stall_rows(self) -> StallRows:
+        """The stalls table's rows (tuples in its column order), read when asked."""
+        return StallRows([sub.stalls for sub in self._all()])
+
+
+class StallRows:
+    """Every subscription's StallLog as one sequence of rows (len, index, slice, iteration),
+    none made before it is read."""
+
+    def __init__(self, logs: list[StallLog]) -> None:
+        self._logs = [log for log in logs if log]
+        self._n = sum(map(len, self._logs))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            i = index + self._n if index < 0 else index
+            if not 0 <= i < self._n:
+                raise IndexError(index)
+            return self[i : i + 1][0]
+        start, stop, step = index.indices(self._n)
+        rows, at = [], 0
+        for log in self._logs:
+            if at + len(log) > start and at < stop:
+                rows += log[max(start - at, 0) : stop - at]
+            at += len(log)
+        return rows if step == 1 else rows[::step]
+
+    def __iter__(self):
+        for log in self._logs:
+            yield from log
 
 
 def _apply_columns(sub: _Subscription, at_once_ns: int, run: dict) -> None:
