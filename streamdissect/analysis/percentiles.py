@@ -24,8 +24,9 @@ def summarize_ms(values_ms: Sequence[float]) -> dict[str, float | None]:
 
 class ExactSample:
     """A sample of floats for exact percentiles in memory that grows with its distinct
-    values, not its size: the values gathered in a buffer, folded every FOLD values into
-    (sorted distinct values, their counts). Its percentiles are those of the whole sample,
+    values, not its size: the values gathered in a buffer, folded into (sorted distinct
+    values, their counts) once it holds FOLD values and as many as there are distinct ones
+    (so that folding costs O(n log n) in all, however many values are distinct). Its percentiles are those of the whole sample,
     to the last bit (the same order statistics, interpolated the same way). A capture's
     times are whole microseconds (or nanoseconds), so a lag takes at most one distinct value
     a microsecond (nanosecond) of its range."""
@@ -41,12 +42,12 @@ class ExactSample:
 
     def extend(self, values) -> None:
         self._buffer.extend(values)
-        if len(self._buffer) >= self.FOLD:
+        if len(self._buffer) >= self.FOLD and len(self._buffer) >= len(self._values):
             self._fold()
 
     def append(self, value: float) -> None:
         self._buffer.append(value)
-        if len(self._buffer) >= self.FOLD:
+        if len(self._buffer) >= self.FOLD and len(self._buffer) >= len(self._values):
             self._fold()
 
     def _fold(self) -> None:
