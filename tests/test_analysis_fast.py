@@ -3,7 +3,6 @@ ledger's runs, compact delivery rows, the JSON writer and the report-only collec
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import random
@@ -13,7 +12,7 @@ import pytest
 import worsen
 
 from streamdissect.analysis import analyze
-from streamdissect.analysis.compact import CompactRows, spilling
+from streamdissect.analysis.compact import CompactRows
 from streamdissect.cli import _text_report as report
 from streamdissect.cli._text_report import json_text, json_write, to_json
 from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
@@ -74,8 +73,9 @@ def test_confirm_runs_same_as_per_id_ledger(seed):
 @pytest.mark.parametrize("chunk", [CompactRows.CHUNK, 7])
 def test_compact_rows_read_back_as_the_tuples_given(chunk, spill, monkeypatch):
     monkeypatch.setattr(CompactRows, "CHUNK", chunk)
-    with spilling(spill) if spill else contextlib.nullcontext():
-        rows = CompactRows(6)
+    if spill:
+        monkeypatch.setattr(CompactRows, "SPILL_BYTES", spill * chunk * 6 * 8)
+    rows = CompactRows(6)
     given = []
     for i in range(1000):
         row = (i, f"c{i % 3}", None if i % 7 == 0 else 2**63 + i if i == 500 else i * 3,
@@ -100,8 +100,9 @@ def test_compact_rows_extended_and_as_columns(chunk, spill, monkeypatch):
     monkeypatch.setattr(CompactRows, "CHUNK", chunk)
     given = [(i, f"c{i % 3}", None if i % 7 == 0 else i * 3, 1.5 * i, 2**64 - i if i == 9 else i)
              for i in range(1000)]  # fmt: skip
-    with spilling(spill) if spill else contextlib.nullcontext():
-        rows = CompactRows(5)
+    if spill:
+        monkeypatch.setattr(CompactRows, "SPILL_BYTES", spill * chunk * 5 * 8)
+    rows = CompactRows(5)
     rng, at = random.Random(chunk), 0
     while at < len(given):
         size = rng.choice([0, 1, 2, chunk - 1, chunk, chunk + 1, 3 * chunk])
@@ -117,14 +118,14 @@ def test_compact_rows_extended_and_as_columns(chunk, spill, monkeypatch):
 
 
 def test_a_report_whose_rows_went_to_disk_is_the_same(monkeypatch):
-    # (a live analysis keeps its last chunks of rows in memory, the older ones on disk)
+    # (a table past CompactRows.SPILL_BYTES keeps its older rows on disk)
     monkeypatch.setattr(CompactRows, "CHUNK", 3)
     path = str(worsen.real_capture())
     expected = json.dumps(to_json(analyze(path, report_only=True)), indent=1)
-    with spilling(1):
-        spilled = analyze(path, report_only=True)
-    kept = spilled._c.deliveries.rows._chunks
-    assert kept._file is not None and len(kept) >= 2  # (all but the last on disk)
+    monkeypatch.setattr(CompactRows, "SPILL_BYTES", 3 * 8 * 8)
+    spilled = analyze(path, report_only=True)
+    kept = spilled._c.deliveries.rows
+    assert kept._file is not None and len(kept._chunks) >= 2
     assert json.dumps(to_json(spilled), indent=1) == expected
 
 

@@ -54,40 +54,40 @@ def test_percentiles_are_numpys_to_the_last_bit(n):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 101, 4999, 200_000])
-def test_a_counted_sample_summarizes_as_numpy_does_the_whole_sample(n):
+def test_an_exact_sample_summarizes_as_numpy_does_the_whole_sample(n):
     # (np.percentile, min and max of every value are the reference; the sample, in pieces
     # as the confirms come, crosses the folds of its counts when n is large)
     import numpy as np
 
-    from streamdissect.analysis.percentiles import PERCENTILES, CountedSample
+    from streamdissect.analysis.percentiles import PERCENTILES, ExactSample, summarize_sample
 
     rng = np.random.default_rng(n)
     lags_us = rng.integers(0, 40_000, n)  # whole microseconds, as a pcap's times give
     for sample in (lags_us / 1e3, rng.exponential(3.0, n), rng.integers(0, 9, n) * 0.1):
-        counted = CountedSample()
+        counted = ExactSample()
         for piece in np.array_split(sample, max(1, n // 97)):
-            counted.extend_array(piece) if len(piece) % 2 else counted.extend(piece.tolist())
-        summary = counted.summary()
+            counted.extend(piece) if len(piece) % 2 else counted.extend(piece.tolist())
+        summary = summarize_sample(counted)
         assert summary["min_ms"] == sample.min() and summary["max_ms"] == sample.max()
         assert [summary[f"p{p}_ms"] for p in PERCENTILES] == np.percentile(
             sample, PERCENTILES).tolist()  # fmt: skip
         assert len(counted) == n and list(counted) == np.sort(sample).tolist()
-    empty = CountedSample().summary()
+    empty = summarize_sample(ExactSample())
     assert empty == summarize_ms([])
-    with_nan = CountedSample()
+    with_nan = ExactSample()
     with_nan.extend([1.0, float("nan"), 2.0])
-    assert all(np.isnan(v) for v in with_nan.summary().values())
+    assert all(np.isnan(v) for v in summarize_sample(with_nan).values())
 
 
-def test_a_counted_sample_keeps_its_distinct_values_not_every_one():
+def test_an_exact_sample_keeps_its_distinct_values_not_every_one():
     import numpy as np
 
-    from streamdissect.analysis.percentiles import CountedSample
+    from streamdissect.analysis.percentiles import ExactSample
 
-    counted = CountedSample()
+    counted = ExactSample()
     for _ in range(40):  # 2.6 million lags of 2,000 distinct values
-        counted.extend_array(np.random.default_rng(_).integers(0, 2000, 1 << 16) / 1e3)
-    counted.summary()
+        counted.extend(np.random.default_rng(_).integers(0, 2000, 1 << 16) / 1e3)
+    counted.distinct()
     assert len(counted) == 40 << 16
     assert counted._values.nbytes + counted._counts.nbytes <= 2000 * 16
 

@@ -56,10 +56,14 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and (a == b or nans)
 
 
+@pytest.mark.parametrize("spill", [False, True])
 @pytest.mark.parametrize("chunk", [CompactRows.CHUNK, 7, 64])
-def test_column_slices_are_the_rows_columns(chunk, monkeypatch):
+def test_column_slices_are_the_rows_columns(chunk, spill, monkeypatch):
     monkeypatch.setattr(CompactRows, "CHUNK", chunk)
+    if spill:  # (chunks written to the temporary file every few hundred rows)
+        monkeypatch.setattr(CompactRows, "SPILL_BYTES", 7 * 8 * 150)
     rows, given = _filled(chunk, chunk)
+    assert (rows._file is not None) == spill
     assert len(rows) == len(given)
     rng = random.Random(1)
     spans = [(0, 1000), (0, 1), (999, 1000), (500, 512)]
@@ -73,3 +77,21 @@ def test_column_slices_are_the_rows_columns(chunk, monkeypatch):
             assert all(map(_same, want, have)), (start, stop, k)
     # (and the rows themselves are what was added)
     assert all(map(_same, [v for r in rows[0:1000] for v in r], [v for r in given for v in r]))
+
+
+@pytest.mark.parametrize("chunk", [7, 64])
+def test_spilled_rows_read_back_as_columns(chunk, monkeypatch):
+    """columns() (a DataFrame's input) of spilled chunks: the values added, each column
+    one numpy array where every value fits one."""
+    monkeypatch.setattr(CompactRows, "CHUNK", chunk)
+    monkeypatch.setattr(CompactRows, "SPILL_BYTES", 7 * 8 * 100)
+    rows, given = _filled(chunk, chunk + 1)
+    assert rows._file is not None
+    for k, (values, none) in enumerate(rows.columns()):
+        want = [row[k] for row in given]
+        got = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        if none is not None:
+            got = [None if n else v for v, n in zip(got, none.tolist())]
+        assert len(got) == len(want) and all(
+            a == b or (a != a and b != b) for a, b in zip(want, got)), k
+    rows.close()

@@ -1,74 +1,14 @@
 """Table rows kept as columns: a large table (a Deliver or a publishing id a row) in a
-fraction of the memory of a list of tuples, read back as the same tuples. Within
-`spilling(n)`, the tables made keep their last n chunks in memory and the older ones in a
-temporary file (a live analysis, whose tables grow for as long as the capture runs)."""
+fraction of the memory of a list of tuples, read back as the same tuples. Past SPILL_BYTES
+of chunks in memory, the chunks go to a temporary file (deleted when closed), so that a
+capture ten times as long does not hold ten times the rows."""
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 import tempfile
 from array import array
 from collections.abc import Iterator
-
-_SPILL_AFTER: list[int | None] = [None]  # chunks kept in memory by the tables made now
-
-
-@contextlib.contextmanager
-def spilling(after_chunks: int) -> Iterator[None]:
-    """The CompactRows made within keep `after_chunks` chunks in memory, the rest on disk."""
-    before = _SPILL_AFTER[0]
-    _SPILL_AFTER[0] = after_chunks
-    try:
-        yield
-    finally:
-        _SPILL_AFTER[0] = before
-
-
-class _OnDisk(tuple):
-    """Where a chunk was written: (offset, length) in the chunks' file."""
-
-
-class _Chunks:
-    """A table's chunks in order, each a list of columns; past `spill_after` in memory, the
-    oldest are pickled to an unnamed temporary file and read back when asked for."""
-
-    def __init__(self, spill_after: int | None) -> None:
-        self._items: list = []
-        self.sizes: list[int] = []  # rows in each chunk
-        self._spill_after = spill_after
-        self._in_memory: list[int] = []  # indexes of the chunks in memory, oldest first
-        self._file = None
-
-    def append(self, chunk: list) -> None:
-        self._items.append(chunk)
-        self.sizes.append(len(chunk[0][0]) if chunk else 0)
-        if self._spill_after is None:
-            return
-        self._in_memory.append(len(self._items) - 1)
-        if len(self._in_memory) > self._spill_after:
-            oldest = self._in_memory.pop(0)
-            if self._file is None:
-                # (unnamed: gone when the table is, or the process)
-                self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")  # noqa: SIM115
-            data = pickle.dumps(self._items[oldest], protocol=pickle.HIGHEST_PROTOCOL)
-            offset = self._file.seek(0, 2)
-            self._file.write(data)
-            self._items[oldest] = _OnDisk((offset, len(data)))
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __getitem__(self, index: int) -> list:
-        item = self._items[index]
-        if item.__class__ is not _OnDisk:
-            return item
-        offset, length = item
-        self._file.seek(offset)
-        return pickle.loads(self._file.read(length))
-
-    def __iter__(self) -> Iterator[list]:
-        return (self[i] for i in range(len(self._items)))
 
 
 class CompactRows:
@@ -77,13 +17,19 @@ class CompactRows:
     read back as the same tuples, by index or slice."""
 
     CHUNK = 4096
+    # chunks held in memory (about 8 bytes a value) before they are written to a temporary
+    # file: a table of this size or less never touches the disk
+    SPILL_BYTES = 4 << 20
 
     def __init__(self, width: int) -> None:
         self._width = width
-        # per chunk: [(values, None mask or None)] by column
-        self._chunks = _Chunks(_SPILL_AFTER[0])
+        # per chunk: [(values, None mask or None)] by column, or a _Spilled one
+        self._chunks: list = []
         self._pending: list[tuple] = []
         self._n = 0
+        self._held = 0  # rows of the chunks in memory
+        self._file = None  # the temporary file of the spilled chunks
+        self._loaded: tuple = (None, None)  # (the spilled chunk read last, its columns)
 
     def append(self, row: tuple) -> None:
         self._pending.append(row)
@@ -109,11 +55,48 @@ class CompactRows:
             self._flush()
         self._chunks.append([_numpy_column(values, none) for values, none in columns])
         self._n += n
+        self._kept(n)
 
     def _flush(self) -> None:
         """The pending rows as a chunk of columns."""
         self._chunks.append([_column(c) for c in zip(*self._pending)])
+        n = len(self._pending)
         self._pending = []
+        self._kept(n)
+
+    def _kept(self, n: int) -> None:
+        """A chunk of `n` rows was made: past SPILL_BYTES in memory, the chunks in memory
+        go to the temporary file, joined into one."""
+        self._held += n
+        if self._held * self._width * 8 <= self.SPILL_BYTES:
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")
+        first = next(i for i, c in enumerate(self._chunks) if c.__class__ is not _Spilled)
+        held = self._chunks[first:]
+        joined = [_joined([chunk[i] for chunk in held]) for i in range(self._width)]
+        data = pickle.dumps(joined, protocol=pickle.HIGHEST_PROTOCOL)
+        f = self._file
+        f.seek(0, 2)
+        self._chunks[first:] = [_Spilled(f.tell(), len(data), self._held)]
+        f.write(data)
+        self._held = 0
+
+    def _chunk(self, i: int) -> list:
+        """Chunk i's columns (read back from the file when it was spilled)."""
+        chunk = self._chunks[i]
+        if chunk.__class__ is not _Spilled:
+            return chunk
+        if self._loaded[0] is not chunk:
+            self._loaded = (None, None)  # (the one read before is let go first)
+            self._file.seek(chunk.offset)
+            self._loaded = (chunk, pickle.loads(self._file.read(chunk.length)))
+        return self._loaded[1]
+
+    def close(self) -> None:
+        """Delete the temporary file (the rows spilled are gone with it)."""
+        if self._file is not None:
+            self._file.close()
 
     def __len__(self) -> int:
         return self._n
@@ -127,10 +110,11 @@ class CompactRows:
         None; else a list or tuple), for a reader that goes column by column."""
         parts: list[list] = [[] for _ in range(self._width)]
         at = 0
-        for index, size in enumerate(self._chunks.sizes):
+        for i, chunk in enumerate(self._chunks):
+            size = chunk.rows if chunk.__class__ is _Spilled else len(chunk[0][0])
             if at + size > start and at < stop:
                 lo, hi = max(start - at, 0), min(stop - at, size)
-                for part, (values, none) in zip(parts, self._chunks[index]):
+                for part, (values, none) in zip(parts, self._chunk(i)):
                     piece = values[lo:hi]
                     if none is not None:
                         piece = [None if n else v for v, n in zip(piece, none[lo:hi])]
@@ -153,8 +137,9 @@ class CompactRows:
 
         if self._pending:  # (a shorter last chunk: reading by index allows for it)
             self._flush()
+        chunks = [self._chunk(k) if chunk.__class__ is _Spilled else chunk
+                  for k, chunk in enumerate(self._chunks)]  # fmt: skip
         out = []
-        chunks = list(self._chunks)  # (once each, when some were on disk)
         for i in range(self._width):
             parts = [chunk[i] for chunk in chunks]
             codes = {values.typecode if isinstance(values, array) else None
@@ -189,6 +174,31 @@ class CompactRows:
     def __iter__(self) -> Iterator[tuple]:
         for at in range(0, self._n, self.CHUNK):
             yield from self._rows(at, min(at + self.CHUNK, self._n))
+
+
+class _Spilled:
+    """Where a chunk is in the temporary file, and its number of rows."""
+
+    __slots__ = ("length", "offset", "rows")
+
+    def __init__(self, offset: int, length: int, rows: int) -> None:
+        self.offset, self.length, self.rows = offset, length, rows
+
+
+def _joined(parts: list[tuple]) -> tuple:
+    """One column's (values, None mask) of several chunks as one."""
+    codes = {values.typecode if values.__class__ is array else None for values, _ in parts}
+    if len(codes) == 1 and None not in codes:
+        values = array(codes.pop())
+        for part, _ in parts:
+            values += part
+        if all(none is None for _, none in parts):
+            return values, None
+        return values, b"".join(bytes(len(v)) if none is None else none for v, none in parts)
+    items: list = []
+    for part, none in parts:
+        items += part if none is None else [None if n else v for v, n in zip(part, none)]
+    return _column(tuple(items))
 
 
 def _column(values: tuple) -> tuple:

@@ -73,9 +73,11 @@ class Analysis:
             return getattr(self, table)
         return self._frame(table)
 
-    def credit_rows(self) -> list[dict]:
-        """Credit summary rows with each subscription's stalls as a list (for JSON)."""
-        return self._c.credit.summary()
+    def credit_rows(self, stall_lists: bool = True) -> list[dict]:
+        """Credit summary rows with each subscription's stalls as a list of dicts (for
+        JSON); `stall_lists` off: as a sequence of rows in the stalls table's column order,
+        read when asked (a long capture's stalls are never all dicts at once)."""
+        return self._c.credit.summary(stall_lists)
 
     def _frame(self, table: str) -> pd.DataFrame:
         return dataframe(table, self.rows(table))

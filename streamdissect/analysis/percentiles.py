@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,82 +22,90 @@ def summarize_ms(values_ms: Sequence[float]) -> dict[str, float | None]:
     return out
 
 
-def percentiles(ordered: np.ndarray, points: Sequence[float]) -> list[float]:
+class ExactSample:
+    """A sample of floats for exact percentiles in memory that grows with its distinct
+    values, not its size: the values gathered in a buffer, folded into (sorted distinct
+    values, their counts) once it holds FOLD values and as many as there are distinct ones
+    (so that folding costs O(n log n) in all, however many values are distinct). Its percentiles are those of the whole sample,
+    to the last bit (the same order statistics, interpolated the same way). A capture's
+    times are whole microseconds (or nanoseconds), so a lag takes at most one distinct value
+    a microsecond (nanosecond) of its range."""
+
+    FOLD = 1 << 16
+
+    __slots__ = ("_buffer", "_counts", "_values")
+
+    def __init__(self) -> None:
+        self._buffer = array("d")
+        self._values = np.zeros(0, dtype=np.float64)
+        self._counts = np.zeros(0, dtype=np.int64)
+
+    def extend(self, values) -> None:
+        self._buffer.extend(values)
+        if len(self._buffer) >= self.FOLD and len(self._buffer) >= len(self._values):
+            self._fold()
+
+    def append(self, value: float) -> None:
+        self._buffer.append(value)
+        if len(self._buffer) >= self.FOLD and len(self._buffer) >= len(self._values):
+            self._fold()
+
+    def _fold(self) -> None:
+        new = np.frombuffer(self._buffer, dtype=np.float64)
+        values = np.concatenate((self._values, new))
+        counts = np.concatenate((self._counts, np.ones(len(new), dtype=np.int64)))
+        # (-0.0 and 0.0 are one value here, as they sort as one: either reads back the same)
+        self._values, where = np.unique(values, return_inverse=True)
+        self._counts = np.bincount(where.ravel(), weights=counts,
+                                   minlength=len(self._values)).astype(np.int64)  # fmt: skip
+        self._buffer = array("d")
+
+    def __len__(self) -> int:
+        return int(self._counts.sum()) + len(self._buffer)
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted distinct values, their counts)."""
+        if self._buffer:
+            self._fold()
+        return self._values, self._counts
+
+    def __iter__(self):
+        """The values in ascending order."""
+        values, counts = self.distinct()
+        return iter(np.repeat(values, counts).tolist())
+
+
+def summarize_sample(sample: ExactSample) -> dict[str, float | None]:
+    """summarize_ms of an ExactSample's values."""
+    values, counts = sample.distinct()
+    if not len(values):
+        return summarize_ms(())
+    ends = np.cumsum(counts)  # (the order statistic k is values[first end > k])
+    nth = lambda k: values[int(np.searchsorted(ends, k, side="right"))]
+    last = int(ends[-1]) - 1
+    lowest = math.nan if math.isnan(values[-1]) else float(values[0])  # (as numpy's min)
+    out: dict[str, float | None] = {"min_ms": lowest}
+    out.update({f"p{p}_ms": q for p, q in zip(PERCENTILES, percentiles(nth, PERCENTILES, last))})
+    out["max_ms"] = float(values[-1])
+    return out
+
+
+def percentiles(ordered, points: Sequence[float], last: int | None = None) -> list[float]:
     """numpy.percentile's default ("linear") of a sorted float sample, to the last bit.
-    Its own first call imports numpy.ma (~15 ms of the CLI's start), for a few lines."""
-    return _percentiles(lambda i: float(ordered[i]), len(ordered), points)
-
-
-def _percentiles(at_rank: Callable[[int], float], n: int, points: Sequence[float]) -> list[float]:
-    """percentiles() of a sorted sample of n values, the i-th given by at_rank(i)."""
-    last = n - 1
-    if math.isnan(at_rank(last)):  # (NaN sorts last, and makes every percentile NaN)
+    Its own first call imports numpy.ma (~15 ms of the CLI's start), for a few lines.
+    `ordered`: the sorted sample, or a function giving its k-th value (with `last`, its
+    last index)."""
+    nth = ordered.__getitem__ if last is None else ordered
+    if last is None:
+        last = len(ordered) - 1
+    if math.isnan(nth(last)):  # (NaN sorts last, and makes every percentile NaN)
         return [math.nan] * len(points)
     values = []
     for p in points:
         at = last * (p / 100)
         below = math.floor(at) if at < last else last
-        a, b = at_rank(below), at_rank(min(below + 1, last))
+        a, b = float(nth(below)), float(nth(min(below + 1, last)))
         t = at - below
         # numpy's lerp: from the nearer end, which keeps the result within [a, b]
         values.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t))
     return values
-
-
-class CountedSample:
-    """A sample of floats kept as its distinct values and how many times each came, for
-    summarize_ms's figures exactly (the same to the last bit) in memory that grows with the
-    distinct values, not with the sample: publish-to-confirm lags are differences of capture
-    times (whole microseconds in a pcap), a few thousand values over millions of confirms,
-    where an array of them grew 8 bytes a confirm for as long as a live capture ran."""
-
-    FOLD = 1 << 16  # values gathered before they are counted in
-
-    def __init__(self) -> None:
-        self._pending = array("d")
-        self._values = np.empty(0, dtype=np.float64)  # distinct, ascending
-        self._counts = np.empty(0, dtype=np.int64)
-
-    def extend(self, values: Iterable[float]) -> None:
-        self._pending.extend(values)
-        if len(self._pending) >= self.FOLD:
-            self._fold()
-
-    def extend_array(self, values: np.ndarray) -> None:
-        self.extend(array("d", np.asarray(values, dtype=np.float64).tobytes()))
-
-    def _fold(self) -> None:
-        if not self._pending:
-            return
-        pending = np.frombuffer(self._pending, dtype=np.float64)
-        values = np.concatenate((self._values, pending))
-        counts = np.concatenate((self._counts, np.ones(len(pending), dtype=np.int64)))
-        self._values, where = np.unique(values, return_inverse=True)
-        self._counts = np.bincount(where, weights=counts).astype(np.int64)
-        self._pending = array("d")
-
-    def __len__(self) -> int:
-        return int(self._counts.sum()) + len(self._pending)
-
-    def __iter__(self) -> Iterator[float]:
-        """The sample's values in ascending order."""
-        self._fold()
-        return iter(np.repeat(self._values, self._counts).tolist())
-
-    def summary(self) -> dict[str, float | None]:
-        """summarize_ms of the sample."""
-        self._fold()
-        if not len(self._values):
-            return summarize_ms(())
-        ends = np.cumsum(self._counts)  # (the rank after each distinct value's last)
-        values = self._values
-
-        def at_rank(i: int) -> float:
-            return float(values[np.searchsorted(ends, i, side="right")])
-
-        nan = math.isnan(values[-1])  # (NaN sorts last, and makes min and max NaN in numpy)
-        out: dict[str, float | None] = {"min_ms": math.nan if nan else float(values[0])}
-        out.update({f"p{p}_ms": q for p, q in zip(PERCENTILES, _percentiles(
-            at_rank, int(ends[-1]), PERCENTILES))})  # fmt: skip
-        out["max_ms"] = float(values[-1])
-        return out

@@ -30,6 +30,8 @@ LAG_COLUMNS = [
     "committed_chunk_id", "lag", "delivery_latency_ms",
 ]
 
+STALL_COLUMNS = ["start_ns", "end_ns", "duration_ms"]  # (each credit row's stalls in JSON)
+
 
 ROW_CHUNK = 512  # rows formatted at a time by json_write
 
@@ -207,7 +209,9 @@ def to_json(a: Analysis, lazy: bool = False, messages: bool = False) -> dict:
     `messages`: with the messages table (analyze(messages=True))."""
     table = RowStream if lazy else (lambda *args: plain_records(*args))
     credit = []
-    for row in a.credit_rows():
+    for row in a.credit_rows(stall_lists=not lazy):
+        if lazy:  # (the stalls' rows written a chunk at a time)
+            row["stalls"] = RowStream("stalls", row["stalls"], STALL_COLUMNS)
         credit.append({k: row[k] for k in (
             "connection", "subscription_id", "stream", "initial_credit", "credits_granted",
             "credit_frames", "chunks_delivered", "records_delivered", "credit_errors",
@@ -281,22 +285,7 @@ def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None,
 def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool = False) -> str:
     """The report as text tables: capture times as wall-clock times (UTC, or `local`),
     durations in ms; `messages`: the messages table's first rows too."""
-    import pandas as pd
-
-    lag = a.deliveries
-    lag_summary = pd.DataFrame()
-    if not lag.empty:
-        lag_summary = (
-            lag.groupby(["connection", "subscription_id"], dropna=False)
-            .agg(
-                chunks=("chunk_first_offset", "size"),
-                records=("num_records", "sum"),
-                max_lag=("lag", "max"),
-                p50_delivery_ms=("delivery_latency_ms", "median"),
-                max_delivery_ms=("delivery_latency_ms", "max"),
-            )
-            .reset_index()
-        )
+    lag_summary = _lag_summary(a.rows("deliveries"))
     parts = [
         _section("Connections", a.connections, [
             "connection", "start_ns", "handshake_ms", "user", "vhost", "frame_max", "heartbeat",
@@ -310,7 +299,7 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
             "connection", "subscription_id", "initial_credit", "credits_granted",
             "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total"],
             local=local),
-        _section("Credit stalls", a.stalls.head(max_rows), local=local),
+        _section("Credit stalls", dataframe("stalls", a.rows("stalls")[:max_rows]), local=local),
         _section("Consumer lag (per subscription)", lag_summary, local=local),
         _section("Throughput (per second of capture)", _throughput_summary(a.throughput),
                  local=local),
@@ -321,7 +310,8 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
         df = _first_lines(dataframe(section.table, shown))
         columns = None if section.columns is None else list(section.columns)
         parts.append(_section(section.title, df, columns, local=local))
-    parts.append(_section("Anomalies", a.anomalies.head(max_rows), local=local))
+    parts.append(_section("Anomalies", dataframe("anomalies", a.rows("anomalies")[:max_rows]),
+                          local=local))  # fmt: skip
     if messages:
         first = a.messages.head(max_rows)
         # (topic, tags and keys when a row has them: a protocol whose messages have them)
@@ -331,6 +321,43 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
             "stream", *named, "size", "subject", "application_properties", "body_size",
             "body_preview"], local=local))  # fmt: skip
     return "\n".join(parts)
+
+
+LAG_ROWS = 1 << 13  # Deliver rows summed at a time by _lag_summary
+
+
+def _lag_summary(rows) -> pd.DataFrame:
+    """Per (connection, subscription id), in their order: chunks, records, the largest lag,
+    the median and largest delivery latency, as pandas' groupby of the deliveries table
+    gives them; read LAG_ROWS rows at a time (a long capture's table is never one
+    DataFrame), only the latencies kept whole (for the median)."""
+    import numpy as np
+    import pandas as pd
+
+    groups: dict = {}  # (connection, subscription id) -> [chunks, records, max lag, latencies]
+    for at in range(0, len(rows), LAG_ROWS):
+        part = dataframe("deliveries", rows[at : at + LAG_ROWS])
+        for key, group in part.groupby(["connection", "subscription_id"], dropna=False,
+                                       sort=False):  # fmt: skip
+            key = tuple(None if pd.isna(k) else k for k in key)
+            kept = groups.setdefault(key, [0, 0, None, []])
+            kept[0] += len(group)
+            kept[1] += int(group["num_records"].sum())
+            max_lag = group["lag"].max()
+            if not pd.isna(max_lag):
+                kept[2] = int(max_lag) if kept[2] is None else max(kept[2], int(max_lag))
+            kept[3].append(group["delivery_latency_ms"].dropna().to_numpy(np.float64))
+    if not groups:
+        return pd.DataFrame()
+    out = []
+    for (connection, sid), (chunks, records, max_lag, parts) in sorted(
+            groups.items(), key=lambda item: (item[0][0], item[0][1] is None, item[0][1] or 0)):
+        values = np.concatenate(parts)
+        out.append({"connection": connection, "subscription_id": sid, "chunks": chunks,
+                    "records": records, "max_lag": max_lag,
+                    "p50_delivery_ms": float(np.median(values)) if len(values) else None,
+                    "max_delivery_ms": float(values.max()) if len(values) else None})  # fmt: skip
+    return pd.DataFrame(out)
 
 
 def _first_lines(df: pd.DataFrame) -> pd.DataFrame:

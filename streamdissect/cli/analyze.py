@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 
 from streamdissect.analysis import analyze
@@ -95,19 +94,12 @@ def told_drops(result, live) -> None:
                                    f"{stats.text()}: those packets were never seen"))  # fmt: skip
 
 
-# A live analysis runs for as long as the capture: the tables that grow with it (consumer
-# lag, a row a Deliver) keep this many chunks of rows in memory, the older ones on disk
-LIVE_CHUNKS_IN_MEMORY = 8
-
-
 def _analyze(args, paths: list, live, ports: tuple[int, ...], files: bool) -> int:
-    from streamdissect.analysis.compact import spilling
-
+    # (a live analysis runs for as long as the capture: the tables that grow with it keep
+    # their rows past CompactRows.SPILL_BYTES on disk, as a file's analysis does)
     bar = progress_bar(paths)
-    rows_kept = spilling(LIVE_CHUNKS_IN_MEMORY) if live is not None else contextlib.nullcontext()
     try:
-        with rows_kept:
-            result = _analysis(args, paths, ports, files, bar, live)
+        result = _analysis(args, paths, ports, files, bar, live)
     except CaptureError as exc:
         return capture_error(exc, live)
     finally:

@@ -38,7 +38,8 @@ class Collectors:
     latency: LatencyCollector = field(default_factory=LatencyCollector)
     confirms: ConfirmCollector = field(default_factory=ConfirmCollector)
     credit: CreditCollector = field(default_factory=CreditCollector)
-    deliveries: DeliveryCollector = field(default_factory=DeliveryCollector)
+    # (its rows as columns, spilled past a few MiB: a Deliver a row)
+    deliveries: DeliveryCollector = field(default_factory=lambda: DeliveryCollector(compact=True))
     throughput: ThroughputCollector = field(default_factory=ThroughputCollector)
     lifecycle: LifecycleCollector = field(default_factory=LifecycleCollector)
     errors: ErrorCollector = field(default_factory=ErrorCollector)
@@ -134,7 +135,7 @@ class Collectors:
             "publishes": lambda: c.confirms.pairs,
             "confirms": c.confirms.summary,
             "backlog": lambda: c.confirms.backlog,
-            "credit": c.credit.summary,
+            "credit": lambda: c.credit.summary(stall_lists=False),
             "stalls": c.credit.stall_rows,
             "credit_balance": c.credit.balance_rows,
             "deliveries": lambda: c.deliveries.rows,

@@ -24,7 +24,7 @@ import numpy as np
 
 from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import pair
-from streamdissect.analysis.percentiles import CountedSample
+from streamdissect.analysis.percentiles import ExactSample, summarize_sample
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.codes import code_name
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, PUBLISH_KEY, HotFrames
@@ -45,8 +45,8 @@ class _Ledger:
     errored: Counter = field(default_factory=Counter)
     unconfirmed: int = 0
     unmatched: int = 0
-    # publish-to-confirm lags, counted by value: bounded by their distinct values
-    lags_ms: CountedSample = field(default_factory=CountedSample)
+    # exact percentiles in memory a distinct lag (not a confirm)
+    lags_ms: ExactSample = field(default_factory=ExactSample)
 
 
 class ConfirmCollector:
@@ -297,7 +297,7 @@ class ConfirmCollector:
         confirm_ts = ts[conf_frame]
         sent = np.concatenate((old_ts[:take_old], ts[pub_frame[:take_new]]))
         lags = (confirm_ts - sent) / 1e6
-        led.lags_ms.extend_array(lags)
+        led.lags_ms.extend(array("d", lags.tobytes()))
         led.confirmed += n_confirmed
         led.published += len(published)
         counts = np.maximum(run.id_counts[rows], 0)
@@ -358,7 +358,7 @@ class ConfirmCollector:
                     {code_name(c): n for c, n in sorted(led.errored.items())}
                 ),
             }
-            stats = led.lags_ms.summary()
+            stats = summarize_sample(led.lags_ms)
             del stats["min_ms"]
             row.update(stats)
             rows.append(row)

@@ -31,8 +31,8 @@ HOT_FIELDS = ("subscription_id", "credit", "record_count", "chunk_id", "committe
 
 
 class Stall:
-    """One stall; read and written like the dict it is in stall_rows (a slotted object keeps
-    a capture with thousands of stalls small)."""
+    """One stall while it may still change (open, or waiting for the next Deliver); read and
+    written like a dict. StallLog keeps the settled ones as columns."""
 
     FIELDS = ("connection", "subscription_id", "start_ns", "end_ns", "duration_ms", "ended_by",
               "broker_had_more")  # fmt: skip  (the stalls table's column order)
@@ -54,8 +54,85 @@ class Stall:
     def __setitem__(self, name: str, value) -> None:
         setattr(self, name, value)
 
-    def as_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.FIELDS}
+
+ENDED_BY = (None, "credit", "unsubscribe", "connection_end", "capture_end")
+NO_END = -(1 << 63)  # (an end_ns of None, in the log's array)
+
+
+class StallLog:
+    """A subscription's stalls in order: the last one as its Stall (it may still be open or
+    wait for the next Deliver), the ones before it (settled: once a stall opens, the one
+    before it has ended and its next Deliver was seen) as columns, 18 bytes a stall. Rows
+    read back in the stalls table's order (Stall.FIELDS)."""
+
+    __slots__ = ("_ended_by", "_ends", "_had_more", "_starts", "connection", "last",
+                 "subscription_id")  # fmt: skip
+
+    def __init__(self, connection: str, subscription_id: int) -> None:
+        self.connection, self.subscription_id = connection, subscription_id
+        self._starts, self._ends = array("q"), array("q")
+        self._ended_by, self._had_more = array("b"), array("b")
+        self.last: Stall | None = None
+
+    def append(self, stall: Stall) -> None:
+        last = self.last
+        if last is not None:
+            end = NO_END if last.end_ns is None else last.end_ns
+            try:
+                self._starts.append(last.start_ns)
+            except OverflowError:  # (a time past int64: Python ints from here on)
+                self._starts = list(self._starts)
+                self._starts.append(last.start_ns)
+            try:
+                self._ends.append(end)
+            except OverflowError:
+                self._ends = list(self._ends)
+                self._ends.append(end)
+            self._ended_by.append(ENDED_BY.index(last.ended_by))
+            self._had_more.append(bool(last.broker_had_more))
+        self.last = stall
+
+    def __len__(self) -> int:
+        return len(self._starts) + (self.last is not None)
+
+    def __bool__(self) -> bool:
+        return self.last is not None
+
+    def __getitem__(self, index):
+        """Rows [start:stop] as tuples in Stall.FIELDS order (a JSON report's RowStream), or
+        row i."""
+        if not isinstance(index, slice):
+            i = index + len(self) if index < 0 else index
+            if not 0 <= i < len(self):
+                raise IndexError(index)
+            return self[i : i + 1][0]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return self[start:stop][::step]
+        c, s = self.connection, self.subscription_id
+        rows = []
+        for k in range(start, min(stop, len(self._starts))):
+            start_ns, end_ns = self._starts[k], self._ends[k]
+            end, ms = (None, None) if end_ns == NO_END else (end_ns, (end_ns - start_ns) / 1e6)
+            rows.append((c, s, start_ns, end, ms, ENDED_BY[self._ended_by[k]],
+                         bool(self._had_more[k])))  # fmt: skip
+        if stop > len(self._starts) and self.last is not None:
+            rows.append(tuple(getattr(self.last, name) for name in Stall.FIELDS))
+        return rows
+
+    def __iter__(self):
+        step = 4096
+        for at in range(0, len(self), step):
+            yield from self[at : at + step]
+
+    def __eq__(self, other) -> bool:  # (the same rows: two analyses of one capture agree)
+        return isinstance(other, StallLog) and list(self) == list(other)
+
+    __hash__ = None
+
+    def stalled_ms(self) -> float:
+        """The stalls' durations summed in order (an open one counts 0)."""
+        return sum(row[4] or 0.0 for row in self)
 
 
 @dataclass(slots=True)
@@ -70,11 +147,14 @@ class _Subscription:
     chunks: int = 0
     records: int = 0
     credit_errors: int = 0
-    stalls: list[Stall] = field(default_factory=list)
+    stalls: StallLog = None  # (made in __post_init__: it names the subscription)
     open_stall: Stall | None = None
     awaiting_deliver: Stall | None = None  # a just-ended stall waiting for the next Deliver
     # (times, balances) after each frame that changed a known balance; None: not kept
     history: tuple[array, array] | None = None
+
+    def __post_init__(self) -> None:
+        self.stalls = StallLog(self.connection, self.subscription_id)
 
     def note(self, ts: int) -> None:
         """The balance after the frame at `ts` (a frame that changed it)."""
@@ -258,7 +338,9 @@ class CreditCollector:
     def _all(self) -> list[_Subscription]:
         return self._closed + list(self._subs.values())
 
-    def summary(self) -> list[dict]:
+    def summary(self, stall_lists: bool = True) -> list[dict]:
+        """One row a subscription, its stalls a list of dicts (`stall_lists` off: its
+        StallLog, rows in Stall.FIELDS order read when asked)."""
         rows = []
         for sub in self._all():
             rows.append(
@@ -274,13 +356,13 @@ class CreditCollector:
                     "credit_errors": sub.credit_errors,
                     "final_credit": sub.balance,
                     "stall_count": len(sub.stalls),
-                    "stalled_ms_total": sum(s.duration_ms or 0.0 for s in sub.stalls),
-                    "stalls": [
-                        {"start_ns": s.start_ns, "end_ns": s.end_ns, "duration_ms": s.duration_ms}
+                    "stalled_ms_total": sub.stalls.stalled_ms(),
+                    "stalls": sub.stalls if not stall_lists else [
+                        {"start_ns": s[2], "end_ns": s[3], "duration_ms": s[4]}
                         for s in sub.stalls
                     ],
                 }
-            )
+            )  # fmt: skip
         return rows
 
     def balance_rows(self):
@@ -299,8 +381,39 @@ class CreditCollector:
                                  ([sub.subscription_id] * n, None), (balances, None)], n)
         return rows
 
-    def stall_rows(self) -> list[dict]:
-        return [stall.as_dict() for sub in self._all() for stall in sub.stalls]
+    def stall_rows(self) -> StallRows:
+        """The stalls table's rows (tuples in its column order), read when asked."""
+        return StallRows([sub.stalls for sub in self._all()])
+
+
+class StallRows:
+    """Every subscription's StallLog as one sequence of rows (len, index, slice, iteration),
+    none made before it is read."""
+
+    def __init__(self, logs: list[StallLog]) -> None:
+        self._logs = [log for log in logs if log]
+        self._n = sum(map(len, self._logs))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            i = index + self._n if index < 0 else index
+            if not 0 <= i < self._n:
+                raise IndexError(index)
+            return self[i : i + 1][0]
+        start, stop, step = index.indices(self._n)
+        rows, at = [], 0
+        for log in self._logs:
+            if at + len(log) > start and at < stop:
+                rows += log[max(start - at, 0) : stop - at]
+            at += len(log)
+        return rows if step == 1 else rows[::step]
+
+    def __iter__(self):
+        for log in self._logs:
+            yield from log
 
 
 def _apply_columns(sub: _Subscription, at_once_ns: int, run: dict) -> None:
