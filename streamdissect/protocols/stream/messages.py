@@ -212,18 +212,28 @@ class Body:
 def body_bytes(message: Message) -> bytes | None:
     """The body as bytes: the data sections joined, or the whole message when it is not AMQP;
     None for typed bodies (amqp-value, amqp-sequence)."""
-    amqp = message.amqp
+    return _body_bytes(message.amqp, message.data)
+
+
+def _body_bytes(amqp: Any, data: Any) -> bytes | None:
     if not amqp.is_amqp:
-        return bytes(message.data)
+        return bytes(data)
     if amqp.body_kind == "data":
-        return b"".join(part for part in amqp.body if isinstance(part, bytes))
+        body = amqp.body
+        if len(body) == 1 and body[0].__class__ is bytes:  # (the usual one: no copy)
+            return body[0]
+        return b"".join(part for part in body if isinstance(part, bytes))
     return None if amqp.body_kind else b""
 
 
 def message_body(message: Message, max_body: int | None = DEFAULT_MAX_BODY) -> Body:
     """The message's body, bytes cut at `max_body` (None: whole)."""
-    amqp = message.amqp
-    raw = body_bytes(message)
+    return amqp_body(message.amqp, message.data, max_body)
+
+
+def amqp_body(amqp: Any, data: Any, max_body: int | None = DEFAULT_MAX_BODY) -> Body:
+    """The body of a message decoded as `amqp` from `data` (message_body)."""
+    raw = _body_bytes(amqp, data)
     kind = amqp.body_kind or "data"
     if raw is None:
         value = amqp.body[0] if kind == "amqp_value" and len(amqp.body) == 1 else amqp.body
@@ -234,7 +244,7 @@ def message_body(message: Message, max_body: int | None = DEFAULT_MAX_BODY) -> B
                 value = cut.decode("utf-8", "ignore") if isinstance(value, str) else cut
                 return Body(kind, amqp.body_size, value, None, True)
         return Body(kind, amqp.body_size, value, None, False)
-    cut = raw if max_body is None else raw[:max_body]
+    cut = raw if max_body is None or len(raw) <= max_body else raw[:max_body]
     text = printable_text(cut)
     if text is None and len(cut) < len(raw):
         # the cut may fall inside a character: the text before that character is still text

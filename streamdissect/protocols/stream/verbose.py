@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from streamdissect.protocols.stream.codes import ChunkType, code_name, offset_type_name
@@ -23,13 +24,13 @@ from streamdissect.protocols.stream.messages import (
     EntryView,
     Message,
     compression_name,
+    amqp_body,
     deliver_data_kept,
     frame_entries,
-    message_body,
 )
-from streamdissect.protocols.stream.records import Record, jsonable
+from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable
 from streamdissect.protocols.stream.spec import BY_KEY
-from streamdissect.protocols.stream.summary import fields_summary
+from streamdissect.protocols.stream.summary import SUMMARY_FIELDS, fields_summary
 
 INDENT = "    "
 PAYLOAD_FIELDS = frozenset(("chunk_payload", "messages"))  # shown as entries, not as bytes
@@ -41,6 +42,12 @@ PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves a
 AS_IS = re.compile(r'[^"\\\x00-\x1f\x7f]*\Z')
 ANNOTATED = frozenset(("key", "code", "closing_code", "offset_type"))
 KEY_TEXT: dict[int, str] = {}  # a known key as its line shows it, made once
+# a record's common fields as their lines show them, by (class, depth, values): most frames
+# of a capture share a few (a Publish's differ by size only)
+HEADS: dict[tuple, str] = {}
+SHOWN: dict[type, Any] = {}  # a record class's fields as _record_fields reads them
+SUMMARY_PRESENT: dict[type, tuple[str, ...]] = {}  # the SUMMARY_FIELDS its dicts have
+MOST_HEADS = 4096
 
 
 class Tree:
@@ -74,7 +81,11 @@ def frame_view(record: Any, show_secrets: bool = False, max_body: int | None = D
     """(the frame's line, as summary.frame_summary writes it; its tree, as frame_tree), from
     one reading of its fields."""
     fields = _record_fields(record, show_secrets)
-    line = fields_summary(fields, fields.get("command") or type(record).__name__)
+    present = SUMMARY_PRESENT.get(record.__class__)
+    if present is None:
+        present = SUMMARY_PRESENT[record.__class__] = tuple(
+            name for name in SUMMARY_FIELDS if name in fields)
+    line = fields_summary(fields, fields.get("command") or type(record).__name__, None, present)
     return line, _tree(record, fields, max_body, bodies, 1, DEFAULT_MAX_DECOMPRESSED)
 
 
@@ -82,7 +93,19 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
           max_decompressed: int) -> str:  # fmt: skip
     tree = Tree(max_body, bodies, max_decompressed)
     lines, pad = tree.lines, PADS[depth] if depth < len(PADS) else INDENT * depth
-    for name, value in fields.items():
+    items = iter(fields.items())
+    if isinstance(record, Record):  # (its first fields: COMMON_COLUMNS, the codec's values)
+        head = (record.__class__, depth, record.key, record.version, record.size,
+                record.correlation_id, record.code, record.truncated)  # fmt: skip
+        text = HEADS.get(head)
+        if text is None:
+            text = _head(fields, depth)
+            if len(HEADS) >= MOST_HEADS:
+                HEADS.clear()
+            HEADS[head] = text
+        lines.append(text)
+        items = islice(items, len(COMMON_COLUMNS), None)
+    for name, value in items:
         cls = value.__class__
         if cls is int and name not in ANNOTATED:  # (the usual field, written at once)
             lines.append(f"{pad}{name}: {value}")
@@ -108,6 +131,14 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
     return tree.text()
 
 
+def _head(fields: dict[str, Any], depth: int) -> str:
+    """The common fields' lines (a record's first ones) as one text."""
+    tree = Tree(None, False)
+    for name in COMMON_COLUMNS:
+        _field(tree, depth, name, fields[name])  # (as _tree's loop writes each)
+    return "\n".join(tree.lines)
+
+
 def fields_tree(fields: dict[str, Any], depth: int = 1) -> str:
     """A frame's JSON-able fields (another protocol's jsonl object, say) as a tree: each
     value on its line, maps and lists a branch."""
@@ -123,20 +154,30 @@ def fields_tree(fields: dict[str, Any], depth: int = 1) -> str:
 def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
     """The record's dict (to_dict: secrets redacted) without the payload bytes, which are
     shown as entries and messages; a payload class's dict made without hexing them first."""
-    names = getattr(record, "body_fields", ())
-    if PAYLOAD_FIELDS.intersection(names) or type(record).to_dict is Record.to_dict:
+    shown = SHOWN.get(record.__class__)
+    if shown is None:
+        shown = SHOWN[record.__class__] = _shown_fields(record)
+    if shown:
         fields = record.common_dict()
-        for name in names:
-            if name not in PAYLOAD_FIELDS:
-                value = getattr(record, name)
-                plain = value.__class__ in PLAIN or (
-                    value.__class__ is list and all(v.__class__ is int for v in value))
-                fields[name] = value if plain else jsonable(value)
-        if hasattr(record, "crc_ok"):
+        for name in shown[0]:
+            value = getattr(record, name)
+            plain = value.__class__ in PLAIN or (
+                value.__class__ is list and all(v.__class__ is int for v in value))
+            fields[name] = value if plain else jsonable(value)
+        if shown[1]:
             fields["crc_ok"] = record.crc_ok
         return fields
     fields = record.to_dict(show_secrets=show_secrets)
     return {name: value for name, value in fields.items() if name not in PAYLOAD_FIELDS}
+
+
+def _shown_fields(record: Any) -> tuple[tuple[str, ...], bool] | tuple[()]:
+    """A record class's body fields read one by one (not its payloads), and whether it has
+    crc_ok; () for a class whose to_dict makes its fields (secrets redacted there)."""
+    names = getattr(record, "body_fields", ())
+    if PAYLOAD_FIELDS.intersection(names) or type(record).to_dict is Record.to_dict:
+        return tuple(n for n in names if n not in PAYLOAD_FIELDS), hasattr(record, "crc_ok")
+    return ()
 
 
 def _annotated(name: str, value: Any) -> str:
@@ -268,9 +309,12 @@ def message_tree(tree: Tree, depth: int, message: Message) -> None:
     kind = "AMQP 1.0" if amqp.is_amqp else "not AMQP 1.0"
     tree.add(depth, f"message {message.index}{place}: {len(message.data)} bytes, {kind}")
     depth += 1
-    for name in ("header", "delivery_annotations", "message_annotations"):
-        if getattr(amqp, name) is not None:
-            _section(tree, depth, name, getattr(amqp, name))
+    if amqp.header is not None:
+        _section(tree, depth, "header", amqp.header)
+    if amqp.delivery_annotations is not None:
+        _section(tree, depth, "delivery_annotations", amqp.delivery_annotations)
+    if amqp.message_annotations is not None:
+        _section(tree, depth, "message_annotations", amqp.message_annotations)
     if amqp.properties is not None:
         tree.add(depth, "properties:")
         for name, value in amqp.properties.items():
@@ -282,7 +326,7 @@ def message_tree(tree: Tree, depth: int, message: Message) -> None:
                 _value(tree, depth + 1, name, value)
     if amqp.application_properties is not None:
         _section(tree, depth, "application_properties", amqp.application_properties)
-    _body(tree, depth, message)
+    _body(tree, depth, message, amqp)
     if amqp.footer is not None:
         _section(tree, depth, "footer", amqp.footer)
     if amqp.error is not None:
@@ -299,18 +343,19 @@ def _section(tree: Tree, depth: int, name: str, value: Any) -> None:
         _value(tree, depth, name, value)
 
 
-def _body(tree: Tree, depth: int, message: Message) -> None:
-    amqp = message.amqp
+def _body(tree: Tree, depth: int, message: Message, amqp: Any) -> None:
     kind = amqp.body_kind or "data"
     if kind == "data" and amqp.is_amqp and not amqp.body:
         return  # (no body section)
     if not tree.bodies:
         tree.add(depth, f"body ({kind}, {amqp.body_size} bytes): left out (--no-bodies)")
         return
-    body = message_body(message, tree.max_body)
+    body = amqp_body(amqp, message.data, tree.max_body)
     cut = f", first {tree.max_body} shown" if body.truncated else ""
     if body.encoding == "text":
-        tree.add(depth, f"body ({kind}, {body.size} bytes, text{cut}): {_scalar(body.value)}")
+        text = body.value  # (as _scalar writes a string)
+        text = f'"{text}"' if AS_IS.match(text) else json.dumps(text, ensure_ascii=False)
+        tree.add(depth, f"body ({kind}, {body.size} bytes, text{cut}): {text}")
     elif body.encoding == "hex":
         tree.add(depth, f"body ({kind}, {body.size} bytes, binary{cut}):")
         _hex_dump(tree, depth + 1, bytes.fromhex(body.value), None)
