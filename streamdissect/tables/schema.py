@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from streamdissect.protocols import registry
 from streamdissect.protocols.registry import PROTOCOLS
-from streamdissect.tables.columns import KINDS, Column, arrow_schema_of, arrow_type, fit
+from streamdissect.tables.columns import KINDS, MAP, Column, arrow_schema_of, arrow_type, fit
 from streamdissect.tables.columns import columns as _cols
 
-__all__ = ["ANOMALIES", "KINDS", "TABLES", "Column", "arrow_schema", "arrow_type",
+__all__ = ["ANOMALIES", "KINDS", "MAP", "TABLES", "Column", "arrow_schema", "arrow_type",
            "column_names", "fit", "pandas_dtypes"]  # fmt: skip
 
 ANOMALIES = _cols(

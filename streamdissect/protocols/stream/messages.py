@@ -343,13 +343,30 @@ PLACE_COLUMNS = ("ts_ns", "connection", "direction", "frame", "stream_offset", "
                  "version", "index", "publisher_id", "publishing_id", "filter_value",
                  "subscription_id", "offset", "stream", "compression", "size",
                  "format")  # fmt: skip
-JSON_COLUMNS = ("application_properties", "header", "delivery_annotations",
-                "message_annotations", "footer")  # fmt: skip
+JSON_COLUMNS = ("header", "delivery_annotations", "message_annotations", "footer")
+
+
+def text_map(value: Any) -> dict[str, str | None] | None:
+    """A map section as the messages table's map of text (its to_json form: binary as hex):
+    a string value as it is, any other as its JSON text (5, true, a list), null as null;
+    a section that is no map (a broken message) is {"value": its JSON text}."""
+    if value is None:
+        return None
+    if isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
+        value = {_text(k): v for k, v in value}  # (a map with keys Python cannot hash)
+    elif not isinstance(value, dict):
+        value = {"value": value}
+    return {str(k): None if v is None else _text(v) for k, v in value.items()}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def table_row(row: dict[str, Any]) -> dict[str, Any]:
     """A MessageRows row flattened for the messages table: the properties a column each (the
-    timestamps as *_ms), the maps as JSON text, the body as its preview."""
+    timestamps as *_ms), the application properties a map of text (text_map), the other
+    sections as JSON text, the body as its preview."""
     from streamdissect.protocols.stream.amqp import PROPERTY_FIELDS
 
     out = {name: row[name] for name in PLACE_COLUMNS}
@@ -362,6 +379,7 @@ def table_row(row: dict[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value if value is None or isinstance(value, str) else json.dumps(
                 value, ensure_ascii=False, default=str)  # fmt: skip
+    out["application_properties"] = text_map(row["application_properties"])
     for name in JSON_COLUMNS:
         value = row[name]
         out[name] = None if value is None else json.dumps(value, ensure_ascii=False,
