@@ -40,22 +40,25 @@ from streamdissect.tables import schema
 
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies")  # fmt: skip
-OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance")  # on request
+OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance",
+            "messages")  # on request
 # Tables of a row per id or per change (what the report's figures draw): the files are then
 # analysed keeping them (analyze() without report_only), which costs more.
 PER_ID = ("publishes", "backlog", "credit_balance")
 # Tables of one connection: the tasks' part files are the table (moved in place; requests
 # copied, the latency table is made from them).
 IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
-                      "anomalies", "frames", "requests", *PER_ID))  # fmt: skip
+                      "anomalies", "frames", "requests", "messages", *PER_ID))  # fmt: skip
 CHAINS_PER_BUCKET = 64
 
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
             ports: tuple[int, ...] = (5552,), heuristic: bool = True,
-            partitions: int | None = None, stats: dict | None = None) -> dict[str, int]:  # fmt: skip
+            partitions: int | None = None, stats: dict | None = None,
+            messages: dict | None = None) -> dict[str, int]:  # fmt: skip
     """Write the tables under `out`; their row counts. `partitions`: at least this many
-    tasks (default: Spark's parallelism). `stats`, when given, is filled with what the run
+    tasks (default: Spark's parallelism). `messages`: analyze()'s max_body and bodies for
+    the messages table, when asked for (each file's, as `analyze --messages` makes it). `stats`, when given, is filled with what the run
     did: files, tasks, rotated sets, chains, and the seconds the tasks worked."""
     from streamdissect.rotated.facts import PieceFacts
     from streamdissect.rotated.stitch import plan
@@ -72,7 +75,9 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     options = {"work": work, "ports": ports, "heuristic": heuristic,
                "frames": "frames" in tables, "clock": sc.accumulator(0.0),
-               "per_id": tuple(t for t in PER_ID if t in tables)}  # fmt: skip
+               "per_id": tuple(t for t in PER_ID if t in tables),
+               "messages": ({"max_body": 256, "bodies": True} | (messages or {})
+                            if "messages" in tables else None)}  # fmt: skip
     clock = time.perf_counter()
     found = sc.parallelize(groups, len(groups)).flatMap(
         lambda item: analyse_pieces(item, options)).collect()  # fmt: skip

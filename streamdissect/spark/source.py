@@ -1,7 +1,9 @@
 """`spark.read.format("streamdissect")`: capture files as a DataFrame (a Python Data Source).
 
 Options:
-- `table`: `frames` (default), `connections` or `anomalies` (schema.py's columns);
+- `table`: `frames` (default), `connections`, `anomalies` or `messages` (schema.py's
+  columns; messages: one row a message, as `analyze --messages` makes them, with `maxBody`,
+  the bytes of a body previewed, default 256, and `bodies`, true/false, default true);
 - `ports` (comma-separated, default 5552), `heuristic` (true/false, default true);
 - `mode`, as Spark's file sources have it: `PERMISSIVE` (default: a file that cannot be read
   as a capture, an empty one, or one damaged part way, goes on; the anomalies table has a
@@ -25,7 +27,7 @@ from streamdissect.spark.files import list_files, pack
 from streamdissect.spark.types import for_spark, spark_ddl
 from streamdissect.tables import schema
 
-TABLES = ("frames", "connections", "anomalies")
+TABLES = ("frames", "connections", "anomalies", "messages")
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 # File-level anomalies: the file, not a connection, is damaged.
 FILE_KINDS = frozenset(("truncated_file", "bad_record", "unreadable_file"))
@@ -64,6 +66,10 @@ class CaptureReader(DataSourceReader):
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         self.ports = tuple(int(p) for p in self.options.get("ports", "5552").split(",") if p)
         self.heuristic = self.options.get("heuristic", "true").lower() != "false"
+        self.messages = {"max_body": int(self.options.get("maxbody", "256")),
+                         "bodies": self.options.get("bodies", "true").lower() != "false"}
+        if self.messages["max_body"] < 0:
+            raise ValueError("maxBody takes a number of bytes, 0 or more")
 
     def partitions(self) -> list[FilesPartition]:
         paths = _paths(self.options.get("paths") or self.options.get("path") or "")
@@ -80,7 +86,8 @@ class CaptureReader(DataSourceReader):
         from streamdissect.capture import CaptureError
 
         try:
-            batches = list(_batches(path, self.table, self.ports, self.heuristic))
+            batches = list(_batches(path, self.table, self.ports, self.heuristic,
+                                    self.messages))  # fmt: skip
         except CaptureError as exc:
             if self.mode == "FAILFAST":
                 raise RuntimeError(f"streamdissect: {path}: {exc}") from None
@@ -116,8 +123,10 @@ def _default_slots() -> int:
     return os.cpu_count() or 1
 
 
-def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> Iterator[Any]:
-    """The table's Arrow record batches for one capture file (CaptureError: not readable)."""
+def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool,
+             messages: dict | None = None) -> Iterator[Any]:  # fmt: skip
+    """The table's Arrow record batches for one capture file (CaptureError: not readable);
+    `messages`: analyze()'s max_body and bodies for the messages table."""
     import pyarrow as pa
 
     if table == "frames":
@@ -127,8 +136,9 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> 
         return
     from streamdissect.analysis.driver import analyze
 
+    wanted = {"messages": True, **(messages or {})} if table == "messages" else {}
     analysis = analyze(path, ports=ports, heuristic=heuristic, report_only=True,
-                       helper_process=False)  # fmt: skip
+                       helper_process=False, **wanted)  # fmt: skip
     rows = [_row(table, row) for row in analysis.rows(table)]
     yield pa.RecordBatch.from_pylist(rows, schema=schema.arrow_schema(table))
 
