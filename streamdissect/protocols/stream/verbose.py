@@ -23,8 +23,8 @@ from streamdissect.protocols.stream.messages import (
     TIME_PROPERTIES,
     EntryView,
     Message,
-    compression_name,
     amqp_body,
+    compression_name,
     deliver_data_kept,
     frame_entries,
 )
