@@ -41,6 +41,9 @@ PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves a
 # a string json.dumps writes as it is, between quotes (the usual one: no escape to make)
 AS_IS = re.compile(r'[^"\\\x00-\x1f\x7f]*\Z')
 ANNOTATED = frozenset(("key", "code", "closing_code", "offset_type"))
+CHUNK_ANNOTATED = frozenset(("chunk_type", "timestamp", "magic_version", "crc"))
+CHUNK_TYPES: dict[int, str] = {}  # a known chunk type's name, made once
+SECONDS: dict[int, str] = {}  # a second since the epoch as wall_clock_ms writes it
 KEY_TEXT: dict[int, str] = {}  # a known key as its line shows it, made once
 # a record's common fields as their lines show them, by (class, depth, values): most frames
 # of a capture share a few (a Publish's differ by size only)
@@ -118,7 +121,8 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
         elif cls is list and all(v.__class__ is int for v in value):  # (publishing ids)
             lines.append(f"{pad}{name}: [{', '.join(map(str, value))}]")
         elif name == "chunk" and isinstance(value, dict):
-            _chunk(tree, depth, value, record)
+            _chunk(tree, depth, value, fields["crc_ok"] if "crc_ok" in fields
+                   else getattr(record, "crc_ok", None))  # fmt: skip
         elif name == "raw" and isinstance(value, str):
             tree.add(depth, f"raw: {len(value) // 2} bytes")
             _hex_dump(tree, depth + 1, bytes.fromhex(value), max_body)
@@ -161,8 +165,9 @@ def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
         fields = record.common_dict()
         for name in shown[0]:
             value = getattr(record, name)
-            plain = value.__class__ in PLAIN or (
-                value.__class__ is list and all(v.__class__ is int for v in value))
+            cls = value.__class__
+            plain = cls in PLAIN or (cls is list and all(v.__class__ is int for v in value)) or (
+                cls is dict and all(v.__class__ in PLAIN for v in value.values()))  # (a chunk)
             fields[name] = value if plain else jsonable(value)
         if shown[1]:
             fields["crc_ok"] = record.crc_ok
@@ -212,28 +217,39 @@ def _field(tree: Tree, depth: int, name: str, value: Any) -> None:
         tree.add(depth, f"{name}: {_annotated(name, value)}")
 
 
-def _chunk(tree: Tree, depth: int, chunk: dict[str, Any], record: Any) -> None:
+def _chunk(tree: Tree, depth: int, chunk: dict[str, Any], ok: bool | None) -> None:
+    """A Deliver's chunk header; `ok`: whether its CRC matches the data (None: not kept)."""
     tree.add(depth, "chunk:")
     for name, value in chunk.items():
-        shown = _scalar(value)
-        if name == "chunk_type" and isinstance(value, int):
-            shown += f" ({_chunk_type(value)})"
-        elif name == "timestamp" and isinstance(value, int):
-            shown += f" ({wall_clock_ms(value)}, the broker's clock)"
-        elif name in ("magic_version", "crc") and isinstance(value, int):
-            shown = f"0x{value:0{2 if name == 'magic_version' else 8}x}"
-            if name == "crc":
-                ok = getattr(record, "crc_ok", None)
-                shown += {True: " (matches the data)", False: " (does NOT match the data)",
-                          None: " (data not kept: not checked)"}[ok]  # fmt: skip
+        shown = str(value) if value.__class__ is int else _scalar(value)
+        if name in CHUNK_ANNOTATED:
+            shown = _chunk_field(name, value, shown, ok)
         tree.add(depth + 1, f"{name}: {shown}")
 
 
+def _chunk_field(name: str, value: Any, shown: str, ok: bool | None) -> str:
+    """A chunk header field that says more than its number: its type's name, the time, hex."""
+    if name == "chunk_type" and isinstance(value, int):
+        return shown + f" ({_chunk_type(value)})"
+    if name == "timestamp" and isinstance(value, int):
+        return shown + f" ({wall_clock_ms(value)}, the broker's clock)"
+    if name in ("magic_version", "crc") and isinstance(value, int):
+        shown = f"0x{value:0{2 if name == 'magic_version' else 8}x}"
+        if name == "crc":
+            shown += {True: " (matches the data)", False: " (does NOT match the data)",
+                      None: " (data not kept: not checked)"}[ok]  # fmt: skip
+    return shown
+
+
 def _chunk_type(value: int) -> str:
-    try:
-        return ChunkType(value).name.lower().replace("_", " ")
-    except ValueError:
-        return "unknown"
+    text = CHUNK_TYPES.get(value)
+    if text is None:
+        try:
+            text = ChunkType(value).name.lower().replace("_", " ")
+        except ValueError:
+            return "unknown"
+        CHUNK_TYPES[value] = text
+    return text
 
 
 def _deliver_data(tree: Tree, depth: int, record: Any) -> None:
@@ -399,8 +415,6 @@ def _type_name(value: Any) -> str:
 
 def _scalar(value: Any) -> str:
     """A value on one line: JSON strings, true/false/null, symbols and binaries marked."""
-    from streamdissect.protocols.stream.amqp import Opaque, Symbol
-
     cls = value.__class__
     if cls is int:
         return str(value)
@@ -412,6 +426,8 @@ def _scalar(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
+    from streamdissect.protocols.stream.amqp import Opaque, Symbol
+
     if isinstance(value, Symbol):
         return f"symbol {json.dumps(value.name, ensure_ascii=False)}"
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -464,8 +480,14 @@ def _items(tree: Tree, depth: int, items: list) -> None:
 
 def wall_clock_ms(ms: int) -> str:
     """Milliseconds since the epoch as a UTC wall-clock time (a hostile value: said so)."""
-    try:
-        when = datetime.fromtimestamp(ms / 1000, UTC)
-    except (OverflowError, ValueError, OSError):
-        return "not a time"
-    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
+    second = SECONDS.get(ms // 1000)  # (a capture's chunks share their seconds)
+    if second is None:
+        try:
+            when = datetime.fromtimestamp(ms / 1000, UTC)
+        except (OverflowError, ValueError, OSError):
+            return "not a time"
+        second = when.strftime("%Y-%m-%d %H:%M:%S.")
+        if len(SECONDS) >= MOST_HEADS:
+            SECONDS.clear()
+        SECONDS[ms // 1000] = second
+    return second + f"{ms % 1000:03d} UTC"
