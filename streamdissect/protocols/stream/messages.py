@@ -18,7 +18,7 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamdissect.protocols.stream import osiris
 from streamdissect.protocols.stream.codes import ChunkType, CompressionType
@@ -198,8 +198,7 @@ def printable_text(data: bytes) -> str | None:
     return text if plain.isprintable() else None
 
 
-@dataclass(slots=True, frozen=True)
-class Body:
+class Body(NamedTuple):  # (a tuple: made for every message shown, at a tuple's cost)
     """A body as shown: `text` (printable UTF-8) or `hex`, cut at max_body bytes."""
 
     kind: str  # data, amqp_value, amqp_sequence, raw (not AMQP)

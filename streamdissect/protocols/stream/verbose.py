@@ -64,10 +64,15 @@ class Tree:
         self.max_decompressed = max_decompressed
 
     def add(self, depth: int, text: str) -> None:
-        self.lines.append((PADS[depth] if depth < len(PADS) else INDENT * depth) + text)
+        self.lines.append(_pad(depth) + text)
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n" if self.lines else ""
+
+
+def _pad(depth: int) -> str:
+    """The indent of a line at `depth`."""
+    return PADS[depth] if depth < len(PADS) else INDENT * depth
 
 
 def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = DEFAULT_MAX_BODY,
@@ -95,7 +100,7 @@ def frame_view(record: Any, show_secrets: bool = False, max_body: int | None = D
 def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: bool, depth: int,
           max_decompressed: int) -> str:  # fmt: skip
     tree = Tree(max_body, bodies, max_decompressed)
-    lines, pad = tree.lines, PADS[depth] if depth < len(PADS) else INDENT * depth
+    lines, pad = tree.lines, _pad(depth)
     items = iter(fields.items())
     if isinstance(record, Record):  # (its first fields: COMMON_COLUMNS, the codec's values)
         head = (record.__class__, depth, record.key, record.version, record.size,
@@ -220,11 +225,12 @@ def _field(tree: Tree, depth: int, name: str, value: Any) -> None:
 def _chunk(tree: Tree, depth: int, chunk: dict[str, Any], ok: bool | None) -> None:
     """A Deliver's chunk header; `ok`: whether its CRC matches the data (None: not kept)."""
     tree.add(depth, "chunk:")
+    lines, pad = tree.lines, _pad(depth + 1)
     for name, value in chunk.items():
         shown = str(value) if value.__class__ is int else _scalar(value)
         if name in CHUNK_ANNOTATED:
             shown = _chunk_field(name, value, shown, ok)
-        tree.add(depth + 1, f"{name}: {shown}")
+        lines.append(f"{pad}{name}: {shown}")
 
 
 def _chunk_field(name: str, value: Any, shown: str, ok: bool | None) -> str:
@@ -323,7 +329,8 @@ def message_tree(tree: Tree, depth: int, message: Message) -> None:
     amqp = message.amqp
     place = f", offset {message.offset}" if message.offset is not None else ""
     kind = "AMQP 1.0" if amqp.is_amqp else "not AMQP 1.0"
-    tree.add(depth, f"message {message.index}{place}: {len(message.data)} bytes, {kind}")
+    tree.lines.append(f"{_pad(depth)}message {message.index}{place}: {len(message.data)} bytes,"
+                      f" {kind}")  # fmt: skip
     depth += 1
     if amqp.header is not None:
         _section(tree, depth, "header", amqp.header)
@@ -371,7 +378,7 @@ def _body(tree: Tree, depth: int, message: Message, amqp: Any) -> None:
     if body.encoding == "text":
         text = body.value  # (as _scalar writes a string)
         text = f'"{text}"' if AS_IS.match(text) else json.dumps(text, ensure_ascii=False)
-        tree.add(depth, f"body ({kind}, {body.size} bytes, text{cut}): {text}")
+        tree.lines.append(f"{_pad(depth)}body ({kind}, {body.size} bytes, text{cut}): {text}")
     elif body.encoding == "hex":
         tree.add(depth, f"body ({kind}, {body.size} bytes, binary{cut}):")
         _hex_dump(tree, depth + 1, bytes.fromhex(body.value), None)
