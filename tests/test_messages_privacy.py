@@ -20,6 +20,8 @@ CAPTURE = CAPTURES / "rbfly-publish-consume-3.10.pcap"
 BODY = b"streamdissect-msg-00017-"  # (a part of one of the client's bodies: _common.body(17))
 ALWAYS_BODIES = {"--payloads"}  # shows the raw bytes: it does not go with --no-bodies
 SHOW_BODIES = {"-V", "--messages"}  # (analyze: --messages; frames: -V, --messages)
+# the Spark job, with its messages table asked for (it shows bodies then), in local Spark
+SPARK = ["--tables", "connections,messages", "--master", "local[1]"]
 
 
 def runs(with_bodies_off: bool) -> list:
@@ -37,14 +39,18 @@ def runs(with_bodies_off: bool) -> list:
         for fmt in formats:
             for switch in [None, *switches]:
                 args = [name, *([] if fmt is None else ["--format", fmt])]
+                args += SPARK if name == "spark" else []
                 args += [] if switch is None else [switch]
                 args += ["--no-bodies"] if with_bodies_off else []
-                out.append(pytest.param(args, id=" ".join(args)))
+                marks = [pytest.mark.spark] if name == "spark" else []
+                out.append(pytest.param(args, id=" ".join(args), marks=marks))
     return out
 
 
 def everything(args: list[str], capsys, tmp_path) -> str:
     files = ["-o", str(tmp_path / "out")] if {"csv", "parquet"} & set(args) else []
+    if args[0] == "spark":
+        files = ["--out", str(tmp_path / "out")]
     assert main([*args, *files, str(CAPTURE)]) == 0
     out, err = capsys.readouterr()
     texts = [out, err]
@@ -68,4 +74,5 @@ def test_no_bodies_leaves_every_body_out(args, capsys, tmp_path):
 def test_bodies_are_shown_only_where_asked_for(args, capsys, tmp_path):
     output = everything(args, capsys, tmp_path)
     shown = [form for form in forms(BODY) if form in output] != []
-    assert shown == bool(SHOW_BODIES & set(args)), "a body shown by default, or not when asked"
+    asked = bool(SHOW_BODIES & set(args)) or "connections,messages" in args
+    assert shown == asked, "a body shown by default, or not when asked"
