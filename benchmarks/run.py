@@ -146,6 +146,11 @@ class Tool:
         return statistics.median(self.walls()) if self.ok else None
 
     @property
+    def cpu_median_s(self) -> float | None:
+        cpus = [r.cpu_s for r in self.runs if r.cpu_s is not None]
+        return statistics.median(cpus) if self.ok and cpus else None
+
+    @property
     def peak_rss_mb(self) -> float | None:
         return max(r.maxrss_mb for r in self.runs) if self.ok else None
 
@@ -265,7 +270,8 @@ def tree_tools(path: str, trees: list[str], log) -> list[Tool]:
 
 
 SMALL_ONLY = ("tshark-ek", "frames-table", "frames-text", "frames-filter",
-              "tshark-lua")  # rows the small-frame targets need
+              "tshark-lua", "frames-verbose", "tshark-verbose")  # rows the small-frame targets need
+PLUGIN_ROWS = ("tshark-lua", "tshark-verbose")  # rows that run tshark with the plugin
 DELIVERS = 'command == "Deliver"'
 
 
@@ -299,6 +305,12 @@ def build_tools(path: str, scapy_slice: str, selected: set[str] | None,
         Tool("tshark-lua", "tshark -n -X lua_script:PLUGIN -r FILE > /dev/null: a line a "
              "packet through the project's Wireshark plugin",
              ["tshark", "-n", "-X", f"lua_script:{plugin}", "-r", path], path),
+        Tool("frames-verbose", "streamdissect frames -V FILE > /dev/null: every frame as a "
+             "tree, messages and their AMQP sections (issue 27)",
+             sd + ["frames", "-V", path], path),
+        Tool("tshark-verbose", "tshark -n -X lua_script:PLUGIN -V -r FILE > /dev/null: every "
+             "packet's tree through the project's Wireshark plugin",
+             ["tshark", "-n", "-X", f"lua_script:{plugin}", "-V", "-r", path], path),
     ]
     if selected is None:
         return [t for t in tools if small or t.name not in SMALL_ONLY]
@@ -338,17 +350,18 @@ def ratio(a: Tool | None, b: Tool | None) -> float | None:
 
 def table(tools: list[Tool]) -> str:
     by = {t.name: t for t in tools}
-    head = ("tool", "median s", "min..max s", "x tshark", "x cat", "packets/s", "MB/s",
+    head = ("tool", "median s", "min..max s", "CPU s", "x tshark", "x cat", "packets/s", "MB/s",
             "peak RSS MB")
     rows = [head]
     for t in tools:
         if not t.ok:
-            rows.append((t.name, "FAILED", "", "", "", "", "", ""))
+            rows.append((t.name, "FAILED", "", "", "", "", "", "", ""))
             continue
         w = t.walls()
         comparable = t.path == by.get("cat", t).path
         rows.append((
             t.name, f"{t.median_s:.3f}", f"{min(w):.3f}..{max(w):.3f}",
+            fmt(t.cpu_median_s, ".2f"),
             fmt(ratio(t, by.get("tshark")) if comparable else None, ".3f"),
             fmt(ratio(t, by.get("cat")) if comparable else None, ".1f"),
             fmt(t.pps(), ",.0f"), fmt(t.mbps(), ",.1f"), fmt(t.peak_rss_mb, ".1f")))
@@ -407,6 +420,10 @@ def small_targets(by: dict, check, why) -> list[dict]:
     an, ts, pandas, ft = (by.get(n) for n in ("analyze", "tshark", "pandas", "frames-table"))
     jsonl, ek = by.get("frames"), by.get("tshark-ek")
     text, lua = by.get("frames-text"), by.get("tshark-lua")
+    verbose, lua_verbose = by.get("frames-verbose"), by.get("tshark-verbose")
+    verbose_cpu = None
+    if verbose and verbose.ok and lua_verbose and lua_verbose.ok and lua_verbose.cpu_median_s:
+        verbose_cpu = verbose.cpu_median_s / lua_verbose.cpu_median_s
     pandas_ratio = None
     if pandas and pandas.ok and an and an.ok:
         extras = [r.extra for r in pandas.runs if r.extra]
@@ -427,6 +444,10 @@ def small_targets(by: dict, check, why) -> list[dict]:
               "x tshark -T ek", why("frames", "tshark-ek")),
         check("frames text <= 0.05x tshark with the plugin (issue 25)", ratio(text, lua), 0.05,
               True, "x tshark-lua", why("frames-text", "tshark-lua")),
+        check("frames -V <= 0.3x tshark -V with the plugin (issue 27)", ratio(verbose, lua_verbose),
+              0.3, True, "x tshark -V", why("frames-verbose", "tshark-verbose")),
+        check("frames -V <= 0.3x tshark -V, by CPU time (issue 27)", verbose_cpu, 0.3, True,
+              "x tshark -V CPU", why("frames-verbose", "tshark-verbose")),
     ]
 
 
@@ -516,7 +537,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scapy-packets", type=int, default=20_000)
     ap.add_argument("--tools", help="comma-separated subset of: cat,tshark,scapy,scapy-layer,"
                                     "frames,analyze,pandas,tshark-ek,frames-table,"
-                                    "frames-text,frames-filter,tshark-lua")
+                                    "frames-text,frames-filter,tshark-lua,frames-verbose,"
+                                    "tshark-verbose")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per run")
     ap.add_argument("--repeat-cap", type=float, default=300,
                     help="a tool whose first run takes longer is not repeated")
@@ -559,7 +581,7 @@ def main(argv=None) -> int:
                 subprocess.run(["editcap", "-F", "pcap", "-r", path, scapy_slice,
                                 f"1-{args.scapy_packets}"], check=True, capture_output=True)
         plugin = os.path.join(tmp, "rabbitmq_stream.lua")
-        if (selected is None and small) or (selected and "tshark-lua" in selected):
+        if (selected is None and small) or (selected and selected & set(PLUGIN_ROWS)):
             subprocess.run(streamdissect_cmd() + ["wireshark", "-o", plugin], check=True)
         tools = build_tools(path, scapy_slice, selected, small, plugin)
         tools += tree_tools(path, args.tree, log)
@@ -688,7 +710,7 @@ def scapy_layer_line(tools: list[Tool], layer: Tool) -> str:
 
 def asdict_tool(t: Tool) -> dict:
     d = asdict(t)
-    d.update(ok=t.ok, median_s=t.median_s, peak_rss_mb=t.peak_rss_mb,
+    d.update(ok=t.ok, median_s=t.median_s, cpu_median_s=t.cpu_median_s, peak_rss_mb=t.peak_rss_mb,
              min_s=min(t.walls()) if t.runs else None, max_s=max(t.walls()) if t.runs else None,
              rate_s=t.rate_s(), packets_per_s=t.pps(), mb_per_s=t.mbps())
     return d

@@ -25,6 +25,8 @@ BODIES = {
 }  # fmt: skip
 ALWAYS_BODIES = {"--payloads"}  # shows the raw bytes: it does not go with --no-bodies
 SHOW_BODIES = {"-V", "--messages"}  # (analyze: --messages; frames: -V, --messages)
+# the Spark job, with its messages table asked for (it shows bodies then), in local Spark
+SPARK = ["--tables", "connections,messages", "--master", "local[1]"]
 
 
 def runs(with_bodies_off: bool) -> list:
@@ -42,15 +44,19 @@ def runs(with_bodies_off: bool) -> list:
         for fmt in formats:
             for switch in [None, *switches]:
                 args = [name, *([] if fmt is None else ["--format", fmt])]
+                args += SPARK if name == "spark" else []
                 args += [] if switch is None else [switch]
                 args += ["--no-bodies"] if with_bodies_off else []
-                out += [pytest.param(args, protocol, id=f"{protocol}: {' '.join(args)}")
-                        for protocol in BODIES]  # fmt: skip
+                marks = [pytest.mark.spark] if name == "spark" else []
+                out += [pytest.param(args, protocol, id=f"{protocol}: {' '.join(args)}",
+                                     marks=marks) for protocol in BODIES]  # fmt: skip
     return out
 
 
 def everything(args: list[str], protocol: str, capsys, tmp_path) -> str:
     files = ["-o", str(tmp_path / "out")] if {"csv", "parquet"} & set(args) else []
+    if args[0] == "spark":
+        files = ["--out", str(tmp_path / "out")]
     assert main([*args, *files, str(BODIES[protocol][0])]) == 0
     out, err = capsys.readouterr()
     texts = [out, err]
@@ -74,4 +80,5 @@ def test_no_bodies_leaves_every_body_out(args, protocol, capsys, tmp_path):
 def test_bodies_are_shown_only_where_asked_for(args, protocol, capsys, tmp_path):
     output = everything(args, protocol, capsys, tmp_path)
     shown = [form for form in forms(BODIES[protocol][1]) if form in output] != []
-    assert shown == bool(SHOW_BODIES & set(args)), "a body shown by default, or not when asked"
+    asked = bool(SHOW_BODIES & set(args)) or "connections,messages" in args
+    assert shown == asked, "a body shown by default, or not when asked"

@@ -17,7 +17,9 @@ from streamdissect.tables.export import read_table
 
 
 def app_properties(cell) -> dict | None:
-    return None if pd.isna(cell) else json.loads(cell)
+    """A map cell (pandas: the (key, value) pairs of a row) as the client's dict: its
+    values are text (the clients' are strings)."""
+    return None if cell is None or cell is pd.NA else dict(cell)
 
 
 @pytest.mark.parametrize("capture", WITH_MESSAGES)
@@ -119,3 +121,66 @@ def test_frames_messages_lines_are_the_table_rows(capsys):
     publish = [line["body"].encode() for line in lines if line["command"] == "Publish"]
     assert publish == [m.body for m in published("rstream-sub-entry-3.10")]
     assert {line["compression"] for line in lines} == {"gzip", "none"}
+
+
+def typed_properties_rows() -> tuple[list[dict], list[dict]]:
+    """Messages table rows of a Deliver whose messages rstream (a real client) encoded with
+    application properties of several AMQP types; and the maps the table should hold: a
+    string as it is, another value as its JSON text, null as null."""
+    from types import SimpleNamespace
+
+    from test_codec_wire import chunk, deliver, simple_entry
+    from test_messages_view import rstream_message
+
+    from streamdissect.protocols.stream import decode_frame
+    from streamdissect.protocols.stream.messages import MessageRows, table_row
+
+    given = [{"region": "eu", "n": 5, "ok": True, "none": None, "pi": 2.5},
+             {"region": "a \"quoted\" é"}, {}]  # fmt: skip
+    entries = [simple_entry(rstream_message(body=b"x", application_properties=p))
+               for p in given]  # fmt: skip
+    record = decode_frame(deliver(chunk(entries, len(entries), chunk_id=7)))
+    event = SimpleNamespace(record=record, ts_ns=1, connection="c", direction="s2c",
+                            stream_offset=0)  # fmt: skip
+    rows = [table_row(row) for row in MessageRows().feed(event)]
+    expected = [{"region": "eu", "n": "5", "ok": "true", "none": None, "pi": "2.5"},
+                {"region": "a \"quoted\" é"}, None]  # fmt: skip (rstream: no empty section)
+    return rows, expected
+
+
+def test_application_properties_are_a_map_everywhere(tmp_path):
+    """pandas (the pairs of a row), Parquet (a MAP column that pd.read_parquet and
+    pyarrow read), CSV (a JSON object's text, read back as the map) and the JSON report."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamdissect.cli._text_report import RowStream, json_write
+    from streamdissect.tables.convert import dataframe, plain_records
+    from streamdissect.tables.export import arrow_table, write_table
+
+    rows, expected = typed_properties_rows()
+    assert [row["application_properties"] for row in rows] == expected
+    df = dataframe("messages", rows)
+    assert [app_properties(c) for c in df["application_properties"]] == expected
+    arrow = arrow_table("messages", df)
+    assert arrow.schema.field("application_properties").type == pa.map_(pa.string(), pa.string())
+
+    folder = write_table(arrow, str(tmp_path), "messages", "parquet")
+    stored = pq.read_table(folder).column("application_properties").to_pylist()
+    assert [app_properties(cell) for cell in stored] == expected
+    plain = pd.read_parquet(tmp_path / "messages")  # (pandas' own reader, no schema given)
+    assert [app_properties(cell) for cell in plain["application_properties"]] == expected
+    back = read_table(str(tmp_path / "messages"), "messages")
+    assert [app_properties(c) for c in back["application_properties"]] == expected
+
+    csv = write_table(arrow, str(tmp_path), "messages", "csv")
+    cells = pd.read_csv(csv, dtype=str, keep_default_na=False)["application_properties"]
+    assert [json.loads(cell) if cell else None for cell in cells] == expected
+    back = read_table(csv, "messages")
+    assert [app_properties(c) for c in back["application_properties"]] == expected
+
+    records = plain_records("messages", rows)
+    assert [r["application_properties"] for r in records] == expected
+    pieces: list[str] = []
+    json_write({"messages": RowStream("messages", rows)}, pieces.append)
+    assert "".join(pieces) == json.dumps({"messages": records}, indent=1)

@@ -338,3 +338,30 @@ def test_rocketmq_frames_show_their_fields_as_a_tree(capsys):
         assert all(f'KEYS: "{key}"' in lines for key in send["keys"])
     # (RocketMQ's request code, not named as a Stream code)
     assert "code: 310 (SEND_MESSAGE_V2, a request code)" in lines
+
+
+def test_common_head_as_each_field_writes_it():
+    """-V writes a record's common fields from a memo of their lines (by class and values):
+    the memo's text equals the lines the fields give one by one, on every frame of the
+    corpus, at two depths; and a record's dict starts with the common columns."""
+    from streamdissect.engine.dissect import Dissector, FrameEvent
+    from streamdissect.protocols.stream import verbose
+    from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record
+
+    seen = 0
+    for path in sorted(Path("captures").glob("*.pcap")):
+        for event in Dissector(publish_messages=True, columns=False).run([str(path)]):
+            if event.__class__ is not FrameEvent or not isinstance(event.record, Record):
+                continue
+            record = event.record
+            assert tuple(record.common_dict()) == COMMON_COLUMNS
+            for depth in (1, 3):
+                verbose.HEADS.clear()
+                first = frame_tree(record, depth=depth)
+                assert frame_tree(record, depth=depth) == first  # (from the memo)
+                tree = verbose.Tree(None, False)
+                for name in COMMON_COLUMNS:
+                    tree.add(depth, f"{name}: {verbose._annotated(name, getattr(record, name))}")
+                assert first.startswith("\n".join(tree.lines) + "\n")
+            seen += 1
+    assert seen > 1000

@@ -11,7 +11,8 @@ from streamdissect.tables import schema
 CAPTURE = "captures/rstream-slow-consumer-3.10.pcap"
 ARROW_OF_KIND = {"int64": pa.int64(), "uint64": pa.uint64(), "int32": pa.int32(),
                  "float64": pa.float64(), "string": pa.string(), "bool": pa.bool_(),
-                 "list<uint64>": pa.list_(pa.uint64())}  # fmt: skip
+                 "list<uint64>": pa.list_(pa.uint64()),
+                 "map<string,string>": pa.map_(pa.string(), pa.string())}  # fmt: skip
 
 
 @pytest.mark.parametrize("table", sorted(schema.TABLES))

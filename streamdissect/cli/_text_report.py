@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from array import array
+from functools import partial
 from itertools import chain
 from json.encoder import encode_basestring_ascii
 from numbers import Integral
@@ -62,7 +63,8 @@ class RowStream:
         item = "\n" + step * (level + 1)
         field = "\n" + step * (level + 2)
         heads = [field + encode_basestring_ascii(n).replace("%", "%%") + ": " for n in wanted]
-        texts = [_COLUMN_TEXT[kinds[n]] for n in wanted]
+        texts = [_COLUMN_TEXT[kinds[n]] if kinds[n] != schema.MAP
+                 else partial(_map_column, field, step) for n in wanted]  # fmt: skip
         rows = self.rows
         dict_rows = bool(rows) and isinstance(rows[0], dict)
         by_column = getattr(rows, "column_slices", None)  # (CompactRows: no tuple a row)
@@ -183,6 +185,13 @@ def _str_column(values) -> list[str]:
 
 def _bool_column(values) -> list[str]:
     return [_bool_cell(v) for v in values]
+
+
+def _map_column(field: str, step: str, values) -> list[str]:
+    """A map column's JSON objects as json.dumps(indent) writes them in a row's `field`."""
+    cast = _cast(schema.MAP)
+    return ["null" if v is None else json.dumps(cast(v), indent=step).replace("\n", field)
+            for v in values]  # fmt: skip
 
 
 # column kind -> values -> their JSON texts, as plain_records + json.dumps make them

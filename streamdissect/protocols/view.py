@@ -60,13 +60,26 @@ def hex_lines(data: bytes, limit: int | None = None) -> list[str]:
     return lines
 
 
+SECONDS: dict[int, str] = {}  # a second since the epoch as wall_clock_ms writes it
+MOST_SECONDS = 4096  # (then the memo starts again: a hostile capture's times all differ)
+
+
 def wall_clock_ms(ms: int) -> str:
     """Milliseconds since the epoch as a UTC wall-clock time (a hostile value: said so)."""
     try:
-        when = datetime.fromtimestamp(ms / 1000, UTC)
-    except (OverflowError, ValueError, OSError, TypeError):
+        second = SECONDS.get(ms // 1000)  # (a capture's chunks share their seconds)
+    except TypeError:
         return "not a time"
-    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
+    if second is None:
+        try:
+            when = datetime.fromtimestamp(ms / 1000, UTC)
+        except (OverflowError, ValueError, OSError, TypeError):
+            return "not a time"
+        second = when.strftime("%Y-%m-%d %H:%M:%S.")
+        if len(SECONDS) >= MOST_SECONDS:
+            SECONDS.clear()
+        SECONDS[ms // 1000] = second
+    return second + f"{ms % 1000:03d} UTC"
 
 
 def body_words(row: dict, size: str) -> list[str]:

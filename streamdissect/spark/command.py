@@ -25,12 +25,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tables", default=",".join(TABLES),
                    help=f"comma-separated, of: {', '.join(TABLES + OPTIONAL)} (default: all "
                    f"but {', '.join(OPTIONAL)}; requests: every Stream request with its "
-                   "response)")
+                   "response; messages: one row a message, as analyze --messages)")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="a Stream port (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true")
     p.add_argument("--partitions", type=int, metavar="N",
                    help="at least N tasks (default: Spark's parallelism)")
+    p.add_argument("--max-body", type=int, default=256, metavar="N",
+                   help="with the messages table: bytes of a body previewed (default 256)")
+    p.add_argument("--no-bodies", action="store_true",
+                   help="with the messages table: leave message bodies out")
 
 
 def run(args, spark=None) -> int:
@@ -44,13 +48,18 @@ def run(args, spark=None) -> int:
     if unknown:
         print(f"streamdissect: error: unknown tables {', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.max_body < 0:
+        print("streamdissect: error: --max-body takes a number of bytes, 0 or more",
+              file=sys.stderr)  # fmt: skip
+        return 2
     started = time.monotonic()
     if spark is None:
         spark = session(args.master)
     try:
         written = run_job(spark, args.inputs, args.out, tables,
                           tuple(args.ports or (5552,)), not args.no_heuristic,
-                          args.partitions)  # fmt: skip
+                          args.partitions, messages={"max_body": args.max_body,
+                                                     "bodies": not args.no_bodies})  # fmt: skip
     except (FileNotFoundError, CaptureError) as exc:
         print(f"streamdissect: error: {exc}", file=sys.stderr)
         return 2

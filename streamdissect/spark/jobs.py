@@ -50,7 +50,7 @@ SERVER_TABLES = {p.name: tuple(t for t in schema.analysis_tables(p.name, on_requ
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies",
           *(t for tables in SERVER_TABLES.values() for t in tables))  # fmt: skip
-OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance",
+OPTIONAL = ("frames", "requests", "publishes", "backlog", "credit_balance", "messages",
             *(p.frames_table for p in PER_SERVER))  # on request  # fmt: skip
 # Tables of protocols analysed per server without a server column (RocketMQ's errors, per
 # request, code and topic): the servers' rows summed up (the others are per server, or per
@@ -63,7 +63,7 @@ PER_ID = ("publishes", "backlog", "credit_balance")
 # Tables of one connection: the tasks' part files are the table (moved in place; requests
 # copied, the latency table is made from them).
 IN_PLACE = frozenset(("connections", "confirms", "credit", "stalls", "deliveries",
-                      "anomalies", "frames", "requests", *PER_ID,
+                      "anomalies", "frames", "requests", "messages", *PER_ID,
                       *(t for t in TABLES + OPTIONAL if t not in ACROSS_SERVERS
                         and any(t in SERVER_TABLES[p.name] or t == p.frames_table
                                 for p in PER_SERVER))))  # fmt: skip
@@ -72,9 +72,11 @@ CHAINS_PER_BUCKET = 64
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
             ports: tuple[int, ...] = (5552,), heuristic: bool = True,
-            partitions: int | None = None, stats: dict | None = None) -> dict[str, int]:  # fmt: skip
+            partitions: int | None = None, stats: dict | None = None,
+            messages: dict | None = None) -> dict[str, int]:  # fmt: skip
     """Write the tables under `out`; their row counts. `partitions`: at least this many
-    tasks (default: Spark's parallelism). `stats`, when given, is filled with what the run
+    tasks (default: Spark's parallelism). `messages`: analyze()'s max_body and bodies for
+    the messages table, when asked for (each file's, as `analyze --messages` makes it). `stats`, when given, is filled with what the run
     did: files, tasks, rotated sets, chains, and the seconds the tasks worked."""
     from streamdissect.rotated.facts import PieceFacts
     from streamdissect.rotated.stitch import plan
@@ -93,7 +95,9 @@ def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = T
                "frames": "frames" in tables, "clock": sc.accumulator(0.0),
                "per_id": tuple(t for t in PER_ID if t in tables),
                "per_server": {p.name: wanted for p in PER_SERVER if (wanted := tuple(
-                   t for t in tables if t in SERVER_TABLES[p.name] or t == p.frames_table))}}  # fmt: skip
+                   t for t in tables if t in SERVER_TABLES[p.name] or t == p.frames_table))},
+               "messages": ({"max_body": 256, "bodies": True} | (messages or {})
+                            if "messages" in tables else None)}  # fmt: skip
     clock = time.perf_counter()
     found = sc.parallelize(groups, len(groups)).flatMap(
         lambda item: analyse_pieces(item, options)).collect()  # fmt: skip

@@ -4,6 +4,9 @@ Options:
 - `table`: `frames` (default), `connections` or `anomalies` (schema.py's columns), or a
   table of RocketMQ's (`rocketmq_frames`, `rocketmq_connections`, `rocketmq_requests`,
   `rocketmq_latency`, `rocketmq_sends`, ...: each file analysed alone);
+- `table` `messages`: one row a message, as `analyze --messages` makes them, with
+  `maxBody` (the bytes of a body previewed, default 256) and `bodies` (true/false, default
+  true);
 - `ports` (comma-separated, default 5552), `heuristic` (true/false, default true);
 - `mode`, as Spark's file sources have it: `PERMISSIVE` (default: a file that cannot be read
   as a capture, an empty one, or one damaged part way, goes on; the anomalies table has a
@@ -30,7 +33,7 @@ from streamdissect.tables import schema
 
 # the Stream's frames, connections and anomalies, and every table of the protocols the
 # job analyses per server (RocketMQ's: its frames, connections, calls, ...), each file alone
-TABLES = ("frames", "connections", "anomalies",
+TABLES = ("frames", "connections", "anomalies", "messages",
           *(t for p in PROTOCOLS if p.analysed_per_server
             for t in (p.frames_table, *schema.analysis_tables(p.name, on_request=True))
             if t != "anomalies"))  # fmt: skip
@@ -73,6 +76,10 @@ class CaptureReader(DataSourceReader):
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         self.ports = tuple(int(p) for p in self.options.get("ports", "5552").split(",") if p)
         self.heuristic = self.options.get("heuristic", "true").lower() != "false"
+        self.messages = {"max_body": int(self.options.get("maxbody", "256")),
+                         "bodies": self.options.get("bodies", "true").lower() != "false"}
+        if self.messages["max_body"] < 0:
+            raise ValueError("maxBody takes a number of bytes, 0 or more")
 
     def partitions(self) -> list[FilesPartition]:
         paths = _paths(self.options.get("paths") or self.options.get("path") or "")
@@ -89,7 +96,8 @@ class CaptureReader(DataSourceReader):
         from streamdissect.capture import CaptureError
 
         try:
-            batches = list(_batches(path, self.table, self.ports, self.heuristic))
+            batches = list(_batches(path, self.table, self.ports, self.heuristic,
+                                    self.messages))  # fmt: skip
         except CaptureError as exc:
             if self.mode == "FAILFAST":
                 raise RuntimeError(f"streamdissect: {path}: {exc}") from None
@@ -125,8 +133,10 @@ def _default_slots() -> int:
     return os.cpu_count() or 1
 
 
-def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> Iterator[Any]:
-    """The table's Arrow record batches for one capture file (CaptureError: not readable)."""
+def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool,
+             messages: dict | None = None) -> Iterator[Any]:  # fmt: skip
+    """The table's Arrow record batches for one capture file (CaptureError: not readable);
+    `messages`: analyze()'s max_body and bodies for the messages table."""
     import pyarrow as pa
 
     if table in FRAMES_TABLES:
@@ -142,9 +152,10 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool) -> 
 
     # (the Stream's report tables are all a report_only run makes; another protocol's
     # table of a row a call needs the full run)
+    wanted = {"messages": True, **(messages or {})} if table == "messages" else {}
     analysis = analyze(path, ports=ports, heuristic=heuristic,
-                       report_only=table in ("connections", "anomalies"),
-                       helper_process=False)  # fmt: skip
+                       report_only=table in ("connections", "anomalies", "messages"),
+                       helper_process=False, **wanted)  # fmt: skip
     try:
         found = analysis.rows(table)
     except KeyError:  # (another protocol's table, and the file carried none of its traffic)

@@ -106,10 +106,13 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
     for k, path in item:
         replays: dict | None = {} if options.get("per_server") else None
         try:
+            wanted = options.get("messages")
             analysis, facts = analyze_piece(path, ports=options["ports"],
                                             heuristic=options["heuristic"],
                                             report_only=not options["per_id"],
-                                            helper_process=False, replays=replays)  # fmt: skip
+                                            helper_process=False, replays=replays,
+                                            messages=wanted is not None,
+                                            **(wanted or {}))  # fmt: skip
         except CaptureError as exc:  # (a row of the anomalies table says why; the job goes on)
             _write(unreadable(path, str(exc)), options["work"], "anomalies", f"{k:05d}")
             found.append((k, PieceFacts(path, None, None)))
@@ -120,6 +123,8 @@ def analyse_pieces(item: list[tuple[int, str]], options: dict) -> list[tuple[int
             _write(_frames(path, options), options["work"], "frames", f"{k:05d}")
         if replays:
             _write_per_server(k, replays, analysis.tcp_connections, options["work"])
+        if wanted is not None:  # (each file's messages, as the file alone numbers its frames)
+            _write(analysis.arrow("messages"), options["work"], "messages", f"{k:05d}")
         found.append((k, facts))
     return found
 

@@ -2,7 +2,8 @@
 
 Spark has no unsigned integers: a u64 column (publishing ids, chunk ids, offsets: all u64 on
 the wire) is decimal(20,0), which holds every value exactly; everything else maps one to one
-(int64 long, int32 int, float64 double, string, bool boolean, list<u64> array<decimal>).
+(int64 long, int32 int, float64 double, string, bool boolean, list<u64> array<decimal>,
+map<string,string> as it is).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from streamdissect.tables import schema
 
 U64 = "decimal(20,0)"
 _DDL = {"int64": "bigint", "int32": "int", "uint64": U64, "float64": "double",
-        "string": "string", "bool": "boolean", "list<uint64>": f"array<{U64}>"}  # fmt: skip
+        "string": "string", "bool": "boolean", "list<uint64>": f"array<{U64}>",
+        "map<string,string>": "map<string,string>"}  # fmt: skip
 
 
 def spark_ddl(table: str) -> str:

@@ -30,7 +30,12 @@ KINDS = {
     # Arrow memory in pandas too (pd.ArrowDtype): a row reads as a Python list; an object
     # column of lists would cost ~100 bytes a row more
     "list<uint64>": ("list<item: uint64>[pyarrow]", None),
+    # a map of text to text (a message's application properties): Arrow's map, which
+    # Parquet stores as its MAP type, Spark reads as map<string,string> and pandas as a
+    # list of (key, value) pairs a row; CSV files hold it as a JSON object's text
+    "map<string,string>": ("map<string, string>[pyarrow]", None),
 }
+MAP = "map<string,string>"
 
 
 def columns(*specs: tuple[str, str] | tuple[str, str, str]) -> tuple[Column, ...]:
@@ -58,6 +63,10 @@ def fit(kind: str, value):
             return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     if kind == "list<uint64>":
         return [fit("uint64", item) for item in value]
+    if kind == MAP:
+        pairs = value.items() if isinstance(value, dict) else value
+        return [(fit("string", str(k)), None if v is None else fit("string", str(v)))
+                for k, v in pairs]  # fmt: skip
     return value
 
 
@@ -66,7 +75,20 @@ def arrow_type(kind: str):
 
     if kind == "list<uint64>":
         return pa.list_(pa.uint64())
+    if kind == MAP:
+        return pa.map_(pa.string(), pa.string())
     return getattr(pa, KINDS[kind][1])()
+
+
+def map_json(value) -> str | None:
+    """A map column's cell as the JSON text of an object (CSV files, the JSON report): a
+    dict, or the (key, value) pairs pandas and Arrow give a row."""
+    import json
+
+    if value is None:
+        return None
+    return json.dumps(dict(value.items() if isinstance(value, dict) else value),
+                      ensure_ascii=False)  # fmt: skip
 
 
 def arrow_schema_of(table: tuple[Column, ...]):

@@ -53,7 +53,8 @@ def arrow_dataframe(table: str, batches) -> pd.DataFrame:
     dtypes = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
               pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype(),
               pa.string(): pd.StringDtype("pyarrow"),
-              pa.list_(pa.uint64()): pd.ArrowDtype(pa.list_(pa.uint64()))}  # fmt: skip
+              pa.list_(pa.uint64()): pd.ArrowDtype(pa.list_(pa.uint64())),
+              schema.arrow_type(schema.MAP): pd.ArrowDtype(schema.arrow_type(schema.MAP))}  # fmt: skip
     # (the Arrow columns are freed as they are converted: the table is not held twice)
     return arrow.to_pandas(types_mapper=dtypes.get, self_destruct=True, split_blocks=True)
 
@@ -109,6 +110,10 @@ def _array(values, none, kind: str):
 
         return pd.array([None if v is None else list(v) for v in values],
                         dtype=pd.ArrowDtype(pa.list_(pa.uint64())))  # fmt: skip
+    if kind == schema.MAP:
+        from streamdissect.tables.arrays import typed_array
+
+        return pd.array(typed_array(values, kind), dtype=pd.ArrowDtype(schema.arrow_type(kind)))
     plain = {"string": str, "bool": bool}[kind]
     if not set(map(type, values)) - {plain, type(None)}:  # (no value to convert)
         return pd.array(values, dtype=pandas_dtype)
@@ -169,6 +174,8 @@ def _cast(kind: str):
         )
     if kind == "bool":
         return lambda v: v if v.__class__ is bool else None if v is None or _nan(v) else bool(v)
+    if kind == schema.MAP:  # (a JSON object: a dict, or pandas' and Arrow's pairs)
+        return lambda v: v if v.__class__ is dict else None if v is None else dict(v)
     return lambda v: v if v.__class__ is str else None if v is None or _nan(v) else str(v)
 
 

@@ -12,10 +12,12 @@ spreadsheet: a header row, empty cells for missing values.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Any
 
 from streamdissect.tables import schema
+from streamdissect.tables.columns import MAP, map_json
 from streamdissect.tables.convert import arrow_dataframe
 
 if TYPE_CHECKING:
@@ -31,8 +33,16 @@ def arrow_table(table: str, df: pd.DataFrame) -> Any:
     """A table's DataFrame as a pyarrow.Table of its schema (its columns, its types)."""
     import pyarrow as pa
 
-    return pa.Table.from_pandas(df[schema.column_names(table)],
-                                schema=schema.arrow_schema(table), preserve_index=False)  # fmt: skip
+    arrow = pa.Table.from_pandas(df[schema.column_names(table)],
+                                 schema=schema.arrow_schema(table), preserve_index=False)  # fmt: skip
+    # pandas cannot make its map dtype again from the name it stores (pd.read_parquet then
+    # fails): a map column is stored as an object column, a row's (key, value) pairs
+    meta = json.loads(arrow.schema.metadata[b"pandas"])
+    for column in meta["columns"]:
+        if str(column.get("numpy_type")).startswith("map<"):
+            column["numpy_type"] = "object"
+    return arrow.replace_schema_metadata({**arrow.schema.metadata,
+                                          b"pandas": json.dumps(meta).encode()})  # fmt: skip
 
 
 def write_tables(analysis: Analysis, directory: str, fmt: str,
@@ -56,7 +66,7 @@ def write_table(arrow: Any, directory: str, table: str, fmt: str) -> str:
         import pyarrow.csv as pcsv
 
         path = os.path.join(directory, f"{table}.csv")
-        pcsv.write_csv(arrow, path)
+        pcsv.write_csv(_maps_as(arrow, table, map_json, "string"), path)
         return path
     import pyarrow.parquet as pq
 
@@ -67,6 +77,26 @@ def write_table(arrow: Any, directory: str, table: str, fmt: str) -> str:
     return path
 
 
+def _maps_as(arrow: Any, table: str, convert: Any, kind: str) -> Any:
+    """`arrow` with the table's map columns made of `kind` by `convert` on each cell (CSV
+    has no maps: each is written as a JSON object's text, and read back from it)."""
+    from streamdissect.tables.arrays import typed_array
+
+    for column in schema.TABLES[table]:
+        if column.kind == MAP and column.name in arrow.column_names:
+            at = arrow.column_names.index(column.name)
+            cells = [] if convert is None else arrow.column(at).to_pylist()
+            arrow = arrow.set_column(at, pa_field(column.name, kind),
+                                     typed_array([convert(c) for c in cells], kind))  # fmt: skip
+    return arrow
+
+
+def pa_field(name: str, kind: str) -> Any:
+    import pyarrow as pa
+
+    return pa.field(name, schema.arrow_type(kind))
+
+
 def read_table(path: str, table: str) -> pd.DataFrame:
     """A table written by write_tables (a .csv file, a Parquet file or dataset directory, by
     the CLI or by Spark) as a DataFrame with the schema's dtypes."""
@@ -74,8 +104,10 @@ def read_table(path: str, table: str) -> pd.DataFrame:
     if path.endswith(".csv"):
         import pyarrow.csv as pcsv
 
-        options = pcsv.ConvertOptions(column_types=arrow_schema, strings_can_be_null=True)
-        arrow = pcsv.read_csv(path, convert_options=options)
+        as_text = _maps_as(arrow_schema.empty_table(), table, None, "string").schema
+        options = pcsv.ConvertOptions(column_types=as_text, strings_can_be_null=True)
+        arrow = _maps_as(pcsv.read_csv(path, convert_options=options), table,
+                         lambda text: None if text is None else json.loads(text), MAP)  # fmt: skip
     else:
         import pyarrow.parquet as pq
 

@@ -56,7 +56,9 @@ MESSAGES = _cols(
     ("group_id", "string"),
     ("group_sequence", "int64"),
     ("reply_to_group_id", "string"),
-    ("application_properties", "string", "JSON object: name -> value"),
+    ("application_properties", "map<string,string>",
+     "name -> value: a string as it is, any other value as its JSON text (CSV: the map as a "
+     "JSON object)"),
     ("header", "string", "JSON object: durable, priority, ttl, first_acquirer, delivery_count"),
     ("delivery_annotations", "string", "JSON object"),
     ("message_annotations", "string", "JSON object"),

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from streamdissect.protocols import registry
 from streamdissect.protocols.registry import PROTOCOLS
-from streamdissect.tables.columns import KINDS, Column, arrow_schema_of, arrow_type, fit
+from streamdissect.tables.columns import KINDS, MAP, Column, arrow_schema_of, arrow_type, fit
 from streamdissect.tables.columns import columns as _cols
 from streamdissect.tables.messages import MESSAGES
 
-__all__ = ["ANOMALIES", "KINDS", "MESSAGES", "TABLES", "Column", "arrow_schema", "arrow_type",
+__all__ = ["ANOMALIES", "KINDS", "MAP", "MESSAGES", "TABLES", "Column", "arrow_schema", "arrow_type",
            "column_names", "fit", "pandas_dtypes"]  # fmt: skip
 
 ANOMALIES = _cols(

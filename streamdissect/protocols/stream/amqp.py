@@ -311,25 +311,38 @@ def decode_message(data: Any) -> AmqpMessage:
     if not looks_like_amqp(data):
         return AmqpMessage(is_amqp=False, size=len(data), body_kind="raw", body_size=len(data))
     decoder = _Decoder(data)
-    message = AmqpMessage(is_amqp=True, size=len(decoder.buf))
-    pos, end = 0, len(decoder.buf)
+    buf = decoder.buf
+    message = AmqpMessage(is_amqp=True, size=len(buf))
+    pos, end = 0, len(buf)
     try:
         while pos < end:
             start = pos
-            if decoder.buf[pos] != 0x00:
+            if buf[pos] != 0x00:
                 raise AmqpError("a section must be a described type", pos)
+            if end - pos >= 4 and buf[pos + 1] == 0x53:
+                # (the usual section: a small-ulong descriptor read in place, as
+                # described() reads it; a short binary, a data body's, sliced at once)
+                code, pos = buf[pos + 2], pos + 3
+                n = buf[pos + 1] if buf[pos] == 0xA0 and end - pos >= 2 else end
+                if n <= end - pos - 2:
+                    value, pos = buf[pos + 2 : pos + 2 + n], pos + 2 + n
+                else:
+                    value, pos = decoder.value(pos, end, 1)
+                _apply_section(message, code if code in SECTION_NAMES else None, value,
+                               pos - start, code)  # fmt: skip
+                continue
             section, pos = decoder.value(pos, end, 0)
-            _apply_section(message, section, pos - start)
+            _apply_section(message, _section_code(section.descriptor), section.value,
+                           pos - start, section.descriptor)  # fmt: skip
     except AmqpError as exc:
         message.error = str(exc)
     return message
 
 
-def _apply_section(message: AmqpMessage, section: Described, encoded_size: int) -> None:
-    code = _section_code(section.descriptor)
-    value = section.value
+def _apply_section(message: AmqpMessage, code: int | None, value: Any, encoded_size: int,
+                   descriptor: Any) -> None:  # fmt: skip
     if code is None:
-        raise AmqpError(f"unknown section descriptor {to_json(section.descriptor)!r}", 0)
+        raise AmqpError(f"unknown section descriptor {to_json(descriptor)!r}", 0)
     name = SECTION_NAMES[code]
     if code == 0x70:
         message.header = _named(value, HEADER_FIELDS)

@@ -18,7 +18,7 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamdissect.protocols.base import MessageReader
 from streamdissect.protocols.stream import osiris
@@ -187,8 +187,7 @@ def _publish_entries(record: Any, budget: list[int]) -> Iterator[EntryView]:
 # --- a message as a dict -----------------------------------------------------------------
 
 
-@dataclass(slots=True, frozen=True)
-class Body:
+class Body(NamedTuple):  # (a tuple: made for every message shown, at a tuple's cost)
     """A body as shown: `text` (printable UTF-8) or `hex`, cut at max_body bytes."""
 
     kind: str  # data, amqp_value, amqp_sequence, raw (not AMQP)
@@ -201,18 +200,28 @@ class Body:
 def body_bytes(message: Message) -> bytes | None:
     """The body as bytes: the data sections joined, or the whole message when it is not AMQP;
     None for typed bodies (amqp-value, amqp-sequence)."""
-    amqp = message.amqp
+    return _body_bytes(message.amqp, message.data)
+
+
+def _body_bytes(amqp: Any, data: Any) -> bytes | None:
     if not amqp.is_amqp:
-        return bytes(message.data)
+        return bytes(data)
     if amqp.body_kind == "data":
-        return b"".join(part for part in amqp.body if isinstance(part, bytes))
+        body = amqp.body
+        if len(body) == 1 and body[0].__class__ is bytes:  # (the usual one: no copy)
+            return body[0]
+        return b"".join(part for part in body if isinstance(part, bytes))
     return None if amqp.body_kind else b""
 
 
 def message_body(message: Message, max_body: int | None = DEFAULT_MAX_BODY) -> Body:
     """The message's body, bytes cut at `max_body` (None: whole)."""
-    amqp = message.amqp
-    raw = body_bytes(message)
+    return amqp_body(message.amqp, message.data, max_body)
+
+
+def amqp_body(amqp: Any, data: Any, max_body: int | None = DEFAULT_MAX_BODY) -> Body:
+    """The body of a message decoded as `amqp` from `data` (message_body)."""
+    raw = _body_bytes(amqp, data)
     kind = amqp.body_kind or "data"
     if raw is None:
         value = amqp.body[0] if kind == "amqp_value" and len(amqp.body) == 1 else amqp.body
@@ -325,13 +334,30 @@ PLACE_COLUMNS = ("ts_ns", "connection", "direction", "frame", "stream_offset", "
                  "version", "index", "publisher_id", "publishing_id", "filter_value",
                  "subscription_id", "offset", "stream", "compression", "size",
                  "format")  # fmt: skip
-JSON_COLUMNS = ("application_properties", "header", "delivery_annotations",
-                "message_annotations", "footer")  # fmt: skip
+JSON_COLUMNS = ("header", "delivery_annotations", "message_annotations", "footer")
+
+
+def text_map(value: Any) -> dict[str, str | None] | None:
+    """A map section as the messages table's map of text (its to_json form: binary as hex):
+    a string value as it is, any other as its JSON text (5, true, a list), null as null;
+    a section that is no map (a broken message) is {"value": its JSON text}."""
+    if value is None:
+        return None
+    if isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
+        value = {_text(k): v for k, v in value}  # (a map with keys Python cannot hash)
+    elif not isinstance(value, dict):
+        value = {"value": value}
+    return {str(k): None if v is None else _text(v) for k, v in value.items()}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def table_row(row: dict[str, Any]) -> dict[str, Any]:
     """A MessageRows row flattened for the messages table: the properties a column each (the
-    timestamps as *_ms), the maps as JSON text, the body as its preview."""
+    timestamps as *_ms), the application properties a map of text (text_map), the other
+    sections as JSON text, the body as its preview."""
     from streamdissect.protocols.stream.amqp import PROPERTY_FIELDS
 
     out = {"protocol": "stream", **{name: row[name] for name in PLACE_COLUMNS}}
@@ -344,6 +370,7 @@ def table_row(row: dict[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value if value is None or isinstance(value, str) else json.dumps(
                 value, ensure_ascii=False, default=str)  # fmt: skip
+    out["application_properties"] = text_map(row["application_properties"])
     for name in JSON_COLUMNS:
         value = row[name]
         out[name] = None if value is None else json.dumps(value, ensure_ascii=False,

@@ -59,7 +59,11 @@ class FrameFacts:
         return code_name(self.code)
 
     def common_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in COMMON_COLUMNS}
+        """COMMON_COLUMNS by name (written out: made for every frame -V and jsonl show)."""
+        return {"key": self.key, "command": self.command, "response": self.response,
+                "version": self.version, "size": self.size,
+                "correlation_id": self.correlation_id, "code": self.code,
+                "code_name": self.code_name, "truncated": self.truncated}  # fmt: skip
 
 
 class Record(FrameFacts):

@@ -42,9 +42,11 @@ def frame_summary(record: Any, show_secrets: bool = False) -> str:
 
 
 def fields_summary(fields: dict[str, Any], name: str,
-                   ids_text: Callable[[Any], str] | None = None) -> str:  # fmt: skip
+                   ids_text: Callable[[Any], str] | None = None,
+                   summary_fields: tuple[str, ...] = SUMMARY_FIELDS) -> str:  # fmt: skip
     """The summary of a frame's dict (its to_dict) of command `name`; `ids_text`: how its
-    publishing ids are written (default ids_summary)."""
+    publishing ids are written (default ids_summary); `summary_fields`: SUMMARY_FIELDS, or
+    those of them the dict has (a record class's dicts have the same keys)."""
     parts = [f"{name}{'Response' if fields.get('response') else ''} v{fields.get('version')}"]
     if name in ("Unknown", "Malformed") and fields.get("key") is not None:
         parts.append(f"key=0x{fields['key']:04x}")
@@ -52,7 +54,7 @@ def fields_summary(fields: dict[str, Any], name: str,
         parts.append(f"corr={fields['correlation_id']}")
     if fields.get("code") is not None:
         parts.append(f"code={fields.get('code_name')}")
-    for field in SUMMARY_FIELDS:
+    for field in summary_fields:
         value = fields.get(field)
         if value is not None and value != "":
             parts.append(f"{field}={value}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import islice
 from typing import Any
 
 from streamdissect.protocols.stream.codes import ChunkType, code_name, offset_type_name
@@ -21,14 +22,14 @@ from streamdissect.protocols.stream.messages import (
     TIME_PROPERTIES,
     EntryView,
     Message,
+    amqp_body,
     compression_name,
     deliver_data_kept,
     frame_entries,
-    message_body,
 )
-from streamdissect.protocols.stream.records import Record, jsonable
+from streamdissect.protocols.stream.records import COMMON_COLUMNS, Record, jsonable
 from streamdissect.protocols.stream.spec import BY_KEY
-from streamdissect.protocols.stream.summary import fields_summary
+from streamdissect.protocols.stream.summary import SUMMARY_FIELDS, fields_summary
 from streamdissect.protocols.view import hex_lines, wall_clock_ms
 
 INDENT = "    "
@@ -39,7 +40,15 @@ PLAIN = frozenset((int, str, bool, float, type(None)))  # what jsonable leaves a
 # a string json.dumps writes as it is, between quotes (the usual one: no escape to make)
 AS_IS = re.compile(r'[^"\\\x00-\x1f\x7f]*\Z')
 ANNOTATED = frozenset(("key", "code", "closing_code", "offset_type"))
+CHUNK_ANNOTATED = frozenset(("chunk_type", "timestamp", "magic_version", "crc"))
+CHUNK_TYPES: dict[int, str] = {}  # a known chunk type's name, made once
 KEY_TEXT: dict[int, str] = {}  # a known key as its line shows it, made once
+# a record's common fields as their lines show them, by (class, depth, values): most frames
+# of a capture share a few (a Publish's differ by size only)
+HEADS: dict[tuple, str] = {}
+SHOWN: dict[type, Any] = {}  # a record class's fields as _record_fields reads them
+SUMMARY_PRESENT: dict[type, tuple[str, ...]] = {}  # the SUMMARY_FIELDS its dicts have
+MOST_HEADS = 4096
 
 
 class Tree:
@@ -53,10 +62,15 @@ class Tree:
         self.max_decompressed = max_decompressed
 
     def add(self, depth: int, text: str) -> None:
-        self.lines.append((PADS[depth] if depth < len(PADS) else INDENT * depth) + text)
+        self.lines.append(_pad(depth) + text)
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n" if self.lines else ""
+
+
+def _pad(depth: int) -> str:
+    """The indent of a line at `depth`."""
+    return PADS[depth] if depth < len(PADS) else INDENT * depth
 
 
 def frame_tree(record: Any, show_secrets: bool = False, max_body: int | None = DEFAULT_MAX_BODY,
@@ -73,15 +87,31 @@ def frame_view(record: Any, show_secrets: bool = False, max_body: int | None = D
     """(the frame's line, as summary.frame_summary writes it; its tree, as frame_tree), from
     one reading of its fields."""
     fields = _record_fields(record, show_secrets)
-    line = fields_summary(fields, fields.get("command") or type(record).__name__)
+    present = SUMMARY_PRESENT.get(record.__class__)
+    if present is None:
+        present = SUMMARY_PRESENT[record.__class__] = tuple(
+            name for name in SUMMARY_FIELDS if name in fields)
+    line = fields_summary(fields, fields.get("command") or type(record).__name__, None, present)
     return line, _tree(record, fields, max_body, bodies, 1, DEFAULT_MAX_DECOMPRESSED)
 
 
 def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: bool, depth: int,
           max_decompressed: int) -> str:  # fmt: skip
     tree = Tree(max_body, bodies, max_decompressed)
-    lines, pad = tree.lines, PADS[depth] if depth < len(PADS) else INDENT * depth
-    for name, value in fields.items():
+    lines, pad = tree.lines, _pad(depth)
+    items = iter(fields.items())
+    if isinstance(record, Record):  # (its first fields: COMMON_COLUMNS, the codec's values)
+        head = (record.__class__, depth, record.key, record.version, record.size,
+                record.correlation_id, record.code, record.truncated)  # fmt: skip
+        text = HEADS.get(head)
+        if text is None:
+            text = _head(fields, depth)
+            if len(HEADS) >= MOST_HEADS:
+                HEADS.clear()
+            HEADS[head] = text
+        lines.append(text)
+        items = islice(items, len(COMMON_COLUMNS), None)
+    for name, value in items:
         cls = value.__class__
         if cls is int and name not in ANNOTATED:  # (the usual field, written at once)
             lines.append(f"{pad}{name}: {value}")
@@ -94,7 +124,8 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
         elif cls is list and all(v.__class__ is int for v in value):  # (publishing ids)
             lines.append(f"{pad}{name}: [{', '.join(map(str, value))}]")
         elif name == "chunk" and isinstance(value, dict):
-            _chunk(tree, depth, value, record)
+            _chunk(tree, depth, value, fields["crc_ok"] if "crc_ok" in fields
+                   else getattr(record, "crc_ok", None))  # fmt: skip
         elif name == "raw" and isinstance(value, str):
             tree.add(depth, f"raw: {len(value) // 2} bytes")
             _hex_dump(tree, depth + 1, bytes.fromhex(value), max_body)
@@ -107,23 +138,42 @@ def _tree(record: Any, fields: dict[str, Any], max_body: int | None, bodies: boo
     return tree.text()
 
 
+def _head(fields: dict[str, Any], depth: int) -> str:
+    """The common fields' lines (a record's first ones) as one text."""
+    tree = Tree(None, False)
+    for name in COMMON_COLUMNS:
+        _field(tree, depth, name, fields[name])  # (as _tree's loop writes each)
+    return "\n".join(tree.lines)
+
+
 def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
     """The record's dict (to_dict: secrets redacted) without the payload bytes, which are
     shown as entries and messages; a payload class's dict made without hexing them first."""
-    names = getattr(record, "body_fields", ())
-    if PAYLOAD_FIELDS.intersection(names) or type(record).to_dict is Record.to_dict:
+    shown = SHOWN.get(record.__class__)
+    if shown is None:
+        shown = SHOWN[record.__class__] = _shown_fields(record)
+    if shown:
         fields = record.common_dict()
-        for name in names:
-            if name not in PAYLOAD_FIELDS:
-                value = getattr(record, name)
-                plain = value.__class__ in PLAIN or (
-                    value.__class__ is list and all(v.__class__ is int for v in value))
-                fields[name] = value if plain else jsonable(value)
-        if hasattr(record, "crc_ok"):
+        for name in shown[0]:
+            value = getattr(record, name)
+            cls = value.__class__
+            plain = cls in PLAIN or (cls is list and all(v.__class__ is int for v in value)) or (
+                cls is dict and all(v.__class__ in PLAIN for v in value.values()))  # (a chunk)
+            fields[name] = value if plain else jsonable(value)
+        if shown[1]:
             fields["crc_ok"] = record.crc_ok
         return fields
     fields = record.to_dict(show_secrets=show_secrets)
     return {name: value for name, value in fields.items() if name not in PAYLOAD_FIELDS}
+
+
+def _shown_fields(record: Any) -> tuple[tuple[str, ...], bool] | tuple[()]:
+    """A record class's body fields read one by one (not its payloads), and whether it has
+    crc_ok; () for a class whose to_dict makes its fields (secrets redacted there)."""
+    names = getattr(record, "body_fields", ())
+    if PAYLOAD_FIELDS.intersection(names) or type(record).to_dict is Record.to_dict:
+        return tuple(n for n in names if n not in PAYLOAD_FIELDS), hasattr(record, "crc_ok")
+    return ()
 
 
 def _annotated(name: str, value: Any) -> str:
@@ -158,28 +208,40 @@ def _field(tree: Tree, depth: int, name: str, value: Any) -> None:
         tree.add(depth, f"{name}: {_annotated(name, value)}")
 
 
-def _chunk(tree: Tree, depth: int, chunk: dict[str, Any], record: Any) -> None:
+def _chunk(tree: Tree, depth: int, chunk: dict[str, Any], ok: bool | None) -> None:
+    """A Deliver's chunk header; `ok`: whether its CRC matches the data (None: not kept)."""
     tree.add(depth, "chunk:")
+    lines, pad = tree.lines, _pad(depth + 1)
     for name, value in chunk.items():
-        shown = _scalar(value)
-        if name == "chunk_type" and isinstance(value, int):
-            shown += f" ({_chunk_type(value)})"
-        elif name == "timestamp" and isinstance(value, int):
-            shown += f" ({wall_clock_ms(value)}, the broker's clock)"
-        elif name in ("magic_version", "crc") and isinstance(value, int):
-            shown = f"0x{value:0{2 if name == 'magic_version' else 8}x}"
-            if name == "crc":
-                ok = getattr(record, "crc_ok", None)
-                shown += {True: " (matches the data)", False: " (does NOT match the data)",
-                          None: " (data not kept: not checked)"}[ok]  # fmt: skip
-        tree.add(depth + 1, f"{name}: {shown}")
+        shown = str(value) if value.__class__ is int else _scalar(value)
+        if name in CHUNK_ANNOTATED:
+            shown = _chunk_field(name, value, shown, ok)
+        lines.append(f"{pad}{name}: {shown}")
+
+
+def _chunk_field(name: str, value: Any, shown: str, ok: bool | None) -> str:
+    """A chunk header field that says more than its number: its type's name, the time, hex."""
+    if name == "chunk_type" and isinstance(value, int):
+        return shown + f" ({_chunk_type(value)})"
+    if name == "timestamp" and isinstance(value, int):
+        return shown + f" ({wall_clock_ms(value)}, the broker's clock)"
+    if name in ("magic_version", "crc") and isinstance(value, int):
+        shown = f"0x{value:0{2 if name == 'magic_version' else 8}x}"
+        if name == "crc":
+            shown += {True: " (matches the data)", False: " (does NOT match the data)",
+                      None: " (data not kept: not checked)"}[ok]  # fmt: skip
+    return shown
 
 
 def _chunk_type(value: int) -> str:
-    try:
-        return ChunkType(value).name.lower().replace("_", " ")
-    except ValueError:
-        return "unknown"
+    text = CHUNK_TYPES.get(value)
+    if text is None:
+        try:
+            text = ChunkType(value).name.lower().replace("_", " ")
+        except ValueError:
+            return "unknown"
+        CHUNK_TYPES[value] = text
+    return text
 
 
 def _deliver_data(tree: Tree, depth: int, record: Any) -> None:
@@ -253,11 +315,15 @@ def message_tree(tree: Tree, depth: int, message: Message) -> None:
     amqp = message.amqp
     place = f", offset {message.offset}" if message.offset is not None else ""
     kind = "AMQP 1.0" if amqp.is_amqp else "not AMQP 1.0"
-    tree.add(depth, f"message {message.index}{place}: {len(message.data)} bytes, {kind}")
+    tree.lines.append(f"{_pad(depth)}message {message.index}{place}: {len(message.data)} bytes,"
+                      f" {kind}")  # fmt: skip
     depth += 1
-    for name in ("header", "delivery_annotations", "message_annotations"):
-        if getattr(amqp, name) is not None:
-            _section(tree, depth, name, getattr(amqp, name))
+    if amqp.header is not None:
+        _section(tree, depth, "header", amqp.header)
+    if amqp.delivery_annotations is not None:
+        _section(tree, depth, "delivery_annotations", amqp.delivery_annotations)
+    if amqp.message_annotations is not None:
+        _section(tree, depth, "message_annotations", amqp.message_annotations)
     if amqp.properties is not None:
         tree.add(depth, "properties:")
         for name, value in amqp.properties.items():
@@ -269,7 +335,7 @@ def message_tree(tree: Tree, depth: int, message: Message) -> None:
                 _value(tree, depth + 1, name, value)
     if amqp.application_properties is not None:
         _section(tree, depth, "application_properties", amqp.application_properties)
-    _body(tree, depth, message)
+    _body(tree, depth, message, amqp)
     if amqp.footer is not None:
         _section(tree, depth, "footer", amqp.footer)
     if amqp.error is not None:
@@ -286,18 +352,19 @@ def _section(tree: Tree, depth: int, name: str, value: Any) -> None:
         _value(tree, depth, name, value)
 
 
-def _body(tree: Tree, depth: int, message: Message) -> None:
-    amqp = message.amqp
+def _body(tree: Tree, depth: int, message: Message, amqp: Any) -> None:
     kind = amqp.body_kind or "data"
     if kind == "data" and amqp.is_amqp and not amqp.body:
         return  # (no body section)
     if not tree.bodies:
         tree.add(depth, f"body ({kind}, {amqp.body_size} bytes): left out (--no-bodies)")
         return
-    body = message_body(message, tree.max_body)
+    body = amqp_body(amqp, message.data, tree.max_body)
     cut = f", first {tree.max_body} shown" if body.truncated else ""
     if body.encoding == "text":
-        tree.add(depth, f"body ({kind}, {body.size} bytes, text{cut}): {_scalar(body.value)}")
+        text = body.value  # (as _scalar writes a string)
+        text = f'"{text}"' if AS_IS.match(text) else json.dumps(text, ensure_ascii=False)
+        tree.lines.append(f"{_pad(depth)}body ({kind}, {body.size} bytes, text{cut}): {text}")
     elif body.encoding == "hex":
         tree.add(depth, f"body ({kind}, {body.size} bytes, binary{cut}):")
         _hex_dump(tree, depth + 1, bytes.fromhex(body.value), None)
@@ -336,8 +403,6 @@ def _type_name(value: Any) -> str:
 
 def _scalar(value: Any) -> str:
     """A value on one line: JSON strings, true/false/null, symbols and binaries marked."""
-    from streamdissect.protocols.stream.amqp import Opaque, Symbol
-
     cls = value.__class__
     if cls is int:
         return str(value)
@@ -349,6 +414,8 @@ def _scalar(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
+    from streamdissect.protocols.stream.amqp import Opaque, Symbol
+
     if isinstance(value, Symbol):
         return f"symbol {json.dumps(value.name, ensure_ascii=False)}"
     if isinstance(value, (bytes, bytearray, memoryview)):
