@@ -63,8 +63,8 @@ MESSAGES = _cols(
     ("delivery_annotations", "string", "JSON object"),
     ("message_annotations", "string", "JSON object"),
     ("footer", "string", "JSON object"),
-    ("properties", "string", "RocketMQ: JSON object, the message's properties (TAGS, KEYS, "
-                             "UNIQ_KEY, the user's)"),
+    ("properties", "map<string,string>", "RocketMQ: the message's properties (TAGS, KEYS, "
+                                        "UNIQ_KEY, the user's), name -> value"),
     ("born_timestamp_ms", "int64", "RocketMQ: when the producer made it (ms since the epoch)"),
     ("store_timestamp_ms", "int64", "RocketMQ: when the broker stored it (a pulled message)"),
     ("crc_ok", "bool", "RocketMQ: the stored body CRC matches (a pulled message)"),

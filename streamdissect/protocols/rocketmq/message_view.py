@@ -136,13 +136,13 @@ class RocketMQMessages(MessageReader):
 
     def table_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """The row in the messages table's columns (tables/messages.py): the properties as
-        JSON text, the queue offset as `offset`, the body as its preview."""
+        a map of text, the queue offset as `offset`, the body as its preview."""
         out = {name: row[name] for name in (
             "ts_ns", "connection", "direction", "frame", "stream_offset", "command", "version",
             "index", "topic", "queue_id", "msg_id", "offset_msg_id", "tags", "keys",
             "compression", "size", "crc_ok", "body_size", "error")}  # fmt: skip
         out |= {"protocol": "rocketmq", "offset": row["queue_offset"], "body_kind": "data",
-                "properties": json.dumps(row["properties"], ensure_ascii=False),
+                "properties": dict(row["properties"]),
                 "born_timestamp_ms": row["born_timestamp"],
                 "store_timestamp_ms": row["store_timestamp"],
                 "body_preview": row.get("body"), "body_encoding": row.get("body_encoding"),
