@@ -19,7 +19,8 @@ from streamdissect.rotated.stitch import plan
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
 
-TABLES = [t for t in schema.analysis_tables("rocketmq", on_request=True) if t != "anomalies"]
+TABLES = [t for t in schema.analysis_tables("rocketmq", on_request=True)
+          if t not in ("anomalies", *schema.ON_REQUEST)]  # (messages: its own tests)
 
 
 def key(row: dict) -> str:

@@ -46,7 +46,7 @@ from streamdissect.tables import schema
 # tables: every analysis table by default, the frames table on request.
 PER_SERVER = tuple(p for p in PROTOCOLS if p.analysed_per_server)
 SERVER_TABLES = {p.name: tuple(t for t in schema.analysis_tables(p.name, on_request=True)
-                               if t != "anomalies") for p in PER_SERVER}  # fmt: skip
+                               if t not in ("anomalies", *schema.ON_REQUEST)) for p in PER_SERVER}  # fmt: skip
 TABLES = ("connections", "latency", "confirms", "credit", "stalls", "deliveries",
           "throughput", "errors", "anomalies",
           *(t for tables in SERVER_TABLES.values() for t in tables))  # fmt: skip

@@ -36,7 +36,7 @@ from streamdissect.tables import schema
 TABLES = ("frames", "connections", "anomalies", "messages",
           *(t for p in PROTOCOLS if p.analysed_per_server
             for t in (p.frames_table, *schema.analysis_tables(p.name, on_request=True))
-            if t != "anomalies"))  # fmt: skip
+            if t not in ("anomalies", *schema.ON_REQUEST)))  # fmt: skip
 FRAMES_TABLES = {p.frames_table: p.name for p in PROTOCOLS}
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 # File-level anomalies: the file, not a connection, is damaged.
