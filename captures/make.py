@@ -88,7 +88,9 @@ def run_child(name: str, out: str) -> None:
     broker = None
     for c in rec.conns:
         broker = broker or _peer_version(bytes(c.s2c))
-    if mod.CLIENT == "raw":
+    if hasattr(mod, "client_version"):  # not a Python package (the JS client)
+        client = mod.client_version()
+    elif mod.CLIENT == "raw":
         client = "captures/rawclient.py (streamdissect codec %s)" % version("streamdissect")
     else:
         client = "%s %s" % (mod.CLIENT, version(mod.CLIENT))
