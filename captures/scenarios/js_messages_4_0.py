@@ -48,7 +48,7 @@ def run(rec):
         subprocess.run(["node", str(PROGRAM), str(BROKER_PORT), stream_name("js"), str(out)],
                        env=_node_env(), check=True, timeout=60)
         report = json.loads(out.read_text())
-    _client_version["text"] = "%s (node %s)" % (report["client"], report["node"])
+    _client_version["text"] = f"{report['client']} (node {report['node']})"
     for c in report["connections"]:
         conn = rec.new_conn(c["client_port"], c["server_port"])
         conn.wrote(bytes.fromhex(c["c2s_hex"]))
