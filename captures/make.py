@@ -8,7 +8,8 @@ check the truth against the wire at the TCP level with tshark (connections, payl
 per direction).  Any disagreement is a hard failure (exit 1).
 
 ``python captures/make.py --check`` only re-runs the tshark check on the committed files.
-Needs: the brokers (scripts/brokers.sh start), tcpdump, tshark, rstream, rbfly.
+Needs: the brokers (scripts/brokers.sh start), tcpdump, tshark, rstream, rbfly; node and
+rabbitmq-stream-js-client for js-messages-4.0 (captures/README.md).
 """
 from __future__ import annotations
 
