@@ -8,7 +8,8 @@ check the truth against the wire at the TCP level with tshark (connections, payl
 per direction).  Any disagreement is a hard failure (exit 1).
 
 ``python captures/make.py --check`` only re-runs the tshark check on the committed files.
-Needs: the brokers (scripts/brokers.sh start), tcpdump, tshark, rstream, rbfly.
+Needs: the brokers (scripts/brokers.sh start), tcpdump, tshark, rstream, rbfly; node and
+rabbitmq-stream-js-client for js-messages-4.0 (captures/README.md).
 """
 from __future__ import annotations
 
@@ -88,7 +89,9 @@ def run_child(name: str, out: str) -> None:
     broker = None
     for c in rec.conns:
         broker = broker or _peer_version(bytes(c.s2c))
-    if mod.CLIENT == "raw":
+    if hasattr(mod, "client_version"):  # not a Python package (the JS client)
+        client = mod.client_version()
+    elif mod.CLIENT == "raw":
         client = "captures/rawclient.py (streamdissect codec %s)" % version("streamdissect")
     else:
         client = "%s %s" % (mod.CLIENT, version(mod.CLIENT))
