@@ -82,3 +82,14 @@ def test_bodies_are_shown_only_where_asked_for(args, protocol, capsys, tmp_path)
     shown = [form for form in forms(BODIES[protocol][1]) if form in output] != []
     asked = bool(SHOW_BODIES & set(args)) or "connections,messages" in args
     assert shown == asked, "a body shown by default, or not when asked"
+
+
+@pytest.mark.parametrize("protocol", BODIES)
+def test_the_html_report_shows_no_body(protocol, tmp_path):
+    """`report` has no --no-bodies: it never shows a message's body (its figures and tables
+    are of frames, calls and counts)."""
+    page = tmp_path / "report.html"
+    assert main(["report", "-q", "-o", str(page), str(BODIES[protocol][0])]) == 0
+    text = page.read_text(errors="replace")
+    assert len(text) > 10_000  # (a report was written)
+    assert [form for form in forms(BODIES[protocol][1]) if form in text] == []
