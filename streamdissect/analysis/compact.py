@@ -68,8 +68,20 @@ class CompactRows:
         """A chunk of `n` rows was made: past SPILL_BYTES in memory, the chunks in memory
         go to the temporary file, joined into one."""
         self._held += n
-        if self._held * self._width * 8 <= self.SPILL_BYTES:
-            return
+        if self._held * self._width * 8 > self.SPILL_BYTES:
+            self._spill_held()
+
+    def spill(self) -> None:
+        """Every row to the temporary file now, whatever their size: rows that will only be
+        read from now on (a closed subscription's), among many such tables, are then not
+        each held up to SPILL_BYTES."""
+        if self._pending:
+            self._flush()
+        if self._held:
+            self._spill_held()
+
+    def _spill_held(self) -> None:
+        """The chunks in memory to the temporary file, joined into one."""
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")
         first = next(i for i, c in enumerate(self._chunks) if c.__class__ is not _Spilled)

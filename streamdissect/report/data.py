@@ -176,7 +176,10 @@ def load(captures: str | Sequence[str], **analyze_options) -> ReportData:
     from streamdissect.analysis import analyze
 
     paths = [captures] if isinstance(captures, str) else list(captures)
+    from streamdissect.tables.convert import release_free_memory
+
     result = analyze(paths, report_only=False, **analyze_options)
+    release_free_memory()  # (what the run freed, before the figures are drawn beside it)
     return from_analysis(result, ", ".join(os.path.basename(p) for p in paths))
 
 

@@ -15,6 +15,7 @@ from streamdissect.protocols import registry
 from streamdissect.report.sections import ANOMALIES, OTHER_SECTIONS, SECTIONS
 from streamdissect.report.summary import findings
 from streamdissect.report.text import cell, duration, missing, plural, wall
+from streamdissect.tables.convert import release_free_memory
 
 DPI = 100
 MAX_TABLE_ROWS = 100  # rows of a table shown; the rest are counted
@@ -131,6 +132,7 @@ def render(data: Any, tz: Any = None, title: str | None = None,
         figure = section.figure(data, tz=tz)
         image = _png(figure)
         del figure
+        release_free_memory()  # (a figure's tables, read a chunk at a time, are let go)
         img = f'<img alt="{escape(section.title)}" src="data:image/png;base64,{image}">'
         body = [f'<p class="about">{escape(section.about)}</p>', f"<figure>{img}</figure>"]
         body += [_table(data, name, columns, tz) for name, columns in TABLES_OF.get(section.anchor, [])]

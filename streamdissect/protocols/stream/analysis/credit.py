@@ -320,6 +320,8 @@ class CreditCollector:
             stall["ended_by"] = reason
             stall["duration_ms"] = (ts_ns - stall["start_ns"]) / 1e6
             sub.open_stall = None
+        if sub.history is not None:  # (its balances are only read from now on)
+            sub.history.spill()
         self._closed.append(sub)
 
     def end_connection(self, connection: str, ts_ns: int) -> None:
