@@ -33,7 +33,7 @@ TABLES = schema.analysis_tables()
 OTHER_TABLES = tuple(name for p in registry.PROTOCOLS[1:] for name in schema.analysis_tables(p.name)
                      if name not in TABLES)  # fmt: skip
 # Rows of a table read at once by `chunks`.
-CHUNK = 1 << 16
+CHUNK = 1 << 14
 # Anomaly kinds that stand for a frame that could not be read.
 DAMAGED = ("malformed", "truncated")
 # Columns that hold a capture time, for the span of a directory of tables.

@@ -15,7 +15,7 @@ from streamdissect.report.bins import binned
 
 # Values held at once when binning: the bins are read in groups of at most this many values
 # (one pass over the table a group; a single bin of more is read alone).
-PASS_ROWS = 1 << 18
+PASS_ROWS = 1 << 16
 
 
 class Series:
