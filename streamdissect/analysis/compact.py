@@ -66,7 +66,7 @@ class CompactRows:
 
     def _kept(self, n: int) -> None:
         """A chunk of `n` rows was made: past SPILL_BYTES in memory, the chunks in memory
-        go to the temporary file, joined into one."""
+        go to the temporary file."""
         self._held += n
         if self._held * self._width * 8 > self.SPILL_BYTES:
             self._spill_held()
