@@ -52,3 +52,17 @@ def test_a_table_spills():
         a = analyze(str(path), report_only=True, helper_process=False)
         rows = a.rows("deliveries")
         assert len(rows) > 5 and rows._file is not None
+
+
+def test_a_closed_subscriptions_balances_go_to_the_file():
+    """Each subscription keeps its own balances: a capture of many subscriptions, each
+    under SPILL_BYTES, would hold them all; a closed one's go to the file (read back the
+    same: the test above holds the tables equal)."""
+    path = Path(__file__).parent.parent / "captures" / "rstream-slow-consumer-3.10.pcap"
+    a = analyze(str(path), helper_process=False)
+    subs = a._c.credit._all()
+    assert subs and all(s.history._file is not None for s in subs if len(s.history))
+    assert not any(c.__class__.__name__ != "_Spilled" for s in subs for c in s.history._chunks)
+    whole = a.credit_balance
+    assert len(whole) == sum(len(s.history) for s in subs) > 0
+    assert whole["balance"].tolist() == [b for s in subs for _, b in s.history]

@@ -68,20 +68,35 @@ class CompactRows:
 
     def _kept(self, n: int) -> None:
         """A chunk of `n` rows was made: past SPILL_BYTES in memory, the chunks in memory
-        go to the temporary file, joined into one."""
+        go to the temporary file."""
         self._held += n
-        if self._held * self._width * 8 <= self.SPILL_BYTES:
-            return
+        if self._held * self._width * 8 > self.SPILL_BYTES:
+            self._spill_held()
+
+    def spill(self) -> None:
+        """Every row to the temporary file now, whatever their size: rows that will only be
+        read from now on (a closed subscription's), among many such tables, are then not
+        each held up to SPILL_BYTES."""
+        if self._pending:
+            self._flush()
+        if self._held:
+            self._spill_held()
+
+    def _spill_held(self) -> None:
+        """The chunks in memory to the temporary file, each as it is (none joined: no
+        transient of SPILL_BYTES, whose many copies over a long run fragment the heap)."""
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")
-        first = next(i for i, c in enumerate(self._chunks) if c.__class__ is not _Spilled)
-        held = self._chunks[first:]
-        joined = [_joined([chunk[i] for chunk in held]) for i in range(self._width)]
-        data = pickle.dumps(joined, protocol=pickle.HIGHEST_PROTOCOL)
         f = self._file
         f.seek(0, 2)
-        self._chunks[first:] = [_Spilled(f.tell(), len(data), self._held)]
-        f.write(data)
+        first = len(self._chunks)  # (the chunks held are the last ones)
+        while first and self._chunks[first - 1].__class__ is not _Spilled:
+            first -= 1
+        for i in range(first, len(self._chunks)):
+            chunk = self._chunks[i]
+            data = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+            self._chunks[i] = _Spilled(f.tell(), len(data), len(chunk[0][0]))
+            f.write(data)
         self._held = 0
 
     def _chunk(self, i: int) -> list:
@@ -185,22 +200,6 @@ class _Spilled:
 
     def __init__(self, offset: int, length: int, rows: int) -> None:
         self.offset, self.length, self.rows = offset, length, rows
-
-
-def _joined(parts: list[tuple]) -> tuple:
-    """One column's (values, None mask) of several chunks as one."""
-    codes = {values.typecode if values.__class__ is array else None for values, _ in parts}
-    if len(codes) == 1 and None not in codes:
-        values = array(codes.pop())
-        for part, _ in parts:
-            values += part
-        if all(none is None for _, none in parts):
-            return values, None
-        return values, b"".join(bytes(len(v)) if none is None else none for v, none in parts)
-    items: list = []
-    for part, none in parts:
-        items += part if none is None else [None if n else v for v, n in zip(part, none)]
-    return _column(tuple(items))
 
 
 def _column(values: tuple) -> tuple:

@@ -14,7 +14,6 @@ from streamdissect.report.bins import (
     BINS,
     MAX_POINTS,
     bin_width,
-    binned,
     describe_width,
     merge_spans,
     to_time,
@@ -29,6 +28,7 @@ from streamdissect.report.canvas import (
     note,
     short_connection,
 )
+from streamdissect.report.series import Series, same_key
 from streamdissect.report.text import duration, missing, plural
 
 MAX_PANELS = 6  # subscriptions drawn, most stalled first
@@ -43,10 +43,10 @@ def subscriptions(data: Any) -> list[tuple[str, int, Any]]:
     for _, row in credit.iterrows():
         seen.setdefault((row["connection"], _id(row["subscription_id"])), row)
     for name in ("stalls", "credit_balance", "deliveries"):
-        table = data.table(name)
-        for key in table[["connection", "subscription_id"]].drop_duplicates().itertuples(
-                index=False):  # fmt: skip
-            seen.setdefault((key[0], _id(key[1])), None)
+        for part in data.chunks(name):
+            for key in part[["connection", "subscription_id"]].drop_duplicates().itertuples(
+                    index=False):  # fmt: skip
+                seen.setdefault((key[0], _id(key[1])), None)
     stalled = data.table("stalls").groupby(["connection", "subscription_id"])["duration_ms"].sum()
     order = sorted(seen, key=lambda k: -float(stalled.get(k, 0.0) or 0.0))
     return [(c, s, seen[(c, s)]) for c, s in order]
@@ -57,9 +57,13 @@ def _id(value: Any) -> Any:
 
 
 def _mine(table: Any, connection: str, sid: Any) -> Any:
+    return table[_is_mine(table, connection, sid)]
+
+
+def _is_mine(table: Any, connection: str, sid: Any) -> Any:
     ids = table["subscription_id"]
     same = ids.isna() if sid is None else ids == sid
-    return table[(table["connection"] == connection) & same.fillna(False)]
+    return (table["connection"] == connection) & same.fillna(False)
 
 
 def credit_figure(data: Any, tz: Any = None) -> Figure:
@@ -99,9 +103,9 @@ def _panel(ax: Any, data: Any, connection: str, sid: Any, row: Any) -> int:
     ax.set_title(f"{short_connection(connection)} subscription {sid}{stream} · "
                  f"{plural(len(stalls), 'stall')}, {duration(stalled)} stalled",
                  fontsize=9, loc="left")  # fmt: skip
-    balance = _mine(data.table("credit_balance"), connection, sid)
-    balance = balance[balance["ts_ns"].notna()]
-    if len(balance):
+    balance = Series(data, "credit_balance", "ts_ns", "balance",
+                     lambda part: _is_mine(part, connection, sid) & part["ts_ns"].notna())  # fmt: skip
+    if balance.count:
         _balance_line(ax, balance)
         ax.set_ylabel("credit (chunks)")
     else:
@@ -112,14 +116,13 @@ def _panel(ax: Any, data: Any, connection: str, sid: Any, row: Any) -> int:
     return joined
 
 
-def _balance_line(ax: Any, balance: Any) -> None:
-    ts = balance["ts_ns"].to_numpy(np.int64)
-    values = balance["balance"].to_numpy(float)
-    if len(ts) <= MAX_POINTS:
+def _balance_line(ax: Any, balance: Series) -> None:
+    if balance.count <= MAX_POINTS:
+        ts, values = balance.arrays()
         ax.step(to_time(ts), values, where="post", color=COLORS[0], label="credit balance")
         return
-    width = bin_width(int(ts.min()), int(ts.max()), BINS)
-    span = binned(ts, values, width, ("min", "max"))
+    width = bin_width(balance.first_ns, balance.last_ns, BINS)
+    span = balance.binned(width, ("min", "max"))
     ax.fill_between(span["time"], span["min"], span["max"], step="post", color=COLORS[0],
                     alpha=0.5, label=f"credit balance (range per {describe_width(width)})")  # fmt: skip
 
@@ -127,8 +130,9 @@ def _balance_line(ax: Any, balance: Any) -> None:
 def _delivered_line(ax: Any, data: Any, connection: str, sid: Any) -> None:
     """No balance known (no Subscribe captured, or a directory without the credit_balance
     table): the chunks delivered so far, flat while stalled."""
-    deliveries = _mine(data.table("deliveries"), connection, sid)
-    ts = np.sort(deliveries["ts_ns"].dropna().to_numpy(np.int64))
+    mine = Series(data, "deliveries", "ts_ns", "ts_ns",
+                  lambda part: _is_mine(part, connection, sid) & part["ts_ns"].notna())  # fmt: skip
+    ts = np.sort(mine.arrays()[0])
     why = ("Subscribe not captured: balance unknown" if data.has("credit_balance")
            else "credit balance not in this dataset")  # fmt: skip
     ax.set_ylabel("chunks delivered")
@@ -170,21 +174,22 @@ def consumer_figure(data: Any, tz: Any = None) -> Figure:
     delivered chunk's first offset; Deliver v2) and delivery latency (capture time minus
     the chunk's broker timestamp)."""
     fig, (lag_ax, latency_ax) = new_figure("Consumer lag and delivery latency", rows=2, height=6.2)
-    deliveries = data.table("deliveries")
-    deliveries = deliveries[deliveries["ts_ns"].notna()]
-    if not len(deliveries):
+    sizes = _delivered(data)
+    if not sizes:
         empty(lag_ax, "No Deliver frames in this capture.")
         empty(latency_ax, "")
         return fig
-    groups = sorted(deliveries.groupby(["connection", "subscription_id"], sort=False, dropna=False),
-                    key=lambda item: -len(item[1]))  # fmt: skip
+    groups = sorted(sizes, key=lambda key: -sizes[key])
     widths = set()
     for column, ax in (("lag", lag_ax), ("delivery_latency_ms", latency_ax)):
         drawn = 0
-        for i, ((connection, sid), rows) in enumerate(groups[:MAX_SERIES]):
-            rows = rows[rows[column].notna()]
-            if len(rows):
-                widths.add(_series(ax, rows, column, COLORS[i % len(COLORS)],
+        for i, (connection, sid) in enumerate(groups[:MAX_SERIES]):
+            rows = Series(data, "deliveries", "ts_ns", column,
+                          lambda part, key=(connection, sid), column=column: _timed(part)
+                          & part[column].notna().to_numpy(dtype=bool)
+                          & same_key(part, KEY, key))  # fmt: skip
+            if rows.count:
+                widths.add(_series(ax, rows, COLORS[i % len(COLORS)],
                                    f"{short_connection(connection)} subscription {sid}"))  # fmt: skip
                 drawn += 1
         if not drawn:
@@ -207,15 +212,31 @@ def consumer_figure(data: Any, tz: Any = None) -> Figure:
     return fig
 
 
-def _series(ax: Any, rows: Any, column: str, color: str, label: str) -> int | None:
+KEY = ("connection", "subscription_id")
+
+
+def _timed(part: Any) -> Any:
+    return part["ts_ns"].notna().to_numpy(dtype=bool)
+
+
+def _delivered(data: Any) -> dict:
+    """(connection, subscription id) -> its Delivers with a time, in the order first seen."""
+    sizes: dict = {}
+    for part in data.chunks("deliveries"):
+        part = part[_timed(part)]
+        for key, n in part.groupby(list(KEY), sort=False, dropna=False).size().items():
+            sizes[key] = sizes.get(key, 0) + int(n)
+    return sizes
+
+
+def _series(ax: Any, rows: Series, color: str, label: str) -> int | None:
     """One subscription's values; the bin width when binned."""
-    ts = rows["ts_ns"].to_numpy(np.int64)
-    values = rows[column].to_numpy(float)
-    if len(ts) <= MAX_POINTS:
+    if rows.count <= MAX_POINTS:
+        ts, values = rows.arrays()
         ax.plot(to_time(ts), values, ".-", color=color, markersize=3, linewidth=0.8, label=label)
         return None
-    width = bin_width(int(ts.min()), int(ts.max()), BINS)
-    per_bin = binned(ts, values, width, ("mean", "max"))
+    width = bin_width(rows.first_ns, rows.last_ns, BINS)
+    per_bin = rows.binned(width, ("mean", "max"))
     ax.step(per_bin["time"], per_bin["mean"], where="post", color=color, label=label)
     ax.step(per_bin["time"], per_bin["max"], where="post", color=color, linestyle=":",
             linewidth=0.8)  # fmt: skip

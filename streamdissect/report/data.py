@@ -5,13 +5,19 @@
     data = from_parquet("out/")            # whichever tables the directory holds
     data.table("stalls")                   # a DataFrame, empty (schema dtypes) when absent
     data.has("publishes")                  # was the table in the input at all?
+    for part in data.chunks("backlog"): ...  # the same rows, CHUNK at a time (the figures)
+
+A capture's analysis is kept as its rows (analysis.compact.CompactRows: past a few MB in a
+temporary file) and a table is made a DataFrame only when asked for (`table`): the report
+draws the large tables (a row per publishing id, per frame, per Deliver) from `chunks`, so
+that a capture ten times as long is drawn in the same memory.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from streamdissect.protocols import registry
 from streamdissect.tables import schema
@@ -26,6 +32,8 @@ TABLES = schema.analysis_tables()
 # The other protocols' analysis tables: drawn when the input has them, never missing.
 OTHER_TABLES = tuple(name for p in registry.PROTOCOLS[1:] for name in schema.analysis_tables(p.name)
                      if name not in TABLES)  # fmt: skip
+# Rows of a table read at once by `chunks`.
+CHUNK = 1 << 14
 # Anomaly kinds that stand for a frame that could not be read.
 DAMAGED = ("malformed", "truncated")
 # Columns that hold a capture time, for the span of a directory of tables.
@@ -42,21 +50,31 @@ class ReportData:
     """The analysis tables of one capture (or archive) and its time span in ns."""
 
     def __init__(self, tables: dict[str, pd.DataFrame | None], source: str,
-                 first_ns: int | None = None, last_ns: int | None = None) -> None:  # fmt: skip
+                 first_ns: int | None = None, last_ns: int | None = None,
+                 analysis: Analysis | None = None, lazy: Sequence[str] = ()) -> None:  # fmt: skip
+        """`tables`: DataFrames (None: not in the input); the tables named in `lazy` are
+        `analysis`'s rows, each made a DataFrame when first asked for."""
         self._tables = tables
         self._empty: dict[str, pd.DataFrame] = {}
+        self._analysis = analysis
+        self._lazy = dict.fromkeys(lazy)  # (a dict: ordered, and quick to ask)
+        self._rows: dict[str, Any] = {}
         self.source = source
         # (the tables' times too: a connection's FIN can come after its last frame)
-        low, high = _span(tables)
+        low, high = _span(self)
         self.first_ns = min((t for t in (first_ns, low) if t is not None), default=None)
         self.last_ns = max((t for t in (last_ns, high) if t is not None), default=None)
 
     def has(self, name: str) -> bool:
         """Whether the input had this table (it may have no rows)."""
-        return self._tables.get(name) is not None
+        return self._tables.get(name) is not None or name in self._lazy
 
     def table(self, name: str) -> pd.DataFrame:
         """The table, or an empty one with the schema's columns and dtypes."""
+        if name in self._lazy:
+            self._tables[name] = self._analysis.frame(name)
+            del self._lazy[name]
+            self._rows.pop(name, None)
         found = self._tables.get(name)
         if found is None:
             found = self._empty.get(name)
@@ -65,6 +83,43 @@ class ReportData:
 
                 found = self._empty[name] = dataframe(name, [])
         return found
+
+    def count(self, name: str) -> int:
+        """The table's number of rows (0 when absent), without making it a DataFrame."""
+        if name in self._lazy:
+            return len(self._analysis_rows(name))
+        found = self._tables.get(name)
+        return 0 if found is None else len(found)
+
+    def chunks(self, name: str, size: int | None = None) -> Iterator[pd.DataFrame]:
+        """The table's rows in order, as DataFrames of at most `size` (CHUNK) rows with the
+        table's columns and dtypes (none when the table is empty or absent)."""
+        size = size or CHUNK
+        if name not in self._lazy:
+            found = self._tables.get(name)
+            if found is not None:
+                for at in range(0, len(found), size):
+                    yield found.iloc[at : at + size]
+            return
+        from streamdissect.tables.convert import dataframe
+
+        rows = self._analysis_rows(name)
+        for at in range(0, len(rows), size):
+            piece = (_ColumnSlice(rows, at, min(at + size, len(rows)))
+                     if hasattr(rows, "column_slices") else rows[at : at + size])  # fmt: skip
+            yield dataframe(name, piece)
+
+    def head(self, name: str, n: int) -> pd.DataFrame:
+        """The table's first `n` rows (schema columns and dtypes)."""
+        for part in self.chunks(name, n):
+            return part
+        return self.table(name)  # (empty)
+
+    def _analysis_rows(self, name: str) -> Any:
+        rows = self._rows.get(name)
+        if rows is None:
+            rows = self._rows[name] = self._analysis.rows(name)
+        return rows
 
     @property
     def missing(self) -> list[str]:
@@ -103,15 +158,15 @@ class ReportData:
         that frames fill has rows.)"""
         if self.has("connections"):
             return self.frames > self.damaged_frames
-        return any(len(self.table(name)) for name in ("requests", "latency", "deliveries",
+        return any(self.count(name) for name in ("requests", "latency", "deliveries",
                                                       "publishes", "throughput"))  # fmt: skip
 
 
 def from_analysis(analysis: Analysis, source: str = "") -> ReportData:
-    """The tables of an `analysis.analyze()` result."""
-    tables = {name: getattr(analysis, name) for name in TABLES}
-    tables.update((name, analysis.frame(name)) for name in analysis.other_tables())
-    return ReportData(tables, source, analysis.first_ns, analysis.last_ns)
+    """The tables of an `analysis.analyze()` result (each a DataFrame when first asked for
+    by `table`)."""
+    return ReportData({}, source, analysis.first_ns, analysis.last_ns, analysis,
+                      lazy=[*TABLES, *analysis.other_tables()])  # fmt: skip
 
 
 def load(captures: str | Sequence[str], **analyze_options) -> ReportData:
@@ -121,7 +176,10 @@ def load(captures: str | Sequence[str], **analyze_options) -> ReportData:
     from streamdissect.analysis import analyze
 
     paths = [captures] if isinstance(captures, str) else list(captures)
+    from streamdissect.tables.convert import release_free_memory
+
     result = analyze(paths, report_only=False, **analyze_options)
+    release_free_memory()  # (what the run freed, before the figures are drawn beside it)
     return from_analysis(result, ", ".join(os.path.basename(p) for p in paths))
 
 
@@ -151,18 +209,29 @@ def _has_parts(folder: str) -> bool:
     return any(name.endswith(".parquet") for name in os.listdir(folder))
 
 
-def _span(tables: dict) -> tuple[int | None, int | None]:
-    """The first and last capture time any table holds."""
+class _ColumnSlice:
+    """Rows [start, stop) of a CompactRows, read as columns by tables.convert.dataframe."""
+
+    def __init__(self, rows: Any, start: int, stop: int) -> None:
+        self._rows, self._start, self._stop = rows, start, stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def columns(self) -> list[tuple]:
+        return [(values, None) for values in self._rows.column_slices(self._start, self._stop)]
+
+
+def _span(data: ReportData) -> tuple[int | None, int | None]:
+    """The first and last capture time any table holds (read a chunk at a time)."""
     low = high = None
     for name, columns in TIME_COLUMNS.items():
-        df = tables.get(name)
-        if df is None or not len(df):
-            continue
-        for column in columns:
-            values = df[column].dropna()
-            if not len(values):
-                continue
-            first, last = int(values.min()), int(values.max())
-            low = first if low is None else min(low, first)
-            high = last if high is None else max(high, last)
+        for part in data.chunks(name):
+            for column in columns:
+                values = part[column].dropna()
+                if not len(values):
+                    continue
+                first, last = int(values.min()), int(values.max())
+                low = first if low is None else min(low, first)
+                high = last if high is None else max(high, last)
     return low, high

@@ -15,6 +15,7 @@ from streamdissect.protocols import registry
 from streamdissect.report.sections import ANOMALIES, OTHER_SECTIONS, SECTIONS
 from streamdissect.report.summary import findings
 from streamdissect.report.text import cell, duration, missing, plural, wall
+from streamdissect.tables.convert import release_free_memory
 
 DPI = 100
 MAX_TABLE_ROWS = 100  # rows of a table shown; the rest are counted
@@ -131,6 +132,7 @@ def render(data: Any, tz: Any = None, title: str | None = None,
         figure = section.figure(data, tz=tz)
         image = _png(figure)
         del figure
+        release_free_memory()  # (a figure's tables, read a chunk at a time, are let go)
         img = f'<img alt="{escape(section.title)}" src="data:image/png;base64,{image}">'
         body = [f'<p class="about">{escape(section.about)}</p>', f"<figure>{img}</figure>"]
         body += [_table(data, name, columns, tz) for name, columns in TABLES_OF.get(section.anchor, [])]
@@ -211,22 +213,22 @@ def _section(anchor: str, title: str, body: Sequence[str]) -> str:
 
 
 def _table(data: Any, name: str, columns: list, tz: Any) -> str:
-    df = data.table(name)
     if not data.has(name):
         return f'<p class="more">No {escape(name)} table in this dataset.</p>'
-    if not len(df):
+    count = data.count(name)
+    if not count:
         return f'<p class="more">The {escape(name)} table is empty.</p>'
     head = "".join(f"<th{' class=text' if how == TEXT else ''}>{escape(label)}</th>"
                    for _, label, how in columns)  # fmt: skip
     rows = []
     ns_columns = NS_ATTRIBUTES.get(name, ())
-    for _, row in df.head(MAX_TABLE_ROWS).iterrows():
+    for _, row in data.head(name, MAX_TABLE_ROWS).iterrows():
         attributes = "".join(f' data-{c.replace("_", "-")}="{_ns(row[c])}"' for c in ns_columns)
         cells = "".join(_cell(row[column], how, tz) for column, _, how in columns)
         rows.append(f"<tr{attributes}>{cells}</tr>")
     more = ""
-    if len(df) > MAX_TABLE_ROWS:
-        more = f'<p class="more">The first {MAX_TABLE_ROWS} of {len(df):,} rows.</p>'
+    if count > MAX_TABLE_ROWS:
+        more = f'<p class="more">The first {MAX_TABLE_ROWS} of {count:,} rows.</p>'
     return (f'<div class="scroll"><table class="{escape(name)}"><tr>{head}</tr>{"".join(rows)}'
             f"</table></div>{more}")
 

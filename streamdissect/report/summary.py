@@ -91,9 +91,12 @@ def _publishes(data: Any) -> list[Finding]:
     confirms = data.table("confirms")
     unconfirmed = int(confirms["unconfirmed"].fillna(0).sum())
     errored = int(confirms["errored"].fillna(0).sum())
-    if not len(confirms) and len(data.table("publishes")):  # (only the per-id table)
-        outcome = data.table("publishes")["outcome"]
-        unconfirmed, errored = int((outcome == "unconfirmed").sum()), int((outcome == "errored").sum())
+    if not len(confirms) and data.count("publishes"):  # (only the per-id table)
+        unconfirmed = errored = 0
+        for part in data.chunks("publishes"):
+            outcome = part["outcome"]
+            unconfirmed += int((outcome == "unconfirmed").sum())
+            errored += int((outcome == "errored").sum())
     out = []
     if errored:
         codes: Counter = Counter()
@@ -161,8 +164,7 @@ def _closes(data: Any) -> list[Finding]:
 
 
 def _crc(data: Any) -> list[Finding]:
-    crc = data.table("deliveries")["crc_ok"]
-    bad = int((crc == False).sum())
+    bad = sum(int((part["crc_ok"] == False).sum()) for part in data.chunks("deliveries"))
     if not bad:
         return []
     return [Finding("problem", "Chunk CRC failures",

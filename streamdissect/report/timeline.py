@@ -103,10 +103,14 @@ def _error_times(data: Any) -> dict[str, np.ndarray]:
     for connection, rows in bad.groupby("connection"):
         times = rows["response_ts_ns"].fillna(rows["request_ts_ns"]).dropna()
         out.setdefault(connection, []).append(times.to_numpy(np.int64))
-    publishes = data.table("publishes")
-    errored = publishes[publishes["outcome"] == "errored"]
-    for connection, rows in errored.groupby("connection"):
-        out.setdefault(connection, []).append(rows["outcome_ts_ns"].dropna().to_numpy(np.int64))
+    errored: dict[str, list] = {}  # (read a chunk at a time: one part a connection)
+    for part in data.chunks("publishes"):
+        rows = part[(part["outcome"] == "errored").fillna(False).to_numpy(dtype=bool)]
+        for connection, mine in rows.groupby("connection"):
+            errored.setdefault(connection, []).append(mine["outcome_ts_ns"].dropna()
+                                                      .to_numpy(np.int64))  # fmt: skip
+    for connection in sorted(errored):
+        out.setdefault(connection, []).append(np.concatenate(errored[connection]))
     return {c: np.concatenate(parts) for c, parts in out.items()}
 
 

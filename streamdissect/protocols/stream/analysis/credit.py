@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import get
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.hot import CREDIT_KEY, DELIVER_KEY, HotFrames
 
 AT_ONCE_MS = 50.0
+# credit_balance rows copied at once from a subscription's history into the table's rows
+BALANCE_STEP = 1 << 16
 # Credit's and Deliver's fields in hot frames, as hot_input.frames_of gives them
 HOT_FIELDS = ("subscription_id", "credit", "record_count", "chunk_id", "committed_chunk_id")
 
@@ -150,31 +153,22 @@ class _Subscription:
     stalls: StallLog = None  # (made in __post_init__: it names the subscription)
     open_stall: Stall | None = None
     awaiting_deliver: Stall | None = None  # a just-ended stall waiting for the next Deliver
-    # (times, balances) after each frame that changed a known balance; None: not kept
-    history: tuple[array, array] | None = None
+    # (time, balance) rows after each frame that changed a known balance (CompactRows: past
+    # a few MB in a temporary file); None: not kept
+    history: CompactRows | None = None
 
     def __post_init__(self) -> None:
         self.stalls = StallLog(self.connection, self.subscription_id)
 
     def note(self, ts: int) -> None:
         """The balance after the frame at `ts` (a frame that changed it)."""
-        if self.history is None:
-            return
-        try:
-            self.history[0].append(ts)
-        except OverflowError:  # (a time past int64: kept as Python ints from here on)
-            self.history = ([*self.history[0], ts], list(self.history[1]))
-        self.history[1].append(self.balance)
+        if self.history is not None:
+            self.history.append((ts, self.balance))
 
     def note_many(self, times, balances) -> None:
         """note() for numpy arrays of times and balances (int64)."""
-        if self.history is None:
-            return
-        for kept, new in zip(self.history, (times, balances)):
-            if isinstance(kept, array):
-                kept.frombytes(new.astype("int64").tobytes())
-            else:
-                kept.extend(new.tolist())
+        if self.history is not None and len(times):
+            self.history.extend_columns([(times, None), (balances, None)], len(times))
 
 
 class CreditCollector:
@@ -192,7 +186,7 @@ class CreditCollector:
         if sub is None:
             sub = self._subs[key] = _Subscription(connection, sid)
             if self.keep_balance:
-                sub.history = (array("q"), array("q"))
+                sub.history = CompactRows(2)
         return sub
 
     def subscription(self, connection: str, sid: int | None) -> _Subscription:
@@ -208,7 +202,8 @@ class CreditCollector:
                 # refused: this id's ledger is not live; keep the row for the record
                 sub.balance = None
                 if sub.history is not None:
-                    sub.history = (array("q"), array("q"))
+                    sub.history.close()
+                    sub.history = CompactRows(2)
             return
         sid = getattr(rec, "subscription_id", None)
         old = self._subs.pop((ev.connection, sid), None)
@@ -325,6 +320,8 @@ class CreditCollector:
             stall["ended_by"] = reason
             stall["duration_ms"] = (ts_ns - stall["start_ns"]) / 1e6
             sub.open_stall = None
+        if sub.history is not None:  # (its balances are only read from now on)
+            sub.history.spill()
         self._closed.append(sub)
 
     def end_connection(self, connection: str, ts_ns: int) -> None:
@@ -365,20 +362,21 @@ class CreditCollector:
             )  # fmt: skip
         return rows
 
-    def balance_rows(self):
+    def balance_rows(self) -> CompactRows:
         """The credit_balance table's rows (CompactRows: tuples in schema order), subscription
-        by subscription as in summary(), each in capture order."""
-        from streamdissect.analysis.compact import CompactRows
-
+        by subscription as in summary(), each in capture order (copied BALANCE_STEP rows at
+        a time: a long capture's balances are never all in memory at once)."""
         rows = CompactRows(4)
         for sub in self._all():
-            if sub.history is None or not sub.history[0]:
+            history = sub.history
+            if history is None:
                 continue
-            times, balances = (np.frombuffer(kept, dtype=np.int64) if isinstance(kept, array)
-                               else kept for kept in sub.history)  # fmt: skip
-            n = len(times)
-            rows.extend_columns([(times, None), ([sub.connection] * n, None),
-                                 ([sub.subscription_id] * n, None), (balances, None)], n)
+            for at in range(0, len(history), BALANCE_STEP):
+                stop = min(at + BALANCE_STEP, len(history))
+                times, balances = map(_int64s, history.column_slices(at, stop))
+                n = stop - at
+                rows.extend_columns([(times, None), ([sub.connection] * n, None),
+                                     ([sub.subscription_id] * n, None), (balances, None)], n)
         return rows
 
     def stall_rows(self) -> StallRows:
@@ -414,6 +412,17 @@ class StallRows:
     def __iter__(self):
         for log in self._logs:
             yield from log
+
+
+def _int64s(values) -> np.ndarray | list:
+    """A column read back from CompactRows as an int64 array (a list when a value does not
+    fit one: a time past int64)."""
+    if isinstance(values, array) and values.typecode == "q":
+        return np.frombuffer(values, dtype=np.int64)
+    try:
+        return np.array(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return list(values)
 
 
 def _apply_columns(sub: _Subscription, at_once_ns: int, run: dict) -> None:
