@@ -179,11 +179,21 @@ started_here() {  # name -> 0 when this script started it (or "force" was given)
   return 1
 }
 
+kill_by_pidfile() {  # FILE NAME: the broker's beam killed by the pid its pid file holds
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 0
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  log "$2 did not stop in 120 s: killing pid $pid"
+  kill -9 "$pid" 2>/dev/null || true
+}
+
 stop_rabbit3() {
   port_open 5552 || { log "rabbit3 not running"; rm -f "$STATE_DIR/rabbit3.started"; return 0; }
   started_here rabbit3 || return 0
   log "stopping rabbit3"
-  su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit.pid' >/dev/null || true
+  # (bounded: a broker that does not stop must not hang the test run; then killed by its pid)
+  timeout 120 su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit.pid' >/dev/null \
+    || kill_by_pidfile /var/lib/rabbitmq/rabbit.pid rabbit3
   rm -f "$STATE_DIR/rabbit3.started"
 }
 
@@ -238,7 +248,8 @@ stop_rabbit4() {
   if port_open 5553; then
     started_here rabbit4 || return 0
     log "stopping rabbit4"
-    in_chroot "su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; ERL_EPMD_PORT=4370 /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit4.pid'" >/dev/null || true
+    timeout 120 chroot "$CHROOT" /bin/sh -c "su rabbitmq -s /bin/sh -c 'cd /var/lib/rabbitmq; ERL_EPMD_PORT=4370 /usr/lib/rabbitmq/bin/rabbitmqctl stop /var/lib/rabbitmq/rabbit4.pid'" >/dev/null \
+      || kill_by_pidfile "$CHROOT/var/lib/rabbitmq/rabbit4.pid" rabbit4
   else
     log "rabbit4 not running"
   fi
