@@ -106,9 +106,9 @@ from streamdissect.protocols.stream.verbose import frame_tree
 from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
-from streamdissect.tables.convert import dataframe
+from streamdissect.tables.convert import dataframe, release_free_memory
 
-from fuzz_memory import release_freed_memory, sampled  # noqa: E402  (beside this file)
+from fuzz_memory import sampled  # noqa: E402  (beside this file)
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -1315,7 +1315,7 @@ def campaign(
                     sample = count == 10 or count % SAMPLE_MEMORY_EVERY == SAMPLE_MEMORY_EVERY - 1
                     run_one(name, data, stats[name], scratch, out_dir, sample, log)
             rounds += 1
-            release_freed_memory()  # (RSS then is what is held: fuzz_memory)
+            release_free_memory()  # (RSS then is what is held: fuzz_memory)
             if rounds == 20:
                 rss_after_warmup = rss_bytes()
             if rss_start is None:

@@ -6,29 +6,19 @@
   tracebacks it records are never freed: python/cpython#121390, fixed in 3.12), about 1.4 KiB
   a sample and more for a capture input, which made the campaigns' RSS climb by tens of MiB
   over a 30-minute soak.
-- After each round the campaign hands the heap's free memory back to the system (glibc's
-  malloc_trim). Without it, RSS rises in steps to the high-water mark of the largest input
-  run so far (freed, but kept by the allocator), which is not growth; with it, RSS is the
-  memory still held, and growth in it is a leak.
+- After each round the campaign hands the heap's free memory back to the system
+  (streamdissect.tables.convert.release_free_memory: glibc's malloc_trim). Without it, RSS
+  rises in steps to the high-water mark of the largest input run so far (freed, but kept by
+  the allocator), which is not growth; with it, RSS is the memory still held, and growth in
+  it is a leak.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import tracemalloc
 from collections.abc import Callable
-
-_LIBC_NAME = ctypes.util.find_library("c")
-_MALLOC_TRIM = getattr(ctypes.CDLL(_LIBC_NAME), "malloc_trim", None) if _LIBC_NAME else None
-
-
-def release_freed_memory() -> None:
-    """Give the heap's free pages back to the system (glibc; elsewhere nothing)."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 def sampled(run: Callable[[], str | None]) -> tuple[int, str | None]:

@@ -261,7 +261,7 @@ def campaign(minutes: float | None, counts: dict[str, int] | None, seed: int) ->
                     sample = stats[name].inputs % fuzz.SAMPLE_MEMORY_EVERY == 10
                     fuzz.run_one(name, data, stats[name], scratch, REGRESSIONS, sample, print,
                                  replay_with=replay)  # fmt: skip
-            fuzz.release_freed_memory()  # (RSS then is what is held: fuzz_memory)
+            fuzz.release_free_memory()  # (RSS then is what is held: fuzz_memory)
     finally:
         signal.signal(fuzz.TIMER_SIGNAL, old)
         os.unlink(scratch)
