@@ -1,6 +1,7 @@
-"""The report draws its large tables a chunk at a time (report.data.ReportData.chunks) and
-bins a long series a few bins a pass (report.series.Series): the figures are the same, to
-the byte, as drawn from the whole table at once; the chunks are the table's rows."""
+"""The report draws its large tables a chunk at a time (report.data.ReportData.chunks and
+batches) and bins a long series a few bins at a time (report.series.SeriesSet): the figures
+are the same, to the byte, as drawn from the whole table at once; the chunks are the
+table's rows."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from streamdissect import report
 from streamdissect.analysis import analyze
 from streamdissect.report import data as report_data
 from streamdissect.report import series
-from streamdissect.report.bins import binned
+from streamdissect.report.bins import BINS, bin_width, binned
 
 matplotlib.use("Agg")
 
@@ -36,21 +37,47 @@ def hundred_thousand():
     return huge_data(100_000)
 
 
-def test_a_series_binned_a_few_bins_a_pass_is_binned_at_once(hundred_thousand, monkeypatch):
-    data = hundred_thousand
-    whole = data.table("publishes")
-    ts = whole["publish_ts_ns"].to_numpy(np.int64)
-    lags = whole["lag_ms"].to_numpy(float)
-    stats = ("p50", "p95", "p99", "max", "mean", "min", "count")
-    expected = binned(ts, lags, 7_000_000_000, stats)
+STATS = ("p50", "p95", "p99", "max", "mean", "min", "count")
+
+
+def _read_lags(data, monkeypatch):
+    """The publishes' lags as report.series reads them, with 999-row chunks and at most
+    1,000 values held: (their first-pass figures, the series read)."""
     monkeypatch.setattr(report_data, "CHUNK", 999)
     monkeypatch.setattr(series, "PASS_ROWS", 1_000)
-    lag = series.Series(data, "publishes", "publish_ts_ns", "lag_ms",
-                        lambda part: part["lag_ms"].notna())  # fmt: skip
-    assert (lag.count, lag.first_ns, lag.last_ns) == (len(ts), ts.min(), ts.max())
-    got = lag.binned(7_000_000_000, stats)
-    assert len(expected) > 400  # (many passes: about 250 values a bin, 1,000 a pass)
-    assert got.equals(expected)
+    publishes = series.SeriesSet(data, "publishes", "publish_ts_ns", (), {"lag": "lag_ms"})
+    wanted = series.Wanted((), "lag", "points", STATS)
+    return publishes.of((), "lag"), publishes.read([wanted])[wanted]
+
+
+def test_a_series_binned_a_few_bins_at_a_time_is_binned_at_once(hundred_thousand, monkeypatch):
+    whole = hundred_thousand.table("publishes")
+    ts = whole["publish_ts_ns"].to_numpy(np.int64)
+    lags = whole["lag_ms"].to_numpy(float)
+    stats, got = _read_lags(hundred_thousand, monkeypatch)
+    assert (stats.count, stats.first_ns, stats.last_ns) == (len(ts), ts.min(), ts.max())
+    assert (stats.low, stats.high) == (lags.min(), lags.max())
+    assert got.width == bin_width(ts.min(), ts.max(), BINS)
+    expected = binned(ts, lags, got.width, STATS)
+    assert len(expected) == 360  # (10 s bins over an hour: about 280 values a bin, 1,000 held)
+    assert got.per_bin.equals(expected)
+
+
+def test_a_table_out_of_time_order_is_binned_in_several_passes_the_same(hundred_thousand,
+                                                                       monkeypatch):  # fmt: skip
+    """Rows in no time order: a pass takes in the bins it has room for, the next the others;
+    every bin's values in the table's order, as binning the whole series at once."""
+    order = np.random.default_rng(3).permutation(hundred_thousand.count("publishes"))
+    shuffled = hundred_thousand.table("publishes").iloc[order].reset_index(drop=True)
+    data = report_data.ReportData({"publishes": shuffled}, "shuffled")
+    ts = shuffled["publish_ts_ns"].to_numpy(np.int64)
+    lags = shuffled["lag_ms"].to_numpy(float)
+    passes = []
+    reads = data.batches
+    monkeypatch.setattr(data, "batches", lambda *a: passes.append(a) or reads(*a))
+    _, got = _read_lags(data, monkeypatch)
+    assert len(passes) > 3  # (the first-pass figures, the bins' counts, then several)
+    assert got.per_bin.equals(binned(ts, lags, got.width, STATS))
 
 
 @pytest.mark.parametrize("anchor", CHUNKED)

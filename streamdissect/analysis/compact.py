@@ -144,6 +144,27 @@ class CompactRows:
         return [part[0] if len(part) == 1 else [v for piece in part for v in piece]
                 for part in parts]  # fmt: skip
 
+    def column_chunks(self, indices: list[int]) -> Iterator[list[tuple]]:
+        """Columns `indices` of each chunk in order, then of the rows pending: per column
+        (numpy int64 or float64 array, numpy bool mask of the missing ones or None) where the
+        chunk keeps it as one array, else (the values, None). A spilled chunk is read back
+        one at a time; no value is made a Python object that was not one."""
+        import numpy as np
+
+        for i in range(len(self._chunks)):
+            chunk = self._chunk(i)
+            out = []
+            for k in indices:
+                values, none = chunk[k]
+                if isinstance(values, array):
+                    values = np.frombuffer(values, dtype="i8" if values.typecode == "q" else "f8")
+                    none = None if none is None else np.frombuffer(none, dtype=bool)
+                out.append((values, none))
+            yield out
+        if self._pending:
+            columns = list(zip(*self._pending))
+            yield [(columns[k], None) for k in indices]
+
     def _rows(self, start: int, stop: int) -> list[tuple]:
         return list(zip(*self.column_slices(start, stop)))
 

@@ -11,9 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from streamdissect.report.bins import (
-    BINS,
     MAX_POINTS,
-    bin_width,
     describe_width,
     merge_spans,
     to_time,
@@ -28,9 +26,10 @@ from streamdissect.report.canvas import (
     note,
     short_connection,
 )
-from streamdissect.report.series import Series, same_key
+from streamdissect.report.series import SeriesSet, Wanted, keys_in
 from streamdissect.report.text import duration, missing, plural
 
+KEY = ("connection", "subscription_id")
 MAX_PANELS = 6  # subscriptions drawn, most stalled first
 MAX_SPANS = 300  # stalls drawn one by one; more are joined into bands
 
@@ -43,10 +42,8 @@ def subscriptions(data: Any) -> list[tuple[str, int, Any]]:
     for _, row in credit.iterrows():
         seen.setdefault((row["connection"], _id(row["subscription_id"])), row)
     for name in ("stalls", "credit_balance", "deliveries"):
-        for part in data.chunks(name):
-            for key in part[["connection", "subscription_id"]].drop_duplicates().itertuples(
-                    index=False):  # fmt: skip
-                seen.setdefault((key[0], _id(key[1])), None)
+        for key in keys_in(data, name, KEY):
+            seen.setdefault((key[0], _id(key[1])), None)
     stalled = data.table("stalls").groupby(["connection", "subscription_id"])["duration_ms"].sum()
     order = sorted(seen, key=lambda k: -float(stalled.get(k, 0.0) or 0.0))
     return [(c, s, seen[(c, s)]) for c, s in order]
@@ -77,9 +74,10 @@ def credit_figure(data: Any, tz: Any = None) -> Figure:
     if not panels:
         empty(axes[0], "No subscriptions in this capture.")
         return fig
+    balances = _balances(data, [(c, s) for c, s, _ in panels])
     joined = 0
     for ax, (connection, sid, row) in zip(axes, panels):
-        joined += _panel(ax, data, connection, sid, row)
+        joined += _panel(ax, data, connection, sid, row, balances)
         ax.grid(True, alpha=0.3)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     capture_time_axis(axes[-1], data, tz)
@@ -95,7 +93,23 @@ def credit_figure(data: Any, tz: Any = None) -> Figure:
     return fig
 
 
-def _panel(ax: Any, data: Any, connection: str, sid: Any, row: Any) -> int:
+def _balances(data: Any, keys: list[tuple]) -> dict[tuple, Any]:
+    """Each subscription's ("balance", its credit balance as series.Drawn), or ("delivered",
+    its Delivers' times) when it has none (no Subscribe captured, or no credit_balance
+    table): one read of each table for every panel."""
+    balance = SeriesSet(data, "credit_balance", "ts_ns", KEY,
+                        {"balance": "balance"})  # fmt: skip
+    wanted = {key: Wanted(key, "balance", "points", ("min", "max")) for key in keys
+              if balance.of(key, "balance").count}  # fmt: skip
+    out = {w.key: ("balance", drawn) for w, drawn in balance.read(list(wanted.values())).items()}
+    unknown = [Wanted(key, "ts_ns", "all") for key in keys if key not in wanted]
+    if unknown:
+        delivered = SeriesSet(data, "deliveries", "ts_ns", KEY, {"ts_ns": "ts_ns"})
+        out.update({w.key: ("delivered", drawn) for w, drawn in delivered.read(unknown).items()})
+    return out
+
+
+def _panel(ax: Any, data: Any, connection: str, sid: Any, row: Any, balances: dict) -> int:
     """One subscription; the number of joined bands drawn (0: every stall its own)."""
     stalls = _mine(data.table("stalls"), connection, sid)
     stalled = float(stalls["duration_ms"].fillna(0).sum())
@@ -103,36 +117,32 @@ def _panel(ax: Any, data: Any, connection: str, sid: Any, row: Any) -> int:
     ax.set_title(f"{short_connection(connection)} subscription {sid}{stream} · "
                  f"{plural(len(stalls), 'stall')}, {duration(stalled)} stalled",
                  fontsize=9, loc="left")  # fmt: skip
-    balance = Series(data, "credit_balance", "ts_ns", "balance",
-                     lambda part: _is_mine(part, connection, sid) & part["ts_ns"].notna())  # fmt: skip
-    if balance.count:
-        _balance_line(ax, balance)
+    what, drawn = balances[(connection, sid)]
+    if what == "balance":
+        _balance_line(ax, drawn)
         ax.set_ylabel("credit (chunks)")
     else:
-        _delivered_line(ax, data, connection, sid)
+        _delivered_line(ax, data, drawn.ts_ns)
     joined = _stall_spans(ax, stalls, data)
     ax.set_ylim(bottom=min(0, ax.get_ylim()[0]))
     ax.legend(loc="upper right", fontsize=8)
     return joined
 
 
-def _balance_line(ax: Any, balance: Series) -> None:
-    if balance.count <= MAX_POINTS:
-        ts, values = balance.arrays()
-        ax.step(to_time(ts), values, where="post", color=COLORS[0], label="credit balance")
+def _balance_line(ax: Any, balance: Any) -> None:
+    if balance.per_bin is None:
+        ax.step(to_time(balance.ts_ns), balance.values, where="post", color=COLORS[0],
+                label="credit balance")  # fmt: skip
         return
-    width = bin_width(balance.first_ns, balance.last_ns, BINS)
-    span = balance.binned(width, ("min", "max"))
+    span, width = balance.per_bin, balance.width
     ax.fill_between(span["time"], span["min"], span["max"], step="post", color=COLORS[0],
                     alpha=0.5, label=f"credit balance (range per {describe_width(width)})")  # fmt: skip
 
 
-def _delivered_line(ax: Any, data: Any, connection: str, sid: Any) -> None:
+def _delivered_line(ax: Any, data: Any, times: np.ndarray) -> None:
     """No balance known (no Subscribe captured, or a directory without the credit_balance
     table): the chunks delivered so far, flat while stalled."""
-    mine = Series(data, "deliveries", "ts_ns", "ts_ns",
-                  lambda part: _is_mine(part, connection, sid) & part["ts_ns"].notna())  # fmt: skip
-    ts = np.sort(mine.arrays()[0])
+    ts = np.sort(times)
     why = ("Subscribe not captured: balance unknown" if data.has("credit_balance")
            else "credit balance not in this dataset")  # fmt: skip
     ax.set_ylabel("chunks delivered")
@@ -174,25 +184,28 @@ def consumer_figure(data: Any, tz: Any = None) -> Figure:
     delivered chunk's first offset; Deliver v2) and delivery latency (capture time minus
     the chunk's broker timestamp)."""
     fig, (lag_ax, latency_ax) = new_figure("Consumer lag and delivery latency", rows=2, height=6.2)
-    sizes = _delivered(data)
+    deliveries = SeriesSet(data, "deliveries", "ts_ns", KEY,
+                           {column: column for column in ("lag", "delivery_latency_ms")})  # fmt: skip
+    sizes = deliveries.rows  # (Delivers with a time, in the order first seen)
     if not sizes:
         empty(lag_ax, "No Deliver frames in this capture.")
         empty(latency_ax, "")
         return fig
     groups = sorted(sizes, key=lambda key: -sizes[key])
+    wanted = [Wanted(key, column, "points", ("mean", "max"))
+              for column in ("lag", "delivery_latency_ms") for key in groups[:MAX_SERIES]
+              if deliveries.of(key, column).count]  # fmt: skip
+    drawn = deliveries.read(wanted)
     widths = set()
     for column, ax in (("lag", lag_ax), ("delivery_latency_ms", latency_ax)):
-        drawn = 0
+        drawn_n = 0
         for i, (connection, sid) in enumerate(groups[:MAX_SERIES]):
-            rows = Series(data, "deliveries", "ts_ns", column,
-                          lambda part, key=(connection, sid), column=column: _timed(part)
-                          & part[column].notna().to_numpy(dtype=bool)
-                          & same_key(part, KEY, key))  # fmt: skip
-            if rows.count:
-                widths.add(_series(ax, rows, COLORS[i % len(COLORS)],
+            w = Wanted((connection, sid), column, "points", ("mean", "max"))
+            if w in drawn:
+                widths.add(_series(ax, drawn[w], COLORS[i % len(COLORS)],
                                    f"{short_connection(connection)} subscription {sid}"))  # fmt: skip
-                drawn += 1
-        if not drawn:
+                drawn_n += 1
+        if not drawn_n:
             empty(ax, "Consumer lag needs Deliver v2 (its committed chunk id); this capture has "
                       "only Deliver v1." if column == "lag" else "No chunk timestamps.")  # fmt: skip
         else:
@@ -212,31 +225,13 @@ def consumer_figure(data: Any, tz: Any = None) -> Figure:
     return fig
 
 
-KEY = ("connection", "subscription_id")
-
-
-def _timed(part: Any) -> Any:
-    return part["ts_ns"].notna().to_numpy(dtype=bool)
-
-
-def _delivered(data: Any) -> dict:
-    """(connection, subscription id) -> its Delivers with a time, in the order first seen."""
-    sizes: dict = {}
-    for part in data.chunks("deliveries"):
-        part = part[_timed(part)]
-        for key, n in part.groupby(list(KEY), sort=False, dropna=False).size().items():
-            sizes[key] = sizes.get(key, 0) + int(n)
-    return sizes
-
-
-def _series(ax: Any, rows: Series, color: str, label: str) -> int | None:
-    """One subscription's values; the bin width when binned."""
-    if rows.count <= MAX_POINTS:
-        ts, values = rows.arrays()
-        ax.plot(to_time(ts), values, ".-", color=color, markersize=3, linewidth=0.8, label=label)
+def _series(ax: Any, rows: Any, color: str, label: str) -> int | None:
+    """One subscription's values (series.Drawn); the bin width when binned."""
+    if rows.per_bin is None:
+        ax.plot(to_time(rows.ts_ns), rows.values, ".-", color=color, markersize=3,
+                linewidth=0.8, label=label)  # fmt: skip
         return None
-    width = bin_width(rows.first_ns, rows.last_ns, BINS)
-    per_bin = rows.binned(width, ("mean", "max"))
+    per_bin, width = rows.per_bin, rows.width
     ax.step(per_bin["time"], per_bin["mean"], where="post", color=color, label=label)
     ax.step(per_bin["time"], per_bin["max"], where="post", color=color, linestyle=":",
             linewidth=0.8)  # fmt: skip

@@ -109,6 +109,31 @@ class ReportData:
                      if hasattr(rows, "column_slices") else rows[at : at + size])  # fmt: skip
             yield dataframe(name, piece)
 
+    def batches(self, name: str, names: Sequence[str]) -> Iterator[Any]:
+        """The columns `names` of the table's rows in order, as pyarrow Tables of a chunk of
+        rows each (none when the table is empty or absent): what a figure reads of a large
+        table, no other column converted. A missing value (and a float NaN) is null."""
+        import pyarrow as pa
+
+        names = list(names)
+        if name not in self._lazy:
+            found = self._tables.get(name)
+            if found is not None:
+                for at in range(0, len(found), CHUNK):
+                    yield pa.Table.from_pandas(found.iloc[at : at + CHUNK][names],
+                                               preserve_index=False)  # fmt: skip
+            return
+        from streamdissect.tables.convert import arrow_columns
+
+        rows = self._analysis_rows(name)
+        if hasattr(rows, "column_chunks"):
+            where = schema.column_names(name)
+            for columns in rows.column_chunks([where.index(n) for n in names]):
+                yield arrow_columns(name, names, columns)
+            return
+        for part in self.chunks(name):  # (rows kept otherwise: a short table, or the stalls)
+            yield pa.Table.from_pandas(part[names], preserve_index=False)
+
     def head(self, name: str, n: int) -> pd.DataFrame:
         """The table's first `n` rows (schema columns and dtypes)."""
         for part in self.chunks(name, n):
@@ -223,15 +248,18 @@ class _ColumnSlice:
 
 
 def _span(data: ReportData) -> tuple[int | None, int | None]:
-    """The first and last capture time any table holds (read a chunk at a time)."""
+    """The first and last capture time any table holds (its time columns read a chunk at a
+    time)."""
+    import pyarrow.compute as pc
+
     low = high = None
     for name, columns in TIME_COLUMNS.items():
-        for part in data.chunks(name):
+        for part in data.batches(name, columns):
             for column in columns:
-                values = part[column].dropna()
-                if not len(values):
+                found = pc.min_max(part[column]).as_py()
+                if found["min"] is None:
                     continue
-                first, last = int(values.min()), int(values.max())
+                first, last = int(found["min"]), int(found["max"])
                 low = first if low is None else min(low, first)
                 high = last if high is None else max(high, last)
     return low, high

@@ -3,6 +3,7 @@ backlog (publishing ids awaiting confirm) of each publisher."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from streamdissect.report import canvas
-from streamdissect.report.bins import BINS, MAX_POINTS, bin_width, describe_width, to_time
+from streamdissect.report.bins import MAX_POINTS, describe_width, to_time
 from streamdissect.report.canvas import (
     COLORS,
     MAX_SERIES,
@@ -19,7 +20,7 @@ from streamdissect.report.canvas import (
     new_figure,
     note,
 )
-from streamdissect.report.series import Series, same_key
+from streamdissect.report.series import SeriesSet, Wanted
 from streamdissect.report.text import missing
 
 LINES = (("p50", "#1f77b4", "-"), ("p95", "#ff7f0e", "-"), ("p99", "#d62728", "-"),
@@ -45,30 +46,63 @@ def confirm_lag_figure(data: Any, tz: Any = None) -> Figure:
     return fig
 
 
-def _decided(chunk: Any) -> Any:
-    return chunk["lag_ms"].notna() & chunk["publish_ts_ns"].notna()
+def _outcome_is(outcome: str) -> Callable[[Any], Any]:
+    """A publish's lag when its outcome is `outcome` (else missing)."""
+    def lag(part: Any) -> Any:
+        import pyarrow.compute as pc
+
+        return pc.if_else(pc.fill_null(pc.equal(part["outcome"], outcome), False),
+                          part["lag_ms"], None)  # fmt: skip
+    return lag
+
+
+def _publish_series(data: Any) -> SeriesSet:
+    """The publishes read for the figure (one pass for them all): every lag answered, those
+    errored and not, and the times of ids never confirmed."""
+    import pyarrow.compute as pc
+
+    def never(part: Any) -> Any:
+        return pc.if_else(pc.fill_null(pc.equal(part["outcome"], "unconfirmed"), False),
+                          part["publish_ts_ns"], None)  # fmt: skip
+
+    def not_errored(part: Any) -> Any:
+        return pc.if_else(pc.fill_null(pc.equal(part["outcome"], "errored"), False), None,
+                          part["lag_ms"])  # fmt: skip
+
+    return SeriesSet(data, "publishes", "publish_ts_ns", (),
+                     {"lag": "lag_ms", "errored": _outcome_is("errored"),
+                      "confirmed": not_errored, "never": never},
+                     columns=("lag_ms", "outcome"))  # fmt: skip
 
 
 def _per_publish(fig: Figure, ax: Any, data: Any) -> None:
-    decided = Series(data, "publishes", "publish_ts_ns", "lag_ms", _decided)
-    errored_n, low, high = _outcomes(data)
+    publishes = _publish_series(data)
+    decided = publishes.of((), "lag")
+    errored_n = publishes.of((), "errored").count
+    never = publishes.of((), "never")
     if decided.count <= MAX_POINTS:
-        ts, lags = decided.arrays()
-        errored = np.concatenate([(part["outcome"] == "errored").to_numpy(dtype=bool)[
-            _decided(part).to_numpy(dtype=bool)] for part in data.chunks("publishes")])  # fmt: skip
-        ax.plot(to_time(ts[~errored]), lags[~errored], ".", color="#1f77b4", alpha=0.6,
-                markersize=4, label=f"confirmed ({int((~errored).sum()):,})")  # fmt: skip
-        if errored.any():
-            ax.plot(to_time(ts[errored]), lags[errored], "x", color=canvas.STALL_COLOR,
-                    label=f"errored ({int(errored.sum()):,})")  # fmt: skip
+        wanted = [Wanted((), "confirmed", "all"), Wanted((), "errored", "all")]
+    else:
+        wanted = [Wanted((), "lag", "points", ("p50", "p95", "p99", "max"))]
+    if never.count:
+        wanted.append(Wanted((), "never", "points" if never.count <= MAX_POINTS else "bins"))
+    drawn = publishes.read(wanted)
+    if decided.count <= MAX_POINTS:
+        confirmed, errored = drawn[wanted[0]], drawn[wanted[1]]
+        ax.plot(to_time(confirmed.ts_ns), confirmed.values, ".", color="#1f77b4", alpha=0.6,
+                markersize=4, label=f"confirmed ({len(confirmed.ts_ns):,})")  # fmt: skip
+        if len(errored.ts_ns):
+            ax.plot(to_time(errored.ts_ns), errored.values, "x", color=canvas.STALL_COLOR,
+                    label=f"errored ({len(errored.ts_ns):,})")  # fmt: skip
+        lags = np.concatenate([confirmed.values, errored.values])  # (percentiles: any order)
         for stat, color, style in LINES[:3]:
             if len(lags):
                 value = float(np.percentile(lags, int(stat[1:])))
                 ax.axhline(value, color=color, linestyle="--", linewidth=1,
                            label=f"{stat} {value:,.2f} ms (whole capture)")  # fmt: skip
     else:
-        width = bin_width(decided.first_ns, decided.last_ns, BINS)
-        per_bin = decided.binned(width, ("p50", "p95", "p99", "max"))
+        lag = drawn[wanted[0]]
+        per_bin, width = lag.per_bin, lag.width
         for stat, color, style in LINES:
             ax.step(per_bin["time"], per_bin[stat], where="post", color=color, linestyle=style,
                     label=f"{stat} per {describe_width(width)}")  # fmt: skip
@@ -76,38 +110,18 @@ def _per_publish(fig: Figure, ax: Any, data: Any) -> None:
             ax.plot([], [], "x", color=canvas.STALL_COLOR, label=f"errored ({errored_n:,})")
         note(fig, f"{decided.count:,} publishing ids answered: percentiles of each "
                   f"{describe_width(width)} bin by publish time.")  # fmt: skip
-    if decided.count and low > 0 and high / low > 100:
+    if decided.count and decided.low > 0 and decided.high / decided.low > 100:
         ax.set_yscale("log")
-    _unconfirmed_ticks(ax, data)
+    if never.count:
+        _unconfirmed_ticks(ax, drawn[wanted[-1]], never.count)
 
 
-def _outcomes(data: Any) -> tuple[int, float, float]:
-    """(errored ids answered, the smallest and the largest lag answered)."""
-    errored, low, high = 0, np.inf, -np.inf
-    for part in data.chunks("publishes"):
-        decided = part[_decided(part).to_numpy(dtype=bool)]
-        errored += int((decided["outcome"] == "errored").to_numpy(dtype=bool).sum())
-        if len(decided):
-            lags = decided["lag_ms"].to_numpy(float)
-            low, high = min(low, lags.min()), max(high, lags.max())
-    return errored, low, high
-
-
-def _unconfirmed_ticks(ax: Any, data: Any) -> None:
+def _unconfirmed_ticks(ax: Any, never: Any, count: int) -> None:
     """A tick along the bottom where ids were never confirmed (one a bin when many)."""
-    never = Series(data, "publishes", "publish_ts_ns", "publish_ts_ns",
-                   lambda part: (part["outcome"] == "unconfirmed").fillna(False)
-                   & part["publish_ts_ns"].notna())  # fmt: skip
-    if not never.count:
-        return
-    if never.count > MAX_POINTS:  # (one tick a bin is enough to see where they are)
-        width = bin_width(never.first_ns, never.last_ns, BINS)
-        times = np.unique(np.concatenate([np.unique(t // width) for t, _ in never.parts()])) * width
-    else:
-        times = never.arrays()[0]
+    times = never.ts_ns if never.bins is None else never.bins
     bottom = blended_transform_factory(ax.transData, ax.transAxes)
     ax.plot(to_time(times), np.full(len(times), 0.02), "|", color="#9467bd", markersize=12,
-            transform=bottom, label=f"never confirmed ({never.count:,})")  # fmt: skip
+            transform=bottom, label=f"never confirmed ({count:,})")  # fmt: skip
 
 
 def _from_summary(ax: Any, data: Any) -> None:
@@ -134,24 +148,24 @@ def backlog_figure(data: Any, tz: Any = None) -> Figure:
         empty(ax, "The confirm backlog is not in this dataset (its directory has no backlog "
                   "table).")  # fmt: skip
         return fig
-    largest = _publishers(data)
+    backlog = SeriesSet(data, "backlog", "ts_ns", KEY, {"outstanding": "outstanding"})
+    largest = {key: int(backlog.of(key, "outstanding").high) for key in backlog.rows
+               if backlog.of(key, "outstanding").count}  # fmt: skip
     if not largest:
         empty(ax, "No publishes in this capture.")
         return fig
     groups = sorted(largest, key=lambda key: -largest[key])
-    width = None
-    for i, (connection, publisher) in enumerate(groups[:MAX_SERIES]):
-        series = Series(data, "backlog", "ts_ns", "outstanding",
-                        lambda part, key=(connection, publisher): _timed(part)
-                        & same_key(part, ("connection", "publisher_id"), key))  # fmt: skip
+    wanted = [Wanted(key, "outstanding", "points", ("max",)) for key in groups[:MAX_SERIES]]
+    drawn = backlog.read(wanted)
+    for i, w in enumerate(wanted):
+        connection, publisher = w.key
+        series = drawn[w]
         label = f"{canvas.short_connection(connection)} publisher {publisher}"
-        if series.count <= MAX_POINTS:
-            ts, outstanding = series.arrays()
-            ax.step(to_time(ts), outstanding, where="post", color=COLORS[i % len(COLORS)],
-                    label=label)  # fmt: skip
+        if series.per_bin is None:
+            ax.step(to_time(series.ts_ns), series.values, where="post",
+                    color=COLORS[i % len(COLORS)], label=label)  # fmt: skip
         else:
-            width = bin_width(series.first_ns, series.last_ns, BINS)
-            peak = series.binned(width, ("max",))
+            peak, width = series.per_bin, series.width
             ax.step(peak["time"], peak["max"], where="post", color=COLORS[i % len(COLORS)],
                     label=f"{label} (most per {describe_width(width)})")  # fmt: skip
     left_out = len(groups) - MAX_SERIES
@@ -166,17 +180,4 @@ def backlog_figure(data: Any, tz: Any = None) -> Figure:
     return fig
 
 
-def _timed(part: Any) -> Any:
-    return part["ts_ns"].notna().to_numpy(dtype=bool)
-
-
-def _publishers(data: Any) -> dict:
-    """(connection, publisher id) -> its largest backlog, in the order first seen (rows with
-    a time only)."""
-    largest: dict = {}
-    for part in data.chunks("backlog"):
-        part = part[_timed(part)]
-        peaks = part.groupby(["connection", "publisher_id"], sort=False, dropna=False)["outstanding"]
-        for key, peak in peaks.max().items():
-            largest[key] = max(largest.get(key, peak), peak)
-    return {key: int(peak) for key, peak in largest.items()}
+KEY = ("connection", "publisher_id")

@@ -1,100 +1,296 @@
-"""One series of a table (a publisher's backlog, a subscription's credit balance) read a
-chunk at a time: its size and time span from a first pass, then its values as they are
-(a short series) or per time bin (bins.binned over a few bins at a time), so that a
-capture ten times as long is drawn in the same memory, and to the same values."""
+"""The series of one large table (each publisher's backlog, each subscription's lag and
+latency) read together, a chunk and only the columns they need at a time, so that a
+capture ten times as long is drawn in the same memory, to the same values, in a few passes
+over the table whatever the number of series:
+
+1. `SeriesSet(...)`: per key (the `keys` columns' values, missing matching missing) and per
+   value, its number of values, first and last time and smallest and largest value: what
+   chooses the series drawn and fixes a long one's bin width (bins.bin_width);
+2. `read(wanted)`: a short series' (time, value) pairs as they are, a long one's values per
+   time bin counted;
+3. then a long series' values per bin, bins.binned over the values of whole bins in the
+   table's order (the same values in the same order as binning the series at once, so the
+   same figures to the byte), at most PASS_ROWS values held at once: a bin is taken in when
+   its first value is read and there is room for all of its values, and binned once they
+   are all read. A table in time order is read once; the bins a pass had no room for are
+   read by the next one.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from streamdissect.report.bins import binned
+from streamdissect.report.bins import BINS, MAX_POINTS, bin_width, binned
 
-# Values held at once when binning: the bins are read in groups of at most this many values
-# (one pass over the table a group; a single bin of more is read alone).
+# Values of the bins taken in held at once (of every series of the set); a single bin of
+# more is read alone.
 PASS_ROWS = 1 << 16
 
 
-class Series:
-    """The rows of `table` that `where(chunk)` (a boolean mask) keeps, as (capture time in
-    ns, value as float) pairs in the table's order."""
+@dataclass
+class Stats:
+    """One series' (key, value) figures from the first pass."""
 
-    def __init__(self, data: Any, table: str, ts: str, value: str,
-                 where: Callable[[Any], Any]) -> None:  # fmt: skip
-        self._data, self._table, self._ts, self._value, self._where = (data, table, ts, value,
-                                                                      where)  # fmt: skip
-        self.count = 0
-        self.first_ns = self.last_ns = 0
-        for ts_ns, _ in self.parts():
-            if len(ts_ns):
-                low, high = int(ts_ns.min()), int(ts_ns.max())
-                self.first_ns = low if not self.count else min(self.first_ns, low)
-                self.last_ns = high if not self.count else max(self.last_ns, high)
-                self.count += len(ts_ns)
+    count: int = 0
+    first_ns: int = 0
+    last_ns: int = 0
+    low: float = np.inf
+    high: float = -np.inf
 
-    def parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for chunk in self._data.chunks(self._table):
-            rows = chunk[np.asarray(self._where(chunk), dtype=bool)]
-            yield rows[self._ts].to_numpy(np.int64), rows[self._value].to_numpy(float)
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every (time, value) at once (for a short series)."""
-        parts = list(self.parts())
-        if not parts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        return np.concatenate([t for t, _ in parts]), np.concatenate([v for _, v in parts])
+@dataclass(frozen=True)
+class Wanted:
+    """A series to read: `how` is "points" (its pairs when at most MAX_POINTS, else binned
+    with `stats`), "all" (its pairs however many) or "bins" (the bins holding a value, of
+    bin_width over its span)."""
 
-    def binned(self, width: int, stats: tuple[str, ...]) -> Any:
-        """bins.binned of the whole series, read a group of bins at a time."""
+    key: tuple
+    value: str
+    how: str = "points"
+    stats: tuple[str, ...] = ()
+
+
+@dataclass
+class Drawn:
+    """A series read: its pairs (`ts_ns`, `values`), or its bins (`width`, and `per_bin`
+    bins.binned's frame, or `bins` the start of every bin holding a value)."""
+
+    ts_ns: np.ndarray | None = None
+    values: np.ndarray | None = None
+    width: int | None = None
+    per_bin: Any = None
+    bins: np.ndarray | None = None
+
+
+# value name -> its column (a name), or a function of a chunk giving it (a null: no value)
+Values = dict[str, str | Callable[[Any], Any]]
+
+
+class SeriesSet:
+    """The series of `table`: rows with a time (`ts`), per value of `keys`, each of `values`
+    (name -> a column, or a function of a chunk, a pyarrow Table with `columns`, giving
+    that value's column: a row's missing value is not in the series)."""
+
+    def __init__(self, data: Any, table: str, ts: str, keys: tuple[str, ...], values: Values,
+                 columns: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self._data, self._table, self._ts, self._keys = data, table, ts, keys
+        self._values = {name: (lambda part, c=v: part[c]) if isinstance(v, str) else v
+                        for name, v in values.items()}  # fmt: skip
+        named = (v for v in values.values() if isinstance(v, str))
+        self._columns = tuple(dict.fromkeys((ts, *keys, *named, *columns)))
+        self.rows: dict[tuple, int] = {}  # key -> its rows with a time, in the order first seen
+        self.stats: dict[tuple[tuple, str], Stats] = {}
+        for part in self._parts():
+            self._summed(part)
+
+    def _parts(self) -> Iterator[Any]:
+        import pyarrow.compute as pc
+
+        for part in self._data.batches(self._table, self._columns):
+            part = part.filter(pc.is_valid(part[self._ts]))
+            if part.num_rows:
+                yield part
+
+    def _summed(self, part: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        columns = {**{k: part[k] for k in self._keys}, "_ts": part[self._ts]}
+        aggregates = [("_ts", "count")]
+        for i, compute in enumerate(self._values.values()):
+            value = compute(part)
+            columns[f"_t{i}"] = pc.if_else(pc.is_valid(value), part[self._ts],
+                                           pa.scalar(None, part[self._ts].type))  # fmt: skip
+            columns[f"_v{i}"] = value
+            aggregates += [(f"_t{i}", "count"), (f"_t{i}", "min"), (f"_t{i}", "max"),
+                           (f"_v{i}", "min"), (f"_v{i}", "max")]  # fmt: skip
+        found = pa.table(columns).group_by(list(self._keys), use_threads=False).aggregate(aggregates)
+        got = found.to_pydict()
+        for row in range(found.num_rows):
+            key = tuple(got[k][row] for k in self._keys)
+            self.rows[key] = self.rows.get(key, 0) + got["_ts_count"][row]
+            for i, name in enumerate(self._values):
+                n = got[f"_t{i}_count"][row]
+                if not n:
+                    continue
+                s = self.stats.setdefault((key, name), Stats())
+                first, last = got[f"_t{i}_min"][row], got[f"_t{i}_max"][row]
+                s.first_ns = first if not s.count else min(s.first_ns, first)
+                s.last_ns = last if not s.count else max(s.last_ns, last)
+                s.count += n
+                s.low = min(s.low, got[f"_v{i}_min"][row])
+                s.high = max(s.high, got[f"_v{i}_max"][row])
+
+    def of(self, key: tuple, value: str) -> Stats:
+        """The figures of one series (none: a Stats of no values)."""
+        return self.stats.get((key, value)) or Stats()
+
+    def read(self, wanted: list[Wanted]) -> dict[Wanted, Drawn]:
+        """Each wanted series, read together (see the module's docstring)."""
+        readers = {w: _Reader(w, self.of(w.key, w.value)) for w in wanted}
+        if not readers:
+            return {}
+        for part in self._parts():
+            for w, pairs in self._pairs(part, readers).items():
+                readers[w].take(*pairs)
+        long = [r for r in readers.values() if r.left]
+        while long:  # (once, for a table in time order)
+            room = _Room(long)
+            for part in self._parts():
+                for w, pairs in self._pairs(part, {r.wanted: r for r in long}).items():
+                    readers[w].take_bins(*pairs, room)
+            for r in long:
+                r.bin_read(room)
+                r.refused = set()
+            long = [r for r in long if r.left]
+        return {w: r.drawn() for w, r in readers.items()}
+
+    def _pairs(self, part: Any, readers: dict) -> dict[Wanted, tuple[np.ndarray, np.ndarray]]:
+        """Each series' (times, values) in this chunk."""
+        import pyarrow.compute as pc
+
+        masks: dict[tuple, Any] = {}
+        values: dict[str, Any] = {}
+        out = {}
+        for w in readers:
+            if w.key not in masks:
+                masks[w.key] = _same_key(part, self._keys, w.key)
+            if w.value not in values:
+                values[w.value] = self._values[w.value](part)
+            value = values[w.value]
+            mask = pc.and_(masks[w.key], pc.is_valid(value))
+            ts = pc.filter(part[self._ts], mask).to_numpy()
+            out[w] = ts, pc.filter(value, mask).to_numpy(zero_copy_only=False).astype(np.float64)
+        return out
+
+
+def keys_in(data: Any, table: str, columns: tuple[str, ...]) -> list[tuple]:
+    """The distinct values of `columns` in `table`'s rows (missing ones None), in the order
+    first seen (the key columns read alone, a chunk at a time)."""
+    seen: dict[tuple, None] = {}
+    for part in data.batches(table, columns):
+        found = part.group_by(list(columns), use_threads=False).aggregate([]).to_pydict()
+        seen.update(dict.fromkeys(zip(*(found[c] for c in columns))))
+    return list(seen)
+
+
+def _same_key(part: Any, columns: tuple[str, ...], key: tuple) -> Any:
+    """The rows of `part` whose `columns` hold `key` (a missing value matching a missing
+    one, as a group_by groups them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pa.array(np.ones(part.num_rows, dtype=bool))
+    for column, value in zip(columns, key):
+        same = (pc.is_null(part[column]) if value is None
+                else pc.fill_null(pc.equal(part[column], value), False))  # fmt: skip
+        mask = pc.and_(mask, same)
+    return mask
+
+
+class _Room:
+    """The values of the bins taken in and not yet binned, of every series of a pass."""
+
+    def __init__(self, readers: list[_Reader]) -> None:
+        self.held = 0
+        self._readers = readers
+
+    def fits(self, need: int) -> bool:
+        """Whether a bin of `need` values can be taken in now (the bins read whole binned
+        first, when there is no room without)."""
+        if not self.held or self.held + need <= PASS_ROWS:
+            return True
+        for reader in self._readers:
+            reader.bin_read(self)
+        return not self.held or self.held + need <= PASS_ROWS
+
+
+@dataclass
+class _Reader:
+    """One wanted series as the passes read it."""
+
+    wanted: Wanted
+    stats: Stats
+    width: int | None = None
+    counts: dict = field(default_factory=dict)  # bin -> its values (a long series)
+    parts: list = field(default_factory=list)  # (times, values) read
+    taken: dict = field(default_factory=dict)  # bin -> values still to read (this pass)
+    done: set = field(default_factory=set)  # bins binned
+    refused: set = field(default_factory=set)  # bins left for the next pass
+    results: list = field(default_factory=list)  # binned frames
+
+    def __post_init__(self) -> None:
+        w = self.wanted
+        if w.how == "bins" or (w.how == "points" and self.stats.count > MAX_POINTS):
+            self.width = bin_width(self.stats.first_ns, self.stats.last_ns, BINS)
+
+    @property
+    def left(self) -> bool:
+        """Bins still to bin (a long series binned with stats)."""
+        return self.wanted.how == "points" and self.width is not None and (
+            len(self.done) < len(self.counts))  # fmt: skip
+
+    def take(self, ts: np.ndarray, values: np.ndarray) -> None:
+        """A chunk's pairs, in the first reading pass: kept, or counted per bin."""
+        if self.width is None:
+            self.parts.append((ts, values))
+            return
+        bins, n = np.unique(ts // self.width, return_counts=True)
+        for b, k in zip(bins.tolist(), n.tolist()):
+            self.counts[b] = self.counts.get(b, 0) + k
+
+    def take_bins(self, ts: np.ndarray, values: np.ndarray, room: _Room) -> None:
+        """A chunk's pairs in a binning pass: those of the bins taken in are kept."""
+        if not len(ts):
+            return
+        bins = ts // self.width
+        firsts = np.unique(bins, return_index=True)
+        for b in firsts[0][np.argsort(firsts[1], kind="stable")].tolist():
+            if b in self.taken or b in self.done or b in self.refused:
+                continue
+            need = self.counts[b]
+            if not room.fits(need):
+                self.refused.add(b)
+                continue
+            self.taken[b] = need
+            room.held += need
+        kept = np.isin(bins, np.fromiter(self.taken, dtype=np.int64, count=len(self.taken)))
+        if kept.any():
+            self.parts.append((ts[kept], values[kept]))
+            for b, k in zip(*(x.tolist() for x in np.unique(bins[kept], return_counts=True))):
+                self.taken[b] -= k
+
+    def bin_read(self, room: _Room) -> None:
+        """Bin the bins taken in whose values are all read, and let their values go."""
+        whole = [b for b, left in self.taken.items() if not left]
+        if not whole:
+            return
+        ts = np.concatenate([t for t, _ in self.parts])
+        values = np.concatenate([v for _, v in self.parts])
+        now = np.isin(ts // self.width, np.asarray(whole, dtype=np.int64))
+        self.results.append(binned(ts[now], values[now], self.width, self.wanted.stats))
+        self.parts = [(ts[~now], values[~now])] if not now.all() else []
+        for b in whole:
+            room.held -= self.counts[b]
+            del self.taken[b]
+        self.done.update(whole)
+
+    def drawn(self) -> Drawn:
+        if self.width is None:
+            ts = np.concatenate([t for t, _ in self.parts]) if self.parts else np.zeros(0, np.int64)
+            values = (np.concatenate([v for _, v in self.parts]) if self.parts
+                      else np.zeros(0, np.float64))  # fmt: skip
+            return Drawn(ts_ns=ts, values=values)
+        if self.wanted.how == "bins":
+            return Drawn(width=self.width,
+                         bins=np.array(sorted(self.counts), dtype=np.int64) * self.width)  # fmt: skip
         import pandas as pd
 
-        counts: Counter = Counter()
-        for ts_ns, _ in self.parts():
-            bins, n = np.unique(ts_ns // width, return_counts=True)
-            counts.update(dict(zip(bins.tolist(), n.tolist())))
-        results = [binned(*self._within(low, high, width), width, stats)
-                   for low, high in _groups(sorted(counts.items()))]  # fmt: skip
-        if len(results) == 1:
-            return results[0]
-        return pd.concat(results, ignore_index=True)
-
-    def _within(self, low: int, high: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """The (time, value) pairs of bins low..high (in order)."""
-        times, values = [], []
-        for ts_ns, part in self.parts():
-            bins = ts_ns // width
-            keep = (bins >= low) & (bins <= high)
-            times.append(ts_ns[keep])
-            values.append(part[keep])
-        return np.concatenate(times), np.concatenate(values)
-
-
-def _groups(counts: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """Consecutive runs of bins of at most PASS_ROWS values in all: (first bin, last bin)."""
-    start, held = None, 0
-    for bin_, n in counts:
-        if start is not None and held + n > PASS_ROWS:
-            yield start, last
-            start, held = None, 0
-        if start is None:
-            start = bin_
-        held += n
-        last = bin_
-    if start is not None:
-        yield start, last
-
-
-def same_key(part: Any, columns: tuple[str, ...], key: tuple) -> np.ndarray:
-    """The rows of `part` whose `columns` hold `key` (a missing value matching a missing
-    one, as a groupby with dropna=False groups them)."""
-    from streamdissect.report.text import missing
-
-    mask = np.ones(len(part), dtype=bool)
-    for column, value in zip(columns, key):
-        values = part[column]
-        same = values.isna() if missing(value) else (values == value)
-        mask &= np.asarray(same.fillna(False) if hasattr(same, "fillna") else same, dtype=bool)
-    return mask
+        per_bin = (self.results[0] if len(self.results) == 1 else pd.concat(
+            self.results, ignore_index=True).sort_values("time", kind="stable").reset_index(
+            drop=True))  # fmt: skip
+        return Drawn(width=self.width, per_bin=per_bin)

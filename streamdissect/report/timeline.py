@@ -97,6 +97,8 @@ def _chosen(data: Any, connections: Any) -> Any:
 
 def _error_times(data: Any) -> dict[str, np.ndarray]:
     """connection -> times of its error responses (a code other than OK) and PublishErrors."""
+    import pyarrow.compute as pc
+
     out: dict[str, list] = {}
     requests = data.table("requests")
     bad = requests[requests["code"].notna() & (requests["code"] != 1)]
@@ -104,9 +106,11 @@ def _error_times(data: Any) -> dict[str, np.ndarray]:
         times = rows["response_ts_ns"].fillna(rows["request_ts_ns"]).dropna()
         out.setdefault(connection, []).append(times.to_numpy(np.int64))
     errored: dict[str, list] = {}  # (read a chunk at a time: one part a connection)
-    for part in data.chunks("publishes"):
-        rows = part[(part["outcome"] == "errored").fillna(False).to_numpy(dtype=bool)]
-        for connection, mine in rows.groupby("connection"):
+    for part in data.batches("publishes", ("connection", "outcome", "outcome_ts_ns")):
+        rows = part.filter(pc.fill_null(pc.equal(part["outcome"], "errored"), False))
+        if not rows.num_rows:
+            continue
+        for connection, mine in rows.to_pandas().groupby("connection"):
             errored.setdefault(connection, []).append(mine["outcome_ts_ns"].dropna()
                                                       .to_numpy(np.int64))  # fmt: skip
     for connection in sorted(errored):

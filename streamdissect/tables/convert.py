@@ -201,19 +201,29 @@ def arrow_table(table: str, rows) -> Any:
     values as `pa.Table.from_pandas(dataframe(table, rows))` (what the column's kind cannot
     hold, and a float NaN, are null), for a table that is only written out (the Spark
     tasks' Parquet parts)."""
+    names = schema.column_names(table)
+    return arrow_columns(table, names, _columns_of(names, rows))
+
+
+def arrow_columns(table: str, names: list[str], columns: list[tuple]) -> Any:
+    """The columns `names` of the table as a pyarrow.Table (arrow_table's values), from
+    their (values, None mask) as CompactRows keeps them: numpy arrays in one step, other
+    values through typed_array."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from streamdissect.tables.arrays import typed_array
 
-    kinds = [c.kind for c in schema.TABLES[table]]
-    columns = _columns_of(schema.column_names(table), rows)
+    kinds = {c.name: c.kind for c in schema.TABLES[table]}
     arrays = []
-    for (values, none), kind in zip(columns, kinds):
+    for (values, none), name in zip(columns, names):
+        kind = kinds[name]
         if isinstance(values, np.ndarray) and kind in _INTEGERS:
             data, missing = _integers(values, none, kind)  # (the pandas column's rules)
             array = pa.array(data, schema.arrow_type(kind), mask=missing)
+        elif isinstance(values, np.ndarray) and kind == "float64" and values.dtype.kind in "if":
+            array = pa.array(values.astype(np.float64, copy=False), pa.float64(), mask=none)
         elif isinstance(values, np.ndarray):
             array = typed_array([None if none is not None and none[i] else v
                                  for i, v in enumerate(values.tolist())], kind)  # fmt: skip
@@ -222,4 +232,5 @@ def arrow_table(table: str, rows) -> Any:
         if kind == "float64" and len(array):
             array = pc.if_else(pc.is_nan(array), pa.scalar(None, pa.float64()), array)
         arrays.append(array)
-    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(table))
+    full = schema.arrow_schema(table)
+    return pa.Table.from_arrays(arrays, schema=pa.schema([full.field(n) for n in names]))
