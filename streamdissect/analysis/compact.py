@@ -144,23 +144,27 @@ class CompactRows:
         return [part[0] if len(part) == 1 else [v for piece in part for v in piece]
                 for part in parts]  # fmt: skip
 
-    def column_chunks(self, indices: list[int]) -> Iterator[list[tuple]]:
-        """Columns `indices` of each chunk in order, then of the rows pending: per column
-        (numpy int64 or float64 array, numpy bool mask of the missing ones or None) where the
-        chunk keeps it as one array, else (the values, None). A spilled chunk is read back
-        one at a time; no value is made a Python object that was not one."""
+    def column_chunks(self, indices: list[int], size: int) -> Iterator[list[tuple]]:
+        """Columns `indices` of the rows in order, at most `size` rows at a time (a chunk
+        is not joined to the next): per column (numpy int64 or float64 array, numpy bool
+        mask of the missing ones or None) where the chunk keeps it as one array, else (the
+        values, None). A spilled chunk is read back one at a time; no value is made a
+        Python object that was not one."""
         import numpy as np
 
         for i in range(len(self._chunks)):
             chunk = self._chunk(i)
-            out = []
+            columns = []
             for k in indices:
                 values, none = chunk[k]
                 if isinstance(values, array):
                     values = np.frombuffer(values, dtype="i8" if values.typecode == "q" else "f8")
                     none = None if none is None else np.frombuffer(none, dtype=bool)
-                out.append((values, none))
-            yield out
+                columns.append((values, none))
+            n = len(chunk[0][0])
+            for at in range(0, n, size):
+                yield [(values[at : at + size], None if none is None else none[at : at + size])
+                       for values, none in columns]  # fmt: skip
         if self._pending:
             columns = list(zip(*self._pending))
             yield [(columns[k], None) for k in indices]

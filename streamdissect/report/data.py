@@ -128,7 +128,7 @@ class ReportData:
         rows = self._analysis_rows(name)
         if hasattr(rows, "column_chunks"):
             where = schema.column_names(name)
-            for columns in rows.column_chunks([where.index(n) for n in names]):
+            for columns in rows.column_chunks([where.index(n) for n in names], CHUNK):
                 yield arrow_columns(name, names, columns)
             return
         for part in self.chunks(name):  # (rows kept otherwise: a short table, or the stalls)

@@ -143,7 +143,8 @@ class SeriesSet:
             for part in self._parts():
                 for w, pairs in self._pairs(part, {r.wanted: r for r in long}).items():
                     readers[w].take_bins(*pairs, room)
-            for r in long:
+            for r in long:  # (every bin taken in is read whole by now)
+                r.taken = dict.fromkeys(r.taken, 0)
                 r.bin_read(room)
                 r.refused = set()
             long = [r for r in long if r.left]
