@@ -108,7 +108,9 @@ class SeriesSet:
             columns[f"_v{i}"] = value
             aggregates += [(f"_t{i}", "count"), (f"_t{i}", "min"), (f"_t{i}", "max"),
                            (f"_v{i}", "min"), (f"_v{i}", "max")]  # fmt: skip
-        found = pa.table(columns).group_by(list(self._keys), use_threads=False).aggregate(aggregates)
+        found = (
+            pa.table(columns).group_by(list(self._keys), use_threads=False).aggregate(aggregates)
+        )
         got = found.to_pydict()
         for row in range(found.num_rows):
             key = tuple(got[k][row] for k in self._keys)
