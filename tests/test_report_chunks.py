@@ -105,3 +105,21 @@ def test_an_analysis_is_read_chunk_by_chunk_as_its_tables(monkeypatch):
     page = report.render_html(report.load(path, ports=PORTS)).rsplit("<footer>", 1)[0]
     monkeypatch.setattr(report_data, "CHUNK", 7)
     assert report.render_html(report.load(path, ports=PORTS)).rsplit("<footer>", 1)[0] == page
+
+
+def test_a_figure_reads_its_table_in_three_passes_whatever_its_series(hundred_thousand,
+                                                                      monkeypatch):  # fmt: skip
+    """Eight subscriptions' lag and latency (16 series, each long, 12,500 values): the
+    consumer figure reads the Delivers three times (each series' span; the bins' counts; the
+    bins, the table being in time order), not a few times a series."""
+    deliveries = hundred_thousand.table("deliveries").copy()
+    deliveries["subscription_id"] = pd.array(np.arange(len(deliveries)) % 8, dtype="Int32")
+    data = report_data.ReportData({"deliveries": deliveries}, "eight subscriptions")
+    reads = []
+    batches = data.batches
+    monkeypatch.setattr(data, "batches", lambda name, columns: reads.append(name)
+                        or batches(name, columns))  # fmt: skip
+    fig = report.FIGURES["consumers"](data)
+    assert reads.count("deliveries") == 3
+    lines = [line for ax in fig.axes for line in ax.get_lines() if line.get_label()[:1] != "_"]
+    assert len(lines) == 16  # (a line a subscription and value: the mean; the max unlabelled)
