@@ -6,11 +6,13 @@ back the same, and a missing tool or interface is a clear message."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -266,3 +268,25 @@ def test_analyze_live_prints_a_running_summary():
         line for line in err.decode().splitlines() if line.startswith("streamdissect: tcpdump")
     ]
     assert int(final.split()[2].replace(",", "")) >= received
+
+
+def test_live_filter_keeps_only_the_ports_asked_for(tmp_path):
+    # connections to RocketMQ's default ports (answered or refused: packets either way) while
+    # `--port 5552 --no-heuristic` captures: none of their packets is in the capture
+    from streamdissect.capture import open_capture, tcp_segment
+
+    kept = tmp_path / "live.pcap"
+    proc = start(["frames", "-i", "lo", "--port", "5552", "--no-heuristic", "-w", str(kept),
+                  "--duration", "4"])  # fmt: skip
+    try:
+        for port in (9876, 10911, 5552):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 5):
+                pass
+        proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    ports = set()
+    for _, linktype, data, _, _ in open_capture(str(kept)):
+        segment = tcp_segment(linktype, data)
+        ports.add(segment[1] if segment[3] > segment[1] else segment[3])  # (the server's)
+    assert ports == {5552}

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from streamdissect.capture import CaptureError
 from streamdissect.capture.live import BUFFER_MIB, LiveCapture
-from streamdissect.cli._options import port_map
+from streamdissect.cli._options import capture_ports, port_map
 
 
 def add_live_options(parser: argparse.ArgumentParser) -> None:
@@ -205,8 +205,7 @@ def with_sources(args: argparse.Namespace, body, immediate: bool = True) -> int:
         return 2
     ports = port_map(args)
     try:
-        with sources(args, tuple(sorted({n for each in ports.values() for n in each})),
-                     immediate) as (paths, live):  # fmt: skip
+        with sources(args, capture_ports(args), immediate) as (paths, live):
             return body(paths, live, ports)
     except CaptureError as exc:
         return capture_error(exc, None)
