@@ -13,13 +13,14 @@ every TCP packet. The tool's output goes by a thread of ours on its way to the d
 (and to `write_to`, the raw capture kept): `finish()` stops the tool only once every packet
 captured before it has gone by, since the tool, interrupted, drops what the kernel still
 holds for it (up to a second of packets without immediate mode, and any backlog). The tool
-runs in a process group of its own, so a Ctrl-C reaches it only that way.
+runs in a process group of its own, so a Ctrl-C reaches it only that way (were our process
+killed outright, the tool ends at its next packet, its pipe closed: its dropped privileges
+keep PR_SET_PDEATHSIG from reaching it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import os
 import re
@@ -142,8 +143,7 @@ class LiveCapture:
                                self.immediate)  # fmt: skip
         try:  # (its own process group: the terminal's Ctrl-C is ours to pass on, by finish())
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, process_group=0,
-                                            preexec_fn=_ends_with_parent)  # fmt: skip
+                                            stderr=subprocess.PIPE, process_group=0)  # fmt: skip
         except OSError as exc:
             raise CaptureError(f"cannot start {self.tool}: {exc.strerror or exc}") from exc
         sink = None
@@ -307,11 +307,3 @@ def _write_all(fd: int, data: bytes) -> bool:
         return False
     return True
 
-
-def _ends_with_parent() -> None:
-    """In the tool's process before it runs: it is interrupted when ours ends (in a process
-    group of its own, nothing else would end it on a quiet link)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT)  # (PR_SET_PDEATHSIG)
-    except (OSError, AttributeError):  # (not Linux)
-        pass
