@@ -324,8 +324,10 @@ def confirms_of(report: dict, kept, stream: str) -> tuple[int, int]:
     in the kept capture: the broker has other people's traffic too)."""
     lines = subprocess.run([*CLI, "frames", str(kept)], capture_output=True, text=True,
                            check=True).stdout.splitlines()  # fmt: skip
-    [connection] = {connection_of(line) for line in lines
-                    if " DeclarePublisher v" in line and f"stream={stream} " in line}  # fmt: skip
+    found = {connection_of(line) for line in lines
+             if " DeclarePublisher v" in line and f"stream={stream} " in line}  # fmt: skip
+    assert len(found) == 1, f"the client's DeclarePublisher captured {len(found)} times"
+    [connection] = found
     [row] = [row for row in report["confirms"] if row["connection"] == connection]
     return row["published"], row["confirmed"]
 
@@ -361,4 +363,60 @@ def test_a_stop_keeps_the_packets_of_its_last_second(stop_by, tmp_path):
             client.wait()
     assert proc.returncode == 0, err
     assert b"packets received" in err  # (the tool's last counts, its drops, still said)
+    assert confirms_of(json.loads(out), kept, stream) == (int(sent), int(sent))
+
+
+def capture_tool(pid: int) -> int:
+    """The pid of a command's capture tool (its child tcpdump or dumpcap)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        for child in f.read().split():
+            with open(f"/proc/{child}/comm") as comm:
+                if comm.read().strip() in ("tcpdump", "dumpcap"):
+                    return int(child)
+    raise AssertionError("no capture tool")
+
+
+def signalled(pid: int) -> bool:
+    """A signal waits for the (stopped) process."""
+    with open(f"/proc/{pid}/status") as f:
+        pending = dict(line.split(":", 1) for line in f if line.startswith(("ShdPnd", "SigPnd")))
+    return any(int(mask, 16) for mask in pending.values())
+
+
+def test_a_duration_stop_keeps_what_the_kernel_still_holds(tmp_path):
+    # The capture tool stopped (SIGSTOP) while a burst goes by, so the kernel holds all of
+    # it; continued only once --duration's stop reached it (a signal waits for it): the
+    # analysis still has every message the client had confirmed, none captured after the stop
+    kept = tmp_path / "live.pcap"
+    proc = start(["analyze", "-i", "lo", "--port", "5552", "--no-heuristic", "--format",
+                  "json", "-w", str(kept), "--duration", "10"])  # fmt: skip
+    client = subprocess.Popen([sys.executable, "-c", BURST_CLIENT, "50"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    tool = None
+    try:
+        stream = client.stdout.readline().strip()
+        tool = capture_tool(proc.pid)
+        os.kill(tool, signal.SIGSTOP)
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        said, sent = client.stdout.readline().split()
+        assert said == "done", "the client failed"
+        assert not signalled(tool), "the burst ended after the stop: nothing to hold it to"
+        deadline = time.monotonic() + 60
+        while not signalled(tool) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(tool, signal.SIGCONT)
+        out, err = proc.communicate(timeout=60)
+        client.stdin.write("\n")
+        client.stdin.flush()
+        assert client.wait(60) == 0
+    finally:
+        if tool is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(tool, signal.SIGCONT)
+        stop(proc)
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert proc.returncode == 0, err
     assert confirms_of(json.loads(out), kept, stream) == (int(sent), int(sent))

@@ -47,7 +47,8 @@ SAID_KEPT = 1 << 16  # the tail of the tool's stderr kept: its last counts are i
 # packets over when it is full or this old, so a stop waits this long for its last packets
 HANDOVER_S = 1.0
 # A stop's last packets have all gone by when one captured after the stop has, or when the
-# tool, past HANDOVER_S, has written nothing for this long (a quiet link; a loaded machine)
+# tool, past HANDOVER_S, has written nothing for this long, and nothing for this long after
+# answering an ask for its counts (a quiet link)
 QUIET_S = 0.5
 
 
@@ -178,18 +179,29 @@ class LiveCapture:
         self._finishing.start()
 
     def _finish(self, stop_ns: int) -> None:
-        """stop() once a packet captured after `stop_ns` has gone by, or nothing has for
-        QUIET_S after the kernel handed over what it held then."""
+        """stop() once a packet captured after `stop_ns` has gone by, or nothing more is
+        coming (_quiet)."""
         handover = time.monotonic() + (0 if self.immediate else HANDOVER_S)
         while self.process is not None and self.process.poll() is None:
-            newest, idle = self._clock.newest_ns, self._waiting_since
-            if newest is not None and newest >= stop_ns:
-                break
-            now = time.monotonic()
-            if now >= handover + QUIET_S and idle is not None and now - idle >= QUIET_S:
+            newest = self._clock.newest_ns
+            if (newest is not None and newest >= stop_ns) or self._quiet(handover):
                 break
             time.sleep(0.05)
         self.stop()
+
+    def _quiet(self, handover: float) -> bool:
+        """Past the kernel's handover, the copier has waited QUIET_S for the tool, and the
+        tool (tcpdump), asked for its counts, answers (it runs: not stopped, nor starved of
+        CPU) and writes nothing for QUIET_S more: it holds nothing captured before."""
+        since, now = self._waiting_since, time.monotonic()
+        if since is None or now < handover + QUIET_S or now - since < QUIET_S:
+            return False
+        if self.tool == "tcpdump":  # (dumpcap gives its counts only at its end)
+            counts = self.statistics(wait=QUIET_S)
+            if counts is None or counts.stale:
+                return False
+            time.sleep(QUIET_S)
+        return self._waiting_since == since  # (the same read, still waiting)
 
     def _copy(self, source: BinaryIO, sink: BinaryIO | None, write_fd: int) -> None:
         """The tool's output to the dissector's pipe (and the file), as it comes, its
