@@ -74,7 +74,7 @@ class Series:
 
 def _groups(counts: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
     """Consecutive runs of bins of at most PASS_ROWS values in all: (first bin, last bin)."""
-    start, held = None, 0
+    start, last, held = None, None, 0
     for bin_, n in counts:
         if start is not None and held + n > PASS_ROWS:
             yield start, last
