@@ -117,9 +117,16 @@ class ChunkedFile:
         if isinstance(self._file, Pipe):
             return self._file.readinto(view)
         if isinstance(self._file, Gunzip):
-            data = self._read(len(view))
-            view[: len(data)] = data
-            return len(data)
+            # A READ_CHUNK at a time: a block's worth inflated at once (16 MiB, and as much
+            # again joined) stayed in the helper's heap, over the main process's peak.
+            n = 0
+            while n < len(view):
+                data = self._read(min(len(view) - n, READ_CHUNK))
+                view[n : n + len(data)] = data
+                n += len(data)
+                if not data:
+                    break
+            return n
         if self.eof:
             return 0
         try:
