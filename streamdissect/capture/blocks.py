@@ -371,7 +371,8 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
 
     waiting = False  # the parent said it had nothing left to dissect
 
-    def told() -> None:
+    def hear() -> None:
+        """One byte from the parent: a slot it is done with, or that it waits."""
         nonlocal waiting
         got = os.read(free_r, 1)
         if not got:
@@ -383,7 +384,7 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
 
     def take() -> int:
         while not free:
-            told()
+            hear()
         return free.pop(0)
 
     def more(fd: int) -> bool:
@@ -395,7 +396,7 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
         while not waiting:
             ready = select.select([fd, free_r], [], [])[0]
             if free_r in ready:
-                told()
+                hear()
             elif ready:
                 return True
         return False
