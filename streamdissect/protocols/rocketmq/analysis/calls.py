@@ -3,9 +3,10 @@ connection, in the other direction (`rocketmq_requests`), and their latency per 
 server and direction (`rocketmq_latency`, in the shape of the Stream's SRT table).
 
 The other collectors take a response's request from here: the call collector sees every
-frame first, and `answered` is then the request event the current response answers (None
-for a request, or a response whose request the capture does not hold). A collector that
-keeps something per open call keys it by `call_key(request event)`.
+frame first, and `answered` is then the request the current response answers (an Asked:
+what the collectors read of its event and record; None for a request, or a response whose
+request the capture does not hold). A collector that keeps something per open call keys it
+by `call_key(request event)`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,40 @@ def server_of(connection: str) -> str:
     """The server's ip:port of a connection id `client-server[#n]` (one string a connection,
     not one a row: a row a send keeps it)."""
     return connection.split("-", 1)[-1].split("#", 1)[0]
+
+
+# the header fields of a request its response's collectors read (offsets.py: a pull's or an
+# offset query's group, topic and queue)
+ASKED_FIELDS = ("topic", "consumerGroup", "queueId")
+
+
+class Asked:
+    """An open call's request as the collectors read it when it is answered (`answered`):
+    its event's connection, direction and time, and its record's code, opaque, flag and the
+    header fields in ASKED_FIELDS; not the frame's header dicts, body and messages (a capture
+    of one direction keeps MAX_OPEN_CALLS of these). It stands for the event and, as its
+    `record`, for the record."""
+
+    __slots__ = ("code", "connection", "direction", "fields", "flag", "opaque", "ts_ns")
+
+    def __init__(self, ev: Any) -> None:
+        rec = ev.record
+        self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
+        self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
+        fields = rec.fields
+        self.fields = {k: fields[k] for k in ASKED_FIELDS if k in fields}
+
+    @property
+    def record(self) -> Asked:
+        return self
+
+    @property
+    def oneway(self) -> bool:
+        return bool(self.flag & spec.ONEWAY_FLAG)
+
+    @property
+    def topic(self) -> str | None:
+        return self.fields.get("topic")
 
 
 def call_key(request_event: Any) -> tuple[str, str, int]:
@@ -127,7 +162,7 @@ class CallCollector:
 
     def __init__(self, keep_rows: bool = True) -> None:
         self._table = RowTable(len(REQUESTS))
-        self.answered: Any = None  # the request event the current response answers
+        self.answered: Asked | None = None  # the request the current response answers
         self._keep_rows = keep_rows
         # (row or None, its index, request event, group) of each open call
         self._pending = OpenCalls()
@@ -171,7 +206,7 @@ class CallCollector:
             index = self._table.begin(row, complete=rec.oneway)
         if rec.oneway:
             return
-        previous = self._pending.opened(ev, (row, index, ev, group))
+        previous = self._pending.opened(ev, (row, index, Asked(ev), group))
         if previous is not None:
             previous[3]["duplicate_ids"] += 1
             if previous[0] is not None:
