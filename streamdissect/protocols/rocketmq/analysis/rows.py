@@ -59,7 +59,8 @@ class RowTable:
     is complete and every row begun before it is written, or once WINDOW rows were begun
     after it (a request never answered holds back no more than that). A row written while
     still open and completed later (a long poll held past WINDOW other requests) is kept
-    as an object until the table is read, and replaces its tuple then."""
+    as an object until the table is read, or until more than WINDOW such rows wait, and
+    replaces its tuple then."""
 
     WINDOW = 4096
 
@@ -88,6 +89,8 @@ class RowTable:
             self._write(self.WINDOW)
         else:
             self._late[index] = row
+            if len(self._late) > self.WINDOW:  # (no more of them held than of the window)
+                self._replace_late()
 
     def _write(self, keep: int) -> None:
         """Write the oldest rows that are complete, and past `keep` rows any."""
@@ -100,7 +103,10 @@ class RowTable:
         """Every row as a tuple in the table's column order (the rows open so far too: a
         change made to one later is applied at the next read)."""
         self._write(0)
+        self._replace_late()
+        return self._table
+
+    def _replace_late(self) -> None:
         if self._late:
             self._table.replace({i: row.values() for i, row in self._late.items()})
             self._late = {}
-        return self._table
