@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import struct
-from functools import cache
 from typing import Any
 
 from streamdissect.protocols.rocketmq import fastjson, spec
@@ -172,6 +171,9 @@ def header_of(code: int, response: bool) -> spec.Header | None:
     return spec.RESPONSE_HEADER if response else spec.REQUEST_HEADERS.get(code)
 
 
+_INT_TEXT = 24  # an integer field's text is longer than no int64's
+
+
 def _typed(value: Any, kind: str) -> Any:
     """An ext value as its field's type says, or None when it is not one."""
     if kind == spec.STR:
@@ -182,7 +184,7 @@ def _typed(value: Any, kind: str) -> Any:
         if isinstance(value, int):
             return value
         try:
-            return int(value) if isinstance(value, str) and len(value) < 24 else None
+            return int(value) if isinstance(value, str) and len(value) < _INT_TEXT else None
         except ValueError:
             return None
     if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -190,27 +192,41 @@ def _typed(value: Any, kind: str) -> Any:
     return None
 
 
-@cache
 def _known_keys(header: spec.Header) -> dict[str, tuple[str, str]]:
-    """A header's wire keys -> (field name, type): made once a header (they are constants)."""
+    """A header's wire keys -> (field name, type)."""
     return {f.key: (f.name, f.type) for f in header.fields}
+
+
+# made once, found by code (a cache keyed by the Header would hash its every field a frame)
+_REQUEST_KNOWN = {code: _known_keys(header) for code, header in spec.REQUEST_HEADERS.items()}
+_RESPONSE_KNOWN = _known_keys(spec.RESPONSE_HEADER)
 
 
 def named_fields(command: RemotingCommand) -> dict[str, Any]:
     """The ext fields its header knows, by name and typed (a value of another type is left
     out here and stays in `ext`)."""
-    header = header_of(command.code, command.response)
-    if header is None:
-        return {}
-    known = _known_keys(header)
+    if command.flag & spec.RESPONSE_FLAG:
+        known = _RESPONSE_KNOWN
+    else:
+        known = _REQUEST_KNOWN.get(command.code)
+        if known is None:
+            return {}
     out = {}
     for key, value in command.ext.items():
         f = known.get(key)
         if f is not None:
             name, kind = f
-            if value.__class__ is str and kind == spec.STR:  # (most are: _typed's first case)
-                out[name] = value
-                continue
+            if value.__class__ is str:  # (most are: _typed's cases for text, inline)
+                if kind == spec.STR:
+                    out[name] = value
+                    continue
+                if kind == spec.INT:
+                    if len(value) < _INT_TEXT:
+                        try:
+                            out[name] = int(value)
+                        except ValueError:
+                            pass
+                    continue
             typed = _typed(value, kind)
             if typed is not None:
                 out[name] = typed
