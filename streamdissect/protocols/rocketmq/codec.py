@@ -40,6 +40,8 @@ _JSON_ORDER = ("code", "extFields", "flag", "language", "opaque", "remark",
 _HEADER_KEYS = frozenset(spec.JSON_KEYS[:-1])  # read into a command's fields, not json_extra
 JSON_START = b'{"'
 _JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's settings)
+JOINT = b",null,"  # between the headers json_headers reads together
+NOT_PARSED = object()  # (decode_frame: the header is read from the frame)
 
 
 class HeaderError(ValueError):
@@ -48,9 +50,11 @@ class HeaderError(ValueError):
         self.offset = offset
 
 
-def decode_frame(frame: bytes, *, declared_size: int | None = None) -> RemotingCommand | Malformed:
+def decode_frame(frame: bytes, *, declared_size: int | None = None,
+                 parsed_header: Any = NOT_PARSED) -> RemotingCommand | Malformed:
     """A frame from its total length field on; `declared_size`: the total length when fewer
-    bytes are there (a cut frame: the record is made of what is there, `truncated`)."""
+    bytes are there (a cut frame: the record is made of what is there, `truncated`);
+    `parsed_header`: its JSON header's value, when json_headers read it already."""
     frame = bytes(frame)
     if len(frame) < _HEAD.size:
         return Malformed(declared_size, "frame shorter than its 8-byte head", 0,
@@ -73,7 +77,10 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None) -> RemotingC
     if len(header) < header_length:
         return malformed(f"header cut short: {len(header)} of {header_length} bytes", 8)
     try:
-        parts = (_json_header if kind == spec.JSON else _binary_header)(header)
+        if kind == spec.JSON:
+            parts = _json_header(header, parsed_header)
+        else:
+            parts = _binary_header(header)
     except HeaderError as e:
         return malformed(str(e), 8 + e.offset)
     command = RemotingCommand(size=size, serialize_type=kind, header_length=header_length,
@@ -105,11 +112,34 @@ def _number(obj: dict, key: str, default: int | None = None) -> int | None:
     return value
 
 
-def _json_header(header: bytes) -> dict[str, Any]:
+def json_headers(headers: list[bytes]) -> list | None:
+    """What _json_loads gives for each of these headers (each starting `{"`, none holding
+    `null`), read by one parse of them joined as `[h1,null,h2,...]`: the parser's call and
+    its keys' strings shared by all. None when the joined text does not read as the headers
+    one by one: then each is read alone. (Exact: the only `null`s are the joints, so when
+    the N-1 of them are the list's odd items, each header is the one value between two.)"""
+    if not headers:
+        return []
+    joined = b"[" + JOINT.join(headers) + b"]"
+    if joined.count(b"null") != len(headers) - 1:
+        return None
     try:
-        obj = _json_loads(header)
-    except (ValueError, RecursionError) as e:
-        raise HeaderError(f"header is not JSON: {e}", 0) from None
+        values = _JSON_DECODE(joined.decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
+        return None
+    if len(values) != 2 * len(headers) - 1 or any(v is not None for v in values[1::2]):
+        return None
+    return values[0::2]
+
+
+def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> dict[str, Any]:
+    if parsed is not NOT_PARSED:
+        obj = parsed
+    else:
+        try:
+            obj = _json_loads(header)
+        except (ValueError, RecursionError) as e:
+            raise HeaderError(f"header is not JSON: {e}", 0) from None
     if not isinstance(obj, dict):
         raise HeaderError("JSON header is not an object", 0)
     code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)

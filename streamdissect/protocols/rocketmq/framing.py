@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, HEADER, NO, WAIT, YES, Framer
 from streamdissect.protocols.rocketmq import spec
@@ -141,12 +142,15 @@ class RocketMQFramer(Framer):
         self.requests = OpenRequests()
 
     def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
-        record = decode_frame(frame, declared_size=size if cut else None)
-        self._report_malformed(record, offset, ts_ns, size)
-        self.emit(offset, ts_ns, record)
+        self.emit_decoded(offset, ts_ns, decode_frame(frame, declared_size=size if cut else None),
+                          size)  # fmt: skip
 
     def _emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
-        record = decode_frame(head, declared_size=size)
+        self.emit_decoded(offset, ts_ns, decode_frame(head, declared_size=size), size)
+
+    def emit_decoded(self, offset: int, ts_ns: int, record: Any, size: int) -> None:
+        """A frame's record (decoded here, or by the plain walk: plain_walk.py), reported
+        when malformed, then emitted."""
         self._report_malformed(record, offset, ts_ns, size)
         self.emit(offset, ts_ns, record)
 

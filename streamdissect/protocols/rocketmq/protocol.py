@@ -23,6 +23,7 @@ from streamdissect.protocols.rocketmq.framing import (
     name_response,
     sent_by_server,
 )
+from streamdissect.protocols.rocketmq.plain_walk import RocketMQPlainWalk
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 from streamdissect.protocols.view import DEFAULT_MAX_BODY
 
@@ -32,6 +33,7 @@ class RocketMQProtocol(Protocol):
     title = "RocketMQ remoting"
     ports = (9876, 10911)
     framer_class = RocketMQFramer
+    plain_walk = RocketMQPlainWalk  # (the bulk engine: JSON headers read a block at a time)
     frames_table = "rocketmq_frames"
     connections_table = "rocketmq_connections"
 
@@ -52,7 +54,10 @@ class RocketMQProtocol(Protocol):
         request's code (`request_code`; None when the request was not seen)."""
         def named_emit(offset: int, ts_ns: int, record: Any) -> None:
             if record.__class__ is RemotingCommand:
-                peer = next((f for f in framers if f is not framer), None)
+                if len(framers) == 2:  # (both made: the other one, without a generator)
+                    peer = framers[0] if framers[1] is framer else framers[1]
+                else:
+                    peer = next((f for f in framers if f is not framer), None)
                 name_response(record, framer.requests,
                               None if peer is None else peer.requests)  # fmt: skip
             emit(offset, ts_ns, record)
