@@ -13,7 +13,7 @@ import pytest
 from rocketmq_support import CAPTURES, NAMES
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
-from streamdissect.protocols.rocketmq import codec
+from streamdissect.protocols.rocketmq import codec, messages
 from streamdissect.protocols.rocketmq.messages import _host_text
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
@@ -33,9 +33,9 @@ def recorded():
     headers, commands = [], []
     real = codec._json_header
 
-    def spy(header: bytes):
+    def spy(header: bytes, *parsed):
         headers.append(bytes(header))
-        return real(header)
+        return real(header, *parsed)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(codec, "_json_header", spy)
@@ -90,3 +90,44 @@ def test_known_fields_named_and_typed_as_the_field_table_says(recorded):
     for command in commands + odd:
         assert codec.named_fields(command) == _named_by_the_table(command)
         assert list(codec.named_fields(command)) == list(_named_by_the_table(command))
+
+
+def _stored_outcome(body: bytes):
+    """What stored_messages gives for a pull body: each message's dict, or the error's reason,
+    offset and the messages before it."""
+    try:
+        return "value", [m.to_dict(payloads=True) for m in messages.stored_messages(body)]
+    except messages.BodyError as e:
+        return "error", (str(e), e.offset, [m.to_dict(payloads=True) for m in e.messages])
+
+
+class _NeverFits:
+    size = 1 << 40  # (no message holds it: every one read field by field)
+
+
+def test_stored_messages_with_ipv4_hosts_read_as_field_by_field(recorded):
+    """The middle of a stored message with IPv4 hosts is read at once (_IPV4_MIDDLE): the same
+    messages, and the same errors where they lie, as read field by field (odd sizes, host
+    flags switched to IPv6, bodies cut anywhere)."""
+    bodies = [c.body for c in recorded[1] if c.messages and c.response]
+    assert bodies
+    rng = random.Random(2611)
+    variants = []
+    for body in bodies[:20]:
+        variants.append(body)
+        variants += [body[:cut] for cut in range(0, min(len(body), 400), 3)]
+        for _ in range(60):
+            b = bytearray(body)
+            at = rng.choice([0, 32, 36, 40, 44, 48, 52, 60, 64, 72, 76, 80, 84, 92])
+            if at + 4 <= len(b):
+                value = rng.choice([0, 4, 0x10, 0x20, 0x30, rng.randrange(1 << 32)])
+                b[at : at + 4] = (value & 0xFFFFFFFF).to_bytes(4, "big")
+            variants.append(bytes(b))
+    seen = set()
+    for body in variants:
+        fast = _stored_outcome(body)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(messages, "_IPV4_MIDDLE", _NeverFits)
+            assert fast == _stored_outcome(body)
+        seen.add(fast[0])
+    assert seen == {"value", "error"}

@@ -28,6 +28,10 @@ _STORED_HEAD = struct.Struct(">iiiiiqqiq")
 _HOST_PORT = struct.Struct(">i")
 _STORE_MIDDLE = struct.Struct(">q")  # storeTimestamp
 _STORED_TAIL = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
+# both hosts IPv4 (the usual): born host and port, store timestamp, store host and port,
+# reconsume times, prepared transaction offset, body length, read at once
+_IPV4_MIDDLE = struct.Struct(">4siq4siiqi")
+_V6_HOSTS = spec.SYSFLAG_BORNHOST_V6 | spec.SYSFLAG_STOREHOST_V6
 # totalSize, magic, bodyCRC, flag, bodyLength: a batch item's head
 _BATCH_HEAD = struct.Struct(">iiiii")
 
@@ -45,8 +49,10 @@ class BodyError(ValueError):
 def _note_inflation(message: Message) -> None:
     """A compressed body's inflated size (zlib only: an LZ4 or ZSTD body, RocketMQ 5's, is
     left as it is)."""
-    kind = spec.COMPRESSION_TYPES.get((message.sys_flag or 0) & spec.SYSFLAG_COMPRESSION_MASK)
-    if message.compressed and kind == "zlib":
+    sys_flag = message.sys_flag or 0
+    if not sys_flag & spec.SYSFLAG_COMPRESSED:  # (most are not: asked first)
+        return
+    if spec.COMPRESSION_TYPES.get(sys_flag & spec.SYSFLAG_COMPRESSION_MASK) == "zlib":
         message.inflated_length, message.inflate_error = inflated_length(message.body)
 
 
@@ -131,17 +137,22 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
         raise BodyError(f"message at {pos}: unknown magic code {magic & 0xFFFFFFFF:#x}", pos + 4)
     stop = pos + total
     at = pos + _STORED_HEAD.size
-    born, born_port, at = _host(body, at, bool(sys_flag & spec.SYSFLAG_BORNHOST_V6), stop,
-                                "born host")  # fmt: skip
-    _need(body, at, 8, stop, "store timestamp")
-    (store_ts,) = _STORE_MIDDLE.unpack_from(body, at)
-    store, store_port, at = _host(body, at + 8, bool(sys_flag & spec.SYSFLAG_STOREHOST_V6),
-                                  stop, "store host")  # fmt: skip
-    _need(body, at, _STORED_TAIL.size + 4, stop, "reconsume times and body length")
-    reconsume, prepared = _STORED_TAIL.unpack_from(body, at)
-    at += _STORED_TAIL.size
-    (length,) = _i32(body, at)
-    at += 4
+    if not sys_flag & _V6_HOSTS and at + _IPV4_MIDDLE.size <= stop:  # (the checks below hold)
+        (born, born_port, store_ts, store, store_port, reconsume, prepared,
+         length) = _IPV4_MIDDLE.unpack_from(body, at)  # fmt: skip
+        at += _IPV4_MIDDLE.size
+    else:
+        born, born_port, at = _host(body, at, bool(sys_flag & spec.SYSFLAG_BORNHOST_V6), stop,
+                                    "born host")  # fmt: skip
+        _need(body, at, 8, stop, "store timestamp")
+        (store_ts,) = _STORE_MIDDLE.unpack_from(body, at)
+        store, store_port, at = _host(body, at + 8, bool(sys_flag & spec.SYSFLAG_STOREHOST_V6),
+                                      stop, "store host")  # fmt: skip
+        _need(body, at, _STORED_TAIL.size + 4, stop, "reconsume times and body length")
+        reconsume, prepared = _STORED_TAIL.unpack_from(body, at)
+        at += _STORED_TAIL.size
+        (length,) = _i32(body, at)
+        at += 4
     data, at = _sized(body, at, length, stop, "message body")
     topic_size = 1 if version == 1 else 2  # V2 stores the topic's length in 2 bytes
     _need(body, at, topic_size, stop, "topic length")
