@@ -169,3 +169,25 @@ def test_headers_that_would_pass_for_others_are_declined():
     assert codec.json_headers([b'{"a":1}', b'{"b":2}\n']) == [{"a": 1}, {"b": 2}]
     assert codec.json_headers([b'{"a":null}', b'{"b":2}']) is None  # (read alone instead)
     assert codec.json_headers([b'{"a":"\xff"}']) is None
+
+
+def test_a_json_header_whose_length_looks_like_a_deliver_key(tmp_path):
+    """A header of 0x80000 bytes or more puts 0x0008 where the walk reads a Stream frame's
+    key (a Deliver's, kept as its head when big): the walk asks the framer's own rule, and
+    the frame is read whole, as the reference engine reads it (it was cut to its head, a
+    malformed record)."""
+    big = codec.make_command(105, opaque=1, ext={"topic": "t", "pad": "x" * (0x80000 + 100)})
+    data = codec.encode_command(big) + codec.encode_command(
+        codec.make_command(105, opaque=2, ext={"topic": "t"}))  # fmt: skip
+    assert data[4:8] >= b"\x00\x08\x00\x00"  # (the walk's key: 8)
+    ts, client, server = 1_700_000_000_000_000_000, 40000, 10911
+    packets = [worsen.eth_tcp(client, server, 100, 0, 0x02, b""),
+               worsen.eth_tcp(server, client, 500, 101, 0x12, b"")]  # fmt: skip
+    packets += [worsen.eth_tcp(client, server, 101 + at, 501, 0x18, data[at : at + 1448])
+                for at in range(0, len(data), 1448)]  # fmt: skip
+    path = worsen.write_pcap(tmp_path / "big-header.pcap", 1,
+                             [(ts + k * 1000, d, len(d)) for k, d in enumerate(packets)])
+    for options in OPTIONS.values():
+        bulk = _events(path, "bulk", options)
+        assert bulk == _events(path, "stream", options)
+        assert [e[4]["opaque"] for e in bulk] == [1, 2] and not bulk[0][4]["truncated"]
