@@ -131,3 +131,38 @@ def test_stored_messages_with_ipv4_hosts_read_as_field_by_field(recorded):
             assert fast == _stored_outcome(body)
         seen.add(fast[0])
     assert seen == {"value", "error"}
+
+
+def _lazy_outcome(body: bytes):
+    try:
+        return "value", [m.to_dict(payloads=True) for m in messages.stored_messages(body, True)]
+    except messages.BodyError as e:
+        return "error", (str(e), e.offset, [m.to_dict(payloads=True) for m in e.messages])
+
+
+def test_stored_messages_read_lazily_are_the_same(recorded):
+    """A pull response's messages are decoded without their LAZY fields (properties, topic,
+    hosts, ids, CRC check), read when first asked for: the same messages (equal, the same
+    dict, repr, pickled and copied), and the same errors where a body lies."""
+    import copy
+    import pickle
+
+    from streamdissect.protocols.rocketmq.records import LAZY
+
+    bodies = [c.body for c in recorded[1] if c.messages and c.response]
+    rng = random.Random(2612)
+    for body in bodies:
+        eager = messages.stored_messages(body)
+        lazy = messages.stored_messages(body, lazy=True)
+        assert all(m._source is not None for m in lazy)  # (nothing read yet)
+        assert lazy == eager and [repr(m) for m in lazy] == [repr(m) for m in eager]
+        assert all(m._source is None for m in lazy)  # (read when compared)
+        again = messages.stored_messages(body, lazy=True)  # (pickled, copied: read first)
+        assert [pickle.loads(pickle.dumps(m)) for m in again] == eager
+        assert [copy.copy(m) for m in messages.stored_messages(body, lazy=True)] == eager
+        for cut in sorted(rng.sample(range(len(body)), min(len(body), 60))):
+            assert _lazy_outcome(body[:cut]) == _stored_outcome(body[:cut])
+    fresh = messages.stored_messages(bodies[0], lazy=True)[0]
+    with pytest.raises(AttributeError):
+        fresh.no_such_field  # noqa: B018
+    assert fresh.msg_id and all(hasattr(fresh, name) for name in LAZY)

@@ -83,9 +83,13 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
             parts = _binary_header(header)
     except HeaderError as e:
         return malformed(str(e), 8 + e.offset)
+    code, language, version, opaque, flag, remark, ext, json_extra, json_keys, json_tail = parts
     command = RemotingCommand(size=size, serialize_type=kind, header_length=header_length,
+                              code=code, language=language, version=version, opaque=opaque,
+                              flag=flag, remark=remark, ext=ext,
                               body=frame[8 + header_length : 4 + size], truncated=truncated,
-                              **parts)  # fmt: skip
+                              json_extra=json_extra, json_keys=json_keys,
+                              json_tail=json_tail)  # fmt: skip
     command.fields = named_fields(command)
     if not truncated:
         _read_body(command, 8 + header_length)
@@ -132,7 +136,12 @@ def json_headers(headers: list[bytes]) -> list | None:
     return values[0::2]
 
 
-def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> dict[str, Any]:
+# A header's parts, as _json_header and _binary_header give them: code, language, version,
+# opaque, flag, remark, ext, json_extra, json_keys, json_tail (a tuple: no dict a frame)
+HeaderParts = tuple
+
+
+def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
     if parsed is not NOT_PARSED:
         obj = parsed
     else:
@@ -150,13 +159,12 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> dict[str, Any]:
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
     extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS}
-    return {"code": code, "language": obj.get("language"), "version": _number(obj, "version"),
-            "opaque": opaque, "flag": _number(obj, "flag", 0), "remark": remark, "ext": ext,
-            "json_extra": extra or None, "json_keys": tuple(obj),
-            "json_tail": header[len(header.rstrip()):].decode() or None}  # fmt: skip
+    return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
+            remark, ext, extra or None, tuple(obj),
+            header[len(header.rstrip()):].decode() or None)  # fmt: skip
 
 
-def _binary_header(header: bytes) -> dict[str, Any]:
+def _binary_header(header: bytes) -> HeaderParts:
     end = len(header)
     if end < _BINARY.size + 8:
         raise HeaderError(f"ROCKETMQ header of {end} bytes, under its fixed {_BINARY.size + 8}", 0)
@@ -172,9 +180,8 @@ def _binary_header(header: bytes) -> dict[str, Any]:
     at += 4
     if not 0 <= ext_length <= end - at:
         raise HeaderError(f"ext fields length {ext_length} beyond the header", at - 4)
-    return {"code": code, "language": spec.LANGUAGES.get(language, language),
-            "version": version, "opaque": opaque, "flag": flag, "remark": remark,
-            "ext": _binary_ext(header, at, at + ext_length)}  # fmt: skip
+    return (code, spec.LANGUAGES.get(language, language), version, opaque, flag, remark,
+            _binary_ext(header, at, at + ext_length), None, None, None)  # fmt: skip
 
 
 def _binary_ext(header: bytes, at: int, stop: int) -> dict[str, str]:
@@ -275,7 +282,7 @@ def _read_body(command: RemotingCommand, body_at: int) -> None:
             command.messages = batch_messages(body, fields.get("topic"), fields.get("queueId"))
         elif (command.response and command.code == 0
               and spec.PULL_RESPONSE_KEYS <= command.ext.keys()):
-            command.messages = stored_messages(body)
+            command.messages = stored_messages(body, lazy=True)
         elif body[:1] in (b"{", b"["):
             command.body_json = fastjson.parse(body)
             if command.body_json is None:

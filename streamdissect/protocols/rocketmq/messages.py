@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.records import Message
+from streamdissect.protocols.rocketmq.records import LAZY, Message
 from streamdissect.protocols.rocketmq.wire import (
     body_crc,
     inflated_length,
@@ -124,9 +124,10 @@ def _host_text(address: bytes, port: int) -> str:
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
-def stored_message(body: bytes, pos: int, end: int) -> Message:
+def stored_message(body: bytes, pos: int, end: int, lazy: bool = False) -> Message:
     """The stored message at body[pos:] (MessageDecoder's layout; BodyError when its sizes
-    do not hold)."""
+    do not hold). `lazy`: every size checked, but records.LAZY fields left to be read (by
+    this, again) when first asked for."""
     _need(body, pos, _STORED_HEAD.size, end, "stored message head")
     (total, magic, crc, queue_id, flag, queue_offset, physical, sys_flag,
      born_ts) = _STORED_HEAD.unpack_from(body, pos)  # fmt: skip
@@ -158,6 +159,20 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
     _need(body, at, topic_size, stop, "topic length")
     tlen = _u8(body, at)[0] if version == 1 else _i16(body, at)[0]
     topic, at = _sized(body, at + topic_size, tlen, stop, "topic")
+    if lazy:  # (the sizes checked as _properties checks them)
+        _need(body, at, 2, stop, "properties length")
+        at = _sized(body, at + 2, _i16(body, at)[0], stop, "properties")[1]
+        _ends(at, pos, total, "message")
+        message = Message(
+            body=data, properties=None, queue_id=queue_id, flag=flag, sys_flag=sys_flag,
+            total_size=total, magic=magic, body_crc=crc, queue_offset=queue_offset,
+            physical_offset=physical, born_timestamp=born_ts, store_timestamp=store_ts,
+            reconsume_times=reconsume, prepared_transaction_offset=prepared,
+            _source=(stored_message, body, pos, end))  # fmt: skip
+        for name in LAZY:
+            delattr(message, name)
+        _note_inflation(message)
+        return message
     properties, at = _properties(body, at, stop)
     _ends(at, pos, total, "message")
     message = Message(
@@ -173,14 +188,15 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
     return message
 
 
-def stored_messages(body: bytes) -> list[Message]:
+def stored_messages(body: bytes, lazy: bool = False) -> list[Message]:
     """A pull response's body: stored messages back to back (BodyError at the first that
-    lies; the messages before it are in the error's `messages`)."""
+    lies; the messages before it are in the error's `messages`); `lazy`: see
+    stored_message."""
     out: list[Message] = []
     pos, end = 0, len(body)
     while pos < end:
         try:
-            message = stored_message(body, pos, end)
+            message = stored_message(body, pos, end, lazy)
         except BodyError as e:
             raise BodyError(str(e), e.offset, out) from None
         out.append(message)
