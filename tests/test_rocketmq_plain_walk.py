@@ -191,3 +191,21 @@ def test_a_json_header_whose_length_looks_like_a_deliver_key(tmp_path):
         bulk = _events(path, "bulk", options)
         assert bulk == _events(path, "stream", options)
         assert [e[4]["opaque"] for e in bulk] == [1, 2] and not bulk[0][4]["truncated"]
+
+
+def test_a_framer_class_that_watches_its_frames_sees_every_frame():
+    """A framer subclass that overrides `_decode` (the tests' keeping framer; a face may keep
+    each frame's bytes so) is handed every frame by the bulk engine too: the walk takes none
+    off for it."""
+    from rocketmq_support import _KeepingFramer
+
+    path = str(CAPTURES / "rmq-java-json.pcap")
+    _KeepingFramer.kept = []
+    with rocketmq_registered():
+        dissector = Dissector(engine="bulk", protocols=["rocketmq"])
+        dissector.framer_class = _KeepingFramer
+        frames = [e for e in dissector.run(path) if isinstance(e, FrameEvent)]
+    assert frames and len(_KeepingFramer.kept) == len(frames)
+    # (each frame's own bytes; kept a direction at a time, the events in capture order)
+    assert sorted(f for _, f in _KeepingFramer.kept) == sorted(
+        codec.encode_command(e.record) for e in frames)  # fmt: skip

@@ -4,7 +4,8 @@ The walk finds a direction's frames; the JSON ones are taken off it (their place
 block's events kept) and read together when the direction's walk is done: their headers
 parsed by one call (codec.json_headers), each record then made by decode_frame from its
 parsed header, reported and emitted by the framer as its own decoding would, in the frames'
-order. A header that cannot be read with the others (no `{"` start, a `null` in it, a block
+order (a framer class that overrides `_decode`, to watch its frames, has every frame its
+own way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
 that does not parse) is read alone, as the framer reads it. Nothing changes but the cost:
 the events are the framer's (tests/test_rocketmq_plain_walk.py holds it, on the recorded
 captures and made-worse copies).
@@ -18,6 +19,7 @@ from typing import Any
 from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.codec import JSON_START, NOT_PARSED, decode_frame, json_headers
+from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 
 _word = struct.Struct(">I").unpack_from
 # The walk's key of a frame is the high half of its header-length word: 0, a JSON header
@@ -28,7 +30,10 @@ _JSON_SMALL = frozenset((spec.JSON << 8,))
 class RocketMQPlainWalk(PlainFrames):
     """The plain walk of RocketMQ connections, for one bulk run."""
 
-    def direction(self, framer: Any, segments: Any, w: Any, pos: int) -> RocketMQDirection:
+    def direction(self, framer: Any, segments: Any, w: Any, pos: int) -> Any:
+        if type(framer)._decode is not RocketMQFramer._decode:
+            # a framer class that watches the frames it decodes: every frame its way
+            return super().direction(framer, segments, w, pos)
         return RocketMQDirection(framer, segments, w)
 
 
