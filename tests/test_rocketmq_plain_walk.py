@@ -209,3 +209,22 @@ def test_a_framer_class_that_watches_its_frames_sees_every_frame():
     # (each frame's own bytes; kept a direction at a time, the events in capture order)
     assert sorted(f for _, f in _KeepingFramer.kept) == sorted(
         codec.encode_command(e.record) for e in frames)  # fmt: skip
+
+
+REGRESSIONS = sorted((CAPTURES.parent.parent / "tests" / "regressions" / "rocketmq").glob("*.pcap"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_responses_named_in_time_order(path, read_together):
+    """Captures the fuzz campaign made (benchmarks/fuzz_rocketmq.py) where a direction
+    walked first held responses to requests the other direction sent earlier in the same
+    block: the bulk engine named them by walk order (a request_code the reference engine
+    does not give, or none where it gives one); now both directions' commands are named in
+    time order once the block is walked."""
+    for options in ({}, {"ooo_cap": 64 * 1024}):
+        bulk = _events(path, "bulk", options)
+        assert bulk == _events(path, "stream", options) and bulk
+
+
+def test_the_regressions_are_there():
+    assert len(REGRESSIONS) >= 3

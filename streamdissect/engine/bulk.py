@@ -300,9 +300,14 @@ class BulkCapture:
         plan = vectorized.plan(conn, piece, rows, sides)
         saved = (conn.snapshot(), [f.snapshot() for f in owner.framers], list(owner.frames))
         events_made, notes_made = len(self.events.items), self.fast.mark()
-        fast = self.fast if owner.protocol.fast_path is not None else self._plain(owner.protocol)
+        plain = owner.protocol.fast_path is None
+        fast = self._plain(owner.protocol) if plain else self.fast
         self.walk = Walk(self.events, LimitCheck(owner.framers[0]), fast)
+        if plain:
+            fast.begin_connection(owner)
         vectorized.apply(conn, piece, plan, self)
+        if plain:  # (both directions walked: what needs their frames in time order)
+            fast.end_connection(owner, self.events.items, events_made)
         check = self.walk.check
         if check.changes and check.wrong():
             # A Tune changed the frame limit while the other direction was walked on its own

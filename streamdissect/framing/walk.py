@@ -151,6 +151,15 @@ class PlainFrames:
         """The fast path of one direction's walk."""
         return self
 
+    def begin_connection(self, owner: Any) -> None:
+        """A connection's block is walked now, one direction after the other (`owner`:
+        engine.state.StreamConnection)."""
+
+    def end_connection(self, owner: Any, items: list, start: int) -> None:
+        """Both directions of the connection's block walked: its events are `items[start:]`
+        (BlockEvents.items: (row, slot, event), None for a slot not filled), in time order
+        once sorted."""
+
     def mark(self) -> int:
         """Where the block's notes are (to undo a connection's walk)."""
         return 0

@@ -20,6 +20,7 @@ from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.codec import JSON_START, NOT_PARSED, decode_frame, json_headers
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 _word = struct.Struct(">I").unpack_from
 # The walk's key of a frame is the high half of its header-length word: 0, a JSON header
@@ -35,6 +36,26 @@ class RocketMQPlainWalk(PlainFrames):
             # a framer class that watches the frames it decodes: every frame its way
             return super().direction(framer, segments, w, pos)
         return RocketMQDirection(framer, segments, w)
+
+
+    @staticmethod
+    def begin_connection(owner: Any) -> None:
+        for framer in owner.framers:
+            framer.naming_deferred = True
+
+    @staticmethod
+    def end_connection(owner: Any, items: list, start: int) -> None:
+        """The block's commands of the connection named in time order, as the reference
+        engine names them frame by frame (a direction walked first would name its
+        responses before the other direction's requests of the same block are seen)."""
+        framers = owner.framers
+        for framer in framers:
+            framer.naming_deferred = False
+        side = {owner.direction(0): 0, owner.direction(1): 1}
+        for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+            record = getattr(event, "record", None)
+            if record.__class__ is RemotingCommand:
+                framers[side[event.direction]].name(record)
 
 
 class RocketMQDirection:

@@ -20,7 +20,6 @@ from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.protocols.rocketmq.framing import (
     RocketMQFramer,
     looks_like_rocketmq,
-    name_response,
     sent_by_server,
 )
 from streamdissect.protocols.rocketmq.plain_walk import RocketMQPlainWalk
@@ -53,16 +52,12 @@ class RocketMQProtocol(Protocol):
         requests are remembered by opaque, and a response of the other direction gets its
         request's code (`request_code`; None when the request was not seen)."""
         def named_emit(offset: int, ts_ns: int, record: Any) -> None:
-            if record.__class__ is RemotingCommand:
-                if len(framers) == 2:  # (both made: the other one, without a generator)
-                    peer = framers[0] if framers[1] is framer else framers[1]
-                else:
-                    peer = next((f for f in framers if f is not framer), None)
-                name_response(record, framer.requests,
-                              None if peer is None else peer.requests)  # fmt: skip
+            if record.__class__ is RemotingCommand and not framer.naming_deferred:
+                framer.name(record)
             emit(offset, ts_ns, record)
 
         framer = super().framer(named_emit, report, options, framers, framer_class)
+        framer.connection_framers = framers
         return framer
 
     def sent_by_server(self, data: bytes) -> bool:
