@@ -10,7 +10,9 @@ medians of --repeats: cat (the floor), `gzip -dc` (inflating alone), tshark's
 pcap, the pcapng, the gzip'd pcap, the pieces and the plain pcap through a pipe
 (`cat FILE | analyze -`). Targets: each form within 1.15x of the plain pcap's time (the
 gzip'd one: of plain + `gzip -dc`). The machine's load before and after is printed: the
-ratios are measured in one run, so load moves both sides.
+ratios are measured in one run, so load moves both sides. Peak MB is /usr/bin/time's: the
+largest peak RSS of any one process of the run (analyze's main process, its helper, cat),
+not their sum (benchmarks/rss_split.py shows each).
 """
 
 from __future__ import annotations

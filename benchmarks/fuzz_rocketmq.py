@@ -13,7 +13,8 @@ targets of the same names:
 - stream: a direction's byte stream of mutated frames -> RocketMQFramer, whole and in random
           splits (the same frames and anomalies), and with missing bytes (bounded buffer).
 - pcap:   a mutated capture of captures/rocketmq -> the Dissector with RocketMQ registered
-          beside the Stream, every event's line and object, and RocketMQ's analyses: every
+          beside the Stream (the bulk engine's events held equal to the reference
+          engine's), every event's line and object, and RocketMQ's analyses: every
           table of theirs made as Arrow of its schema.
 
 Seeds: every frame of captures/rocketmq and crafted ones (zlib bombs, lying pull and batch
@@ -206,6 +207,10 @@ def run_pcap(data: bytes, path: str) -> None:
             events = list(dissector.run(path))
         except CaptureError:
             return
+    with rocketmq_registered():  # the bulk engine's events are the reference's
+        bulk = Dissector(engine="bulk", ooo_cap=fuzz.FUZZ_OOO_CAP)
+        if _event_list(bulk.run(path)) != _event_list(events):
+            raise AssertionError("the bulk engine's events differ from the reference engine's")
     for event in events:
         if isinstance(event, FrameEvent) and isinstance(event.record, (RemotingCommand,
                                                                         Malformed)):
@@ -215,6 +220,21 @@ def run_pcap(data: bytes, path: str) -> None:
                             protocol_of=dissector.protocol_of.get)  # fmt: skip
     for table in result.other_tables():
         result.arrow(table)
+
+
+def _event_list(events) -> list:
+    """Events as comparable values (a frame's record as its dict, with its bytes)."""
+    out = []
+    for event in events:
+        if isinstance(event, FrameEvent):
+            record = event.record
+            fields = (record.to_dict(payloads=True)
+                      if isinstance(record, (RemotingCommand, Malformed)) else record.to_dict())
+            out.append((event.ts_ns, event.connection, event.direction, event.stream_offset,
+                        type(record).__name__, fields))  # fmt: skip
+        else:
+            out.append(repr(event))
+    return out
 
 
 def replay(target: str, data: bytes, scratch: str | None = None) -> None:

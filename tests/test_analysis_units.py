@@ -40,17 +40,28 @@ def test_percentiles_linear_interpolation():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 10, 101, 4999])
 def test_percentiles_are_numpys_to_the_last_bit(n):
-    # np.percentile is the reference: the tables said what it says before it was replaced
+    # np.percentile (its default, "linear") is the reference: the tables said what it says
+    # before it was replaced; both forms of the sample, held as one and by rank
     import numpy as np
 
-    from streamdissect.analysis.percentiles import percentiles
+    from streamdissect.analysis.percentiles import percentiles, ranked_percentiles
 
     rng = np.random.default_rng(n)
     points = [0, 33.3, 50, 75, 95, 99, 99.9, 100]
     for sample in (rng.exponential(3.0, n), rng.integers(0, 9, n) * 0.1, rng.normal(0, 1e9, n)):
-        assert percentiles(np.sort(sample), points) == np.percentile(sample, points).tolist()
+        expected = np.percentile(sample, points).tolist()
+        ordered = np.sort(sample)
+        assert percentiles(ordered, points) == expected
+        assert percentiles(ordered.tolist(), points) == expected
+        # by rank over (distinct values, counts), as an ExactSample holds them
+        values, counts = np.unique(sample, return_counts=True)
+        ends = np.cumsum(counts)
+        at_rank = lambda k: values[int(np.searchsorted(ends, k, side="right"))]  # noqa: B023
+        assert ranked_percentiles(at_rank, n, points) == expected
+        assert ranked_percentiles(lambda k: ordered[k], n, points) == expected  # noqa: B023
     with_nan = np.sort(np.append(rng.exponential(3.0, n), np.nan))
     assert all(np.isnan(percentiles(with_nan, points)))
+    assert all(np.isnan(ranked_percentiles(with_nan.__getitem__, n + 1, points)))
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 101, 4999, 200_000])

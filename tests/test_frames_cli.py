@@ -78,7 +78,7 @@ def test_sasl_password_redacted_unless_asked(capsys):
 
 
 def test_anomalies_stderr_in_text_and_records_in_jsonl(real, tmp_path, capsys):
-    path, linktype, packets = real
+    _path, linktype, packets = real
     mid = worsen.write_pcap(tmp_path / "m.pcap", linktype, worsen.midstream(packets, 30))
     assert main(["frames", str(mid)]) == 0
     captured = capsys.readouterr()
@@ -128,7 +128,7 @@ def test_closed_stdout_does_not_traceback(real):
 
 
 def test_port_and_max_frame_options(real, real_frames, tmp_path, capsys):
-    path, linktype, packets = real
+    _path, linktype, packets = real
     frames = real_frames
     moved = worsen.write_pcap(
         tmp_path / "p.pcap", linktype, worsen.rewrite_port(packets, 5552, 7000)

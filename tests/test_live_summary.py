@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -113,6 +114,7 @@ def test_counts_the_tool_did_not_answer_with_are_said_to_be_its_last():
                                      "signal.SIG_IGN); print(flush=True); time.sleep(30)")]
     live = LiveCapture.__new__(LiveCapture)
     live.tool, live.said = "tcpdump", REPORT % (10, 20, 3)
+    live._said_lock = threading.Lock()
     live.process = subprocess.Popen(silent, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         live.process.stdout.readline()  # (its SIGUSR1 ignored from now on)

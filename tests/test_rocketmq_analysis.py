@@ -12,6 +12,7 @@ from rocketmq_support import CAPTURES, DIRECTIONS, NAMES, client_port, truth
 
 from streamdissect.analysis.driver import analyze
 from streamdissect.protocols.rocketmq import spec
+from streamdissect.tables import schema
 
 TRACED = ("java-trace", "js-trace", "raw")
 # The Java client sends UPDATE_CONSUMER_OFFSET oneway (4.9.x: updateConsumerOffsetOneway);
@@ -59,7 +60,10 @@ def traced_ports(name: str) -> set[int]:
 
 
 def rows(analysis, table: str, ports: set[int] | None = None) -> list[dict]:
-    out = analysis.rows(table)
+    """The table's rows as dicts (a table of a row a message or call gives tuples in its
+    column order)."""
+    names = schema.column_names(table)
+    out = [r if isinstance(r, dict) else dict(zip(names, r)) for r in analysis.rows(table)]
     if ports is not None:
         out = [r for r in out if client_port(r["connection"]) in ports]
     return out
@@ -101,7 +105,7 @@ def test_latency_counts_calls_per_request_code_server_and_direction(analyses, na
     ports = traced_ports(name)
     own = {r["server"] for r in rows(analyses[name], "rocketmq_requests", ports)}
     got = {(r["request_code"], int(r["server"].rsplit(":", 1)[1]), r["direction"]): r
-           for r in analyses[name].rows("rocketmq_latency")
+           for r in rows(analyses[name], "rocketmq_latency")
            if r["server"] in own and r["calls"]}  # fmt: skip
     assert {k: r["calls"] for k, r in got.items()} == dict(expected)
     assert {k: r["answered"] for k, r in got.items()} == dict(answered)
@@ -120,7 +124,7 @@ def test_errors_are_the_non_zero_responses_the_clients_got(analyses, name):
             expected[key] += 1
             remarks.setdefault(key, response.get("remark"))
     got = {(r["request_code"], r["code"], r["topic"]): r
-           for r in analyses[name].rows("rocketmq_errors")}  # fmt: skip
+           for r in rows(analyses[name], "rocketmq_errors")}  # fmt: skip
     assert {k: r["count"] for k, r in got.items()} == dict(expected)
     assert {k: r["remark"] for k, r in got.items()} == remarks
     for (request_code, code, _topic), row in got.items():
@@ -130,7 +134,7 @@ def test_errors_are_the_non_zero_responses_the_clients_got(analyses, name):
 
 def test_the_errors_capture_has_each_deliberate_error(analyses):
     names = {
-        (r["request_name"], r["code_name"]) for r in analyses["rmq-errors"].rows("rocketmq_errors")
+        (r["request_name"], r["code_name"]) for r in rows(analyses["rmq-errors"], "rocketmq_errors")
     }
     assert {("GET_ROUTEINFO_BY_TOPIC", "TOPIC_NOT_EXIST"), ("unknown(9999)", "REQUEST_CODE_NOT_SUPPORTED"),
             ("SEND_MESSAGE", "NO_PERMISSION"), ("PULL_MESSAGE", "PULL_OFFSET_MOVED"),
@@ -176,7 +180,7 @@ def test_every_send_result_is_a_sends_row(analyses, name):
 
 
 def test_a_batch_send_is_a_row_a_message(analyses):
-    batch = [r for r in analyses["rmq-java-rocketmq-batch"].rows("rocketmq_sends")
+    batch = [r for r in rows(analyses["rmq-java-rocketmq-batch"], "rocketmq_sends")
              if r["request_name"] == "SEND_BATCH_MESSAGE"]  # fmt: skip
     assert [r["batch_index"] for r in batch] == [0, 1, 2, 3]
     assert len({r["opaque"] for r in batch}) == 1
@@ -215,7 +219,7 @@ def test_every_traced_pull_is_a_pulls_row(analyses, name):
 def test_the_broker_held_the_long_poll_until_the_send(analyses):
     """The consumer's first pull waits on an empty queue; the producer's send ends it."""
     facts = truth("rmq-long-poll")
-    first = analyses["rmq-long-poll"].rows("rocketmq_pulls")[0]
+    first = rows(analyses["rmq-long-poll"], "rocketmq_pulls")[0]
     (request, _response), *_ = [c for c in traced_calls("rmq-long-poll")
                                 if c[0]["code"] == spec.PULL_CODE]  # fmt: skip
     assert first["long_poll"] and first["messages"] == 1
@@ -243,7 +247,7 @@ def test_offsets_are_the_commits_and_max_offsets_on_the_wire(analyses, name):
                 response["header"]["maxOffset"]
             )
     got = {(r["consumer_group"], r["topic"], r["queue_id"]): r
-           for r in analyses[name].rows("rocketmq_offsets")}  # fmt: skip
+           for r in rows(analyses[name], "rocketmq_offsets")}  # fmt: skip
     assert {k: r["committed_offset"] for k, r in got.items() if r["commits"]} == committed
     assert {k: r["commits"] for k, r in got.items() if r["commits"]} == dict(commits)
     for (group, topic, queue), row in got.items():
@@ -259,7 +263,7 @@ def test_committed_offsets_follow_what_the_consumer_received(analyses):
     for c in truth("rmq-java-rocketmq-batch")["clients"]:
         for m in c["report"].get("received", ()):
             received[m["queueId"]] = max(received[m["queueId"]], m["queueOffset"] + 1)
-    got = {r["queue_id"]: r for r in analyses["rmq-java-rocketmq-batch"].rows("rocketmq_offsets")}
+    got = {r["queue_id"]: r for r in rows(analyses["rmq-java-rocketmq-batch"], "rocketmq_offsets")}
     for queue, offset in received.items():
         assert got[queue]["committed_offset"] == offset and got[queue]["lag"] == 0
 
@@ -276,7 +280,7 @@ def test_clients_are_the_heartbeats_and_unregistrations_traced(analyses, name):
         if f["code"] == spec.UNREGISTER_CLIENT_CODE:
             h = f["header"]
             unregistered[h["clientID"]] |= {h.get("producerGroup"), h.get("consumerGroup")} - {None}
-    table = analyses[name].rows("rocketmq_clients")
+    table = rows(analyses[name], "rocketmq_clients")
     assert sum(r["heartbeats"] for r in table) == sum(heartbeats.values())
     got = {r["client_id"]: set((r["unregistered_groups"] or "").split(",")) - {""}
            for r in table if r["unregistered_ns"] is not None}  # fmt: skip
@@ -286,7 +290,7 @@ def test_clients_are_the_heartbeats_and_unregistrations_traced(analyses, name):
 def test_a_heartbeat_names_the_consumer_group_and_its_subscription(analyses):
     facts = truth("rmq-long-poll")
     consumer = next(c["report"] for c in facts["clients"] if c["report"]["role"] == "consumer")
-    row = next(r for r in analyses["rmq-long-poll"].rows("rocketmq_clients") if r["heartbeats"])
+    row = next(r for r in rows(analyses["rmq-long-poll"], "rocketmq_clients") if r["heartbeats"])
     assert row["consumer_groups"] == consumer["group"]
     assert row["subscriptions"] == consumer["topic"]
 
@@ -297,7 +301,7 @@ def test_broker_registrations_are_what_the_broker_logged(analyses, name):
     covers the broker's life: in the stop capture, only the unregistration is the capture's
     (the registration after the topic's creation is sent oneway: no OK line for it)."""
     broker = next(c["report"] for c in truth(name)["clients"] if c["kind"] == "broker-log")
-    table = analyses[name].rows("rocketmq_broker_registrations")
+    table = rows(analyses[name], "rocketmq_broker_registrations")
     ok = collections.Counter(r["request_name"] for r in table if r["code_name"] == "SUCCESS")
     assert ok["UNREGISTER_BROKER"] == len(broker["unregisteredOk"])
     if name == "rmq-broker-register":
@@ -335,18 +339,18 @@ def test_only_the_tables_asked_for_are_made(analyses):
     events = dissector.run(str(CAPTURES / "rmq-errors.pcap"))
     a = analyze_events(events, tcp_connections_after=lambda: list(dissector.connections),
                        tables=["rocketmq_errors"], protocol_of=dissector.protocol_of.get)  # fmt: skip
-    assert a.rows("rocketmq_errors") == analyses["rmq-errors"].rows("rocketmq_errors")
-    assert a.rows("rocketmq_sends") == [] and a.rows("rocketmq_pulls") == []
+    assert rows(a, "rocketmq_errors") == rows(analyses["rmq-errors"], "rocketmq_errors")
+    assert rows(a, "rocketmq_sends") == [] and rows(a, "rocketmq_pulls") == []
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_report_only_analysis_gives_the_same_latency_without_a_row_a_call(analyses, name):
     report_only = analyze(str(CAPTURES / f"{name}.pcap"), report_only=True)
-    assert report_only.rows("rocketmq_requests") == []
-    assert report_only.rows("rocketmq_latency") == analyses[name].rows("rocketmq_latency")
+    assert rows(report_only, "rocketmq_requests") == []
+    assert rows(report_only, "rocketmq_latency") == rows(analyses[name], "rocketmq_latency")
     # and the latency table counts what the requests table holds
-    requests = analyses[name].rows("rocketmq_requests")
-    for row in analyses[name].rows("rocketmq_latency"):
+    requests = rows(analyses[name], "rocketmq_requests")
+    for row in rows(analyses[name], "rocketmq_latency"):
         mine = [r for r in requests if (r["request_code"], r["server"], r["direction"])
                 == (row["request_code"], row["server"], row["direction"])]  # fmt: skip
         status = collections.Counter(r["status"] for r in mine)

@@ -40,7 +40,7 @@ def test_the_corpus_is_there():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_frame_decodes_without_anomaly(decoded, name):
-    keyed, anomalies, frames = decoded[name]
+    _keyed, anomalies, frames = decoded[name]
     if name == "rmq-broker-stop":  # the broker's connection began before the capture
         assert {(a.kind, a.connection.endswith(":9876")) for a in anomalies} == {
             ("midstream_start", True)}
@@ -104,7 +104,7 @@ def _traced_clients(name: str):
 def test_traced_frames_are_the_wire_frames(decoded, name):
     """Each frame a client traced is on the wire with what the client says it held, and the
     connections it traced carry no frame it did not trace."""
-    keyed, _, frames = decoded[name]
+    keyed, _, _frames = decoded[name]
     seen = set()
     counted = 0
     for client in _traced_clients(name):

@@ -13,7 +13,7 @@ import pytest
 from rocketmq_support import CAPTURES, NAMES
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
-from streamdissect.protocols.rocketmq import codec
+from streamdissect.protocols.rocketmq import codec, messages
 from streamdissect.protocols.rocketmq.messages import _host_text
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
@@ -33,9 +33,9 @@ def recorded():
     headers, commands = [], []
     real = codec._json_header
 
-    def spy(header: bytes):
+    def spy(header: bytes, *parsed):
         headers.append(bytes(header))
-        return real(header)
+        return real(header, *parsed)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(codec, "_json_header", spy)
@@ -90,3 +90,79 @@ def test_known_fields_named_and_typed_as_the_field_table_says(recorded):
     for command in commands + odd:
         assert codec.named_fields(command) == _named_by_the_table(command)
         assert list(codec.named_fields(command)) == list(_named_by_the_table(command))
+
+
+def _stored_outcome(body: bytes):
+    """What stored_messages gives for a pull body: each message's dict, or the error's reason,
+    offset and the messages before it."""
+    try:
+        return "value", [m.to_dict(payloads=True) for m in messages.stored_messages(body)]
+    except messages.BodyError as e:
+        return "error", (str(e), e.offset, [m.to_dict(payloads=True) for m in e.messages])
+
+
+class _NeverFits:
+    size = 1 << 40  # (no message holds it: every one read field by field)
+
+
+def test_stored_messages_with_ipv4_hosts_read_as_field_by_field(recorded):
+    """The middle of a stored message with IPv4 hosts is read at once (_IPV4_MIDDLE): the same
+    messages, and the same errors where they lie, as read field by field (odd sizes, host
+    flags switched to IPv6, bodies cut anywhere)."""
+    bodies = [c.body for c in recorded[1] if c.messages and c.response]
+    assert bodies
+    rng = random.Random(2611)
+    variants = []
+    for body in bodies[:20]:
+        variants.append(body)
+        variants += [body[:cut] for cut in range(0, min(len(body), 400), 3)]
+        for _ in range(60):
+            b = bytearray(body)
+            at = rng.choice([0, 32, 36, 40, 44, 48, 52, 60, 64, 72, 76, 80, 84, 92])
+            if at + 4 <= len(b):
+                value = rng.choice([0, 4, 0x10, 0x20, 0x30, rng.randrange(1 << 32)])
+                b[at : at + 4] = (value & 0xFFFFFFFF).to_bytes(4, "big")
+            variants.append(bytes(b))
+    seen = set()
+    for body in variants:
+        fast = _stored_outcome(body)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(messages, "_IPV4_MIDDLE", _NeverFits)
+            assert fast == _stored_outcome(body)
+        seen.add(fast[0])
+    assert seen == {"value", "error"}
+
+
+def _lazy_outcome(body: bytes):
+    try:
+        return "value", [m.to_dict(payloads=True) for m in messages.stored_messages(body, True)]
+    except messages.BodyError as e:
+        return "error", (str(e), e.offset, [m.to_dict(payloads=True) for m in e.messages])
+
+
+def test_stored_messages_read_lazily_are_the_same(recorded):
+    """A pull response's messages are decoded without their LAZY fields (properties, topic,
+    hosts, ids, CRC check), read when first asked for: the same messages (equal, the same
+    dict, repr, pickled and copied), and the same errors where a body lies."""
+    import copy
+    import pickle
+
+    from streamdissect.protocols.rocketmq.records import LAZY
+
+    bodies = [c.body for c in recorded[1] if c.messages and c.response]
+    rng = random.Random(2612)
+    for body in bodies:
+        eager = messages.stored_messages(body)
+        lazy = messages.stored_messages(body, lazy=True)
+        assert all(m._source is not None for m in lazy)  # (nothing read yet)
+        assert lazy == eager and [repr(m) for m in lazy] == [repr(m) for m in eager]
+        assert all(m._source is None for m in lazy)  # (read when compared)
+        again = messages.stored_messages(body, lazy=True)  # (pickled, copied: read first)
+        assert [pickle.loads(pickle.dumps(m)) for m in again] == eager
+        assert [copy.copy(m) for m in messages.stored_messages(body, lazy=True)] == eager
+        for cut in sorted(rng.sample(range(len(body)), min(len(body), 60))):
+            assert _lazy_outcome(body[:cut]) == _stored_outcome(body[:cut])
+    fresh = messages.stored_messages(bodies[0], lazy=True)[0]
+    with pytest.raises(AttributeError):
+        fresh.no_such_field  # noqa: B018
+    assert fresh.msg_id and all(hasattr(fresh, name) for name in LAZY)

@@ -410,11 +410,11 @@ def test_one_table_for_both_protocols_frames_numbered_as_frames_does(tmp_path, c
     shift = stream_packets[0][0] - rocketmq_packets[0][0]
     both = sorted(stream_packets + [(ts + shift + 1, d, n) for ts, d, n in rocketmq_packets],
                   key=lambda p: p[0])  # fmt: skip
-    mixed = str(worsen.write_pcap(tmp_path / "both.pcap", linktype, both))
-    rows = messages_table(mixed)
+    interleaved = str(worsen.write_pcap(tmp_path / "both.pcap", linktype, both))
+    rows = messages_table(interleaved)
     assert set(rows["protocol"]) == {"stream", "rocketmq"}
     numbered = {}
-    for line in run(capsys, "--format", "jsonl", mixed).splitlines():
+    for line in run(capsys, "--format", "jsonl", interleaved).splitlines():
         row = json.loads(line)
         if row.get("command") != "Anomaly":
             numbered[len(numbered) + 1] = (row["connection"], row["stream_offset"])

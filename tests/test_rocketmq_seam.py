@@ -49,7 +49,7 @@ def test_stream_captures_dissect_the_same_with_rocketmq_registered(path):
 
 def _first_bytes(path: Path) -> list[bytes]:
     """Each direction's first payload bytes of a capture (up to what the heuristic sees)."""
-    link, packets = worsen.read_pcap(path)
+    _link, packets = worsen.read_pcap(path)
     firsts: dict = {}
     for _ts, data, _length in packets:
         tcp = worsen.tcp_of(data)

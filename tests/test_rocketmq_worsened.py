@@ -15,7 +15,7 @@ from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
 def _frames(path) -> list:
     """Each frame by connection, direction and offset (segments swapped in time may change
     which direction's frame comes out first, not the frames)."""
-    frames, anomalies = dissect(path)
+    frames, _anomalies = dissect(path)
     return sorted(((e.connection, e.direction, e.stream_offset, own_fields(e.record))
                    for e in frames), key=lambda f: f[:3])  # fmt: skip
 

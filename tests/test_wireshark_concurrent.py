@@ -22,6 +22,7 @@ from streamdissect.analysis import analyze
 from streamdissect.wireshark import generate
 
 PORT, CONNECTIONS = 5553, 8
+RECORDINGS = 3  # recordings tried for one whose handshakes interleave
 CLIENT = """
 import asyncio, sys, uuid
 from rstream import Producer
@@ -59,9 +60,20 @@ def plugin(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def concurrent_capture(tmp_path_factory) -> Path:
-    """The run's own connections (the broker may serve other runs too)."""
+    """The run's own connections (the broker may serve other runs too). On a loaded machine
+    the client's tasks may each finish their handshake before the next one starts: then the
+    capture is recorded again (at most RECORDINGS times), as what it is about is their
+    interleaving, which the test below still requires."""
     folder = tmp_path_factory.mktemp("concurrent")
-    raw, token = folder / "raw.pcap", f"sd-conc-{uuid.uuid4().hex[:8]}"
+    for attempt in range(RECORDINGS):
+        capture = record_own_connections(folder / f"raw{attempt}.pcap", folder / f"run{attempt}.pcap")
+        if interleavings(frames_of(capture)):
+            break
+    return capture
+
+
+def record_own_connections(raw: Path, out: Path) -> Path:
+    token = f"sd-conc-{uuid.uuid4().hex[:8]}"
     record_on_lo(raw, CLIENT, token, str(CONNECTIONS), str(PORT), port=PORT, timeout=120)
     linktype, packets = worsen.read_pcap(raw)
     ours = set()
@@ -70,7 +82,20 @@ def concurrent_capture(tmp_path_factory) -> Path:
         if tcp and tcp.flow[3] == PORT and token.encode() in data[tcp.payload_at:]:
             ours.add(tcp.flow[1])
     kept = [p for p in packets if (t := worsen.tcp_of(p[1])) and {t.flow[1], t.flow[3]} & ours]
-    return worsen.write_pcap(folder / "run.pcap", linktype, kept)
+    return worsen.write_pcap(out, linktype, kept)
+
+
+def interleavings(rows: list[dict]) -> int:
+    """PeerProperties requests sent while another connection's waited for its answer."""
+    waiting, overlaps = set(), 0
+    for row in rows:
+        if row["command"] == "PeerProperties":
+            if row["direction"] == "c2s":
+                overlaps += bool(waiting)
+                waiting.add(row["connection"])
+            else:
+                waiting.discard(row["connection"])
+    return overlaps
 
 
 def reference_pairs(capture: Path) -> Counter:
@@ -95,15 +120,7 @@ def test_the_handshakes_really_interleave(concurrent_capture):
     rows = frames_of(concurrent_capture)
     connections = {r["connection"] for r in rows}
     assert len(connections) >= CONNECTIONS
-    waiting, overlaps = set(), 0
-    for row in rows:
-        if row["command"] == "PeerProperties":
-            if row["direction"] == "c2s":
-                overlaps += bool(waiting)
-                waiting.add(row["connection"])
-            else:
-                waiting.discard(row["connection"])
-    assert overlaps >= 1
+    assert interleavings(rows) >= 1
 
 
 @pytest.mark.parametrize("two_pass", [True, False], ids=["two-pass", "one-pass"])

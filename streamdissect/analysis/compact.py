@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 import tempfile
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator
 
 
@@ -98,6 +99,33 @@ class CompactRows:
             self._chunks[i] = _Spilled(f.tell(), len(data), len(chunk[0][0]))
             f.write(data)
         self._held = 0
+
+    def replace(self, rows: dict[int, tuple]) -> None:
+        """Rows changed after they were appended, by index (a call answered after its row
+        was written): each chunk holding one made again from its rows (a spilled one
+        written anew at the file's end)."""
+        order = sorted(rows)
+        at = done = 0
+        for i, chunk in enumerate(self._chunks):
+            size = chunk.rows if chunk.__class__ is _Spilled else len(chunk[0][0])
+            mine = order[done : bisect_left(order, at + size, done)]
+            done += len(mine)
+            if mine:
+                given = self._rows(at, at + size)
+                for index in mine:
+                    given[index - at] = rows[index]
+                columns = [_column(c) for c in zip(*given)]
+                if chunk.__class__ is _Spilled:
+                    data = pickle.dumps(columns, protocol=pickle.HIGHEST_PROTOCOL)
+                    self._file.seek(0, 2)
+                    self._chunks[i] = _Spilled(self._file.tell(), len(data), size)
+                    self._file.write(data)
+                    self._loaded = (None, None)
+                else:
+                    self._chunks[i] = columns
+            at += size
+        for index in order[done:]:  # (the rest are pending rows)
+            self._pending[index - at] = rows[index]
 
     def _chunk(self, i: int) -> list:
         """Chunk i's columns (read back from the file when it was spilled)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -81,30 +81,33 @@ def summarize_sample(sample: ExactSample) -> dict[str, float | None]:
     if not len(values):
         return summarize_ms(())
     ends = np.cumsum(counts)  # (the order statistic k is values[first end > k])
-    nth = lambda k: values[int(np.searchsorted(ends, k, side="right"))]
-    last = int(ends[-1]) - 1
+    at_rank = lambda k: values[int(np.searchsorted(ends, k, side="right"))]
     lowest = math.nan if math.isnan(values[-1]) else float(values[0])  # (as numpy's min)
     out: dict[str, float | None] = {"min_ms": lowest}
-    out.update({f"p{p}_ms": q for p, q in zip(PERCENTILES, percentiles(nth, PERCENTILES, last))})
+    found = ranked_percentiles(at_rank, int(ends[-1]), PERCENTILES)
+    out.update({f"p{p}_ms": q for p, q in zip(PERCENTILES, found)})
     out["max_ms"] = float(values[-1])
     return out
 
 
-def percentiles(ordered, points: Sequence[float], last: int | None = None) -> list[float]:
+def percentiles(ordered: Sequence[float], points: Sequence[float]) -> list[float]:
     """numpy.percentile's default ("linear") of a sorted float sample, to the last bit.
-    Its own first call imports numpy.ma (~15 ms of the CLI's start), for a few lines.
-    `ordered`: the sorted sample, or a function giving its k-th value (with `last`, its
-    last index)."""
-    nth = ordered.__getitem__ if last is None else ordered
-    if last is None:
-        last = len(ordered) - 1
-    if math.isnan(nth(last)):  # (NaN sorts last, and makes every percentile NaN)
+    (numpy's own first call imports numpy.ma, ~15 ms of the CLI's start, for a few lines.)"""
+    return ranked_percentiles(ordered.__getitem__, len(ordered), points)
+
+
+def ranked_percentiles(at_rank: Callable[[int], float], size: int,
+                       points: Sequence[float]) -> list[float]:  # fmt: skip
+    """percentiles() of a sorted sample of `size` values that is not held as one: `at_rank(k)`
+    gives its k-th smallest value (k from 0), e.g. from distinct values and their counts."""
+    last = size - 1
+    if math.isnan(at_rank(last)):  # (NaN sorts last, and makes every percentile NaN)
         return [math.nan] * len(points)
     values = []
     for p in points:
         at = last * (p / 100)
         below = math.floor(at) if at < last else last
-        a, b = float(nth(below)), float(nth(min(below + 1, last)))
+        a, b = float(at_rank(below)), float(at_rank(min(below + 1, last)))
         t = at - below
         # numpy's lerp: from the nearer end, which keeps the result within [a, b]
         values.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t))

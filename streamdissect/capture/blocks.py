@@ -14,6 +14,7 @@ import mmap
 import os
 import pickle
 import re
+import select
 import signal
 import struct
 from array import array
@@ -172,19 +173,25 @@ _ITEM = struct.Struct("<BBBQQQq")
 FIRST_BLOCK = 1 << 20  # the helper's first read; each next one twice the last, up to BLOCK
 FIRST_READ = 1 << 18  # the first read without a helper (see read_blocks)
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
+_WAITING = b"\xff"  # (on the free pipe, not a slot) the parent has nothing left to dissect
 
 
 def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[[], int],
-                first: int) -> Iterator[tuple]:  # fmt: skip
+                first: int, more: Callable[[int], bool] | None = None) -> Iterator[tuple]:  # fmt: skip
     """The pieces of every file of `reading`, as (kind, slot, base, read, payload): a
     BLOCK_REGION's record starts are relative to its slot, whose first byte is at file offset
     `base`; `read`: raw bytes read since the last one (progress). Each read goes to slot
     take() at `slot * stride`; a slot is handed to take() again only once its block is
     dissected (the caller's business). A small first read (`first`), each next one twice the
-    last: a file that starts mid-connection (a piece of a rotated set) has its first block's
-    connections go through the exact code, so that block is kept short."""
+    last: a capture that starts mid-connection has its first block's connections go through
+    the exact code, so that block is kept short; the files of a set after the first go on
+    where the last one's reads were (as one file would: the same blocks, the same memory,
+    whatever the files' sizes). A read that comes back short (a pipe's: what had come) is
+    handed on as it is, unless more(descriptor) says to wait for more into the same read
+    (see _helper)."""
     block = reading.block
     slot = None  # (taken when a file begins: the last one's may still be dissected)
+    size = min(first, block)
     for number, source in enumerate(reading.sources):
         if source.skip:
             continue
@@ -196,10 +203,14 @@ def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[
             yield LAYOUT, slot, 0, 0, walker.layout
         base = source.data_start  # file offset of the slot's first byte
         have = 0
-        size = min(first, block)
         while True:
             at = slot * stride
             got = source.bytes.readinto(view[at + have : at + have + size])
+            while more is not None and 0 < got < size and more(source.bytes.fileno()):
+                extra = source.bytes.readinto(view[at + have + got : at + have + size])
+                if not extra:
+                    break
+                got += extra
             size = min(2 * size, block)
             end = at + have + got
             if got:
@@ -290,23 +301,33 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
     os.close(free_r)
     done = False
     try:
-        with open(data_r, "rb", buffering=1 << 16) as src, open(free_w, "wb", buffering=0) as free:
+        with open(data_r, "rb", buffering=0) as src, open(free_w, "wb", buffering=0) as free:
             held = None  # (slot, base): the read whose slot is being dissected
+            told = False  # the helper was told we wait, since this read came
             while True:
-                head = src.read(_ITEM.size)
+                if not told and not select.select([data_r], [], [], 0)[0]:
+                    # Nothing more to dissect: the helper hands on what it has read (at
+                    # most once a read, so that these bytes never fill the free pipe).
+                    told = True
+                    with contextlib.suppress(BrokenPipeError):
+                        free.write(_WAITING)
+                head = _read_exactly(src, _ITEM.size)
                 if len(head) < _ITEM.size:
                     break
                 kind, slot, area, base, read, n, flows = _ITEM.unpack(head)
                 if kind == BLOCK_REGION:
                     # A read's regions (several, in pcapng) are dissected before its slot
                     # goes back to the helper, once, when the next read's first one comes.
-                    if held is not None and held != (slot, base):
-                        with contextlib.suppress(BrokenPipeError):  # (it may be done already)
-                            free.write(bytes((held[0],)))
+                    if held != (slot, base):
+                        told = False
+                        if held is not None:
+                            with contextlib.suppress(BrokenPipeError):  # (it may be done)
+                                free.write(bytes((held[0],)))
                     held = (slot, base)
-                    yield kind, slot, base, read, (area, n) if flows >= 0 else src.read(n), flows
+                    payload = (area, n) if flows >= 0 else _read_exactly(src, n)
+                    yield kind, slot, base, read, payload, flows
                 else:
-                    yield kind, slot, base, read, pickle.loads(src.read(n)), -1
+                    yield kind, slot, base, read, pickle.loads(_read_exactly(src, n)), -1
         _, status = os.waitpid(pid, 0)
         done = True
         if status:
@@ -317,6 +338,17 @@ def helper_layout(reading: Reading, slots: SharedSlots, parse: Parse | None = No
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+
+
+def _read_exactly(src: Any, n: int) -> bytes:
+    """n bytes from an unbuffered pipe (fewer at its end)."""
+    data = src.read(n)
+    while data and len(data) < n:
+        more = src.read(n - len(data))
+        if not more:
+            break
+        data += more
+    return data
 
 
 def _close_all_but(keep: set[int]) -> None:
@@ -337,13 +369,37 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
     data_w, free_r = pipes
     free = list(range(SLOTS))
 
-    def take() -> int:
-        if free:
-            return free.pop(0)
+    waiting = False  # the parent said it had nothing left to dissect
+
+    def hear() -> None:
+        """One byte from the parent: a slot it is done with, or that it waits."""
+        nonlocal waiting
         got = os.read(free_r, 1)
         if not got:
             raise EOFError("the parent went away")
-        return got[0]
+        if got == _WAITING:
+            waiting = True
+        else:
+            free.append(got[0])
+
+    def take() -> int:
+        while not free:
+            hear()
+        return free.pop(0)
+
+    def more(fd: int) -> bool:
+        # A short read (a pipe's: what had come) is handed on at once only to a parent
+        # waiting for it; while the parent is busy, it is filled further as its input
+        # comes. So a pipe fed faster than it is dissected is read in whole blocks, as a
+        # file is (the same block sizes, time and memory, whatever the timing), and a live
+        # capture's packets reach a waiting parent as soon as they come.
+        while not waiting:
+            ready = select.select([fd, free_r], [], [])[0]
+            if free_r in ready:
+                hear()
+            elif ready:
+                return True
+        return False
 
     layout_now: Layout | None = None
     this_read = None  # (slot, base) of the read whose pieces the slot's column areas hold
@@ -352,19 +408,19 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
     view = memoryview(slots.memory)
     with open(data_w, "wb", buffering=0) as out:
         for kind, slot, base, read, payload in read_blocks(reading, view, slots.stride, take,
-                                                           FIRST_BLOCK):  # fmt: skip
+                                                           FIRST_BLOCK, more):  # fmt: skip
             if kind != BLOCK_REGION:
                 if kind == LAYOUT:
                     layout_now = payload
                 data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
                 out.write(_ITEM.pack(kind, slot, 0, base, read, len(data), -1) + data)
                 continue
+            if this_read != (slot, base):  # (a new read: what the parent waited for)
+                this_read, used, waiting = (slot, base), 0, False
             if parse is None:
                 data = payload.tobytes()
                 out.write(_ITEM.pack(kind, slot, 0, base, read, len(data), -1) + data)
                 continue
-            if this_read != (slot, base):
-                this_read, used = (slot, base), 0
             # A read's regions (several in pcapng) in pieces the parent dissects one by one;
             # the first pieces parsed into the slot's column areas, the others by the parent.
             for at in range(0, len(payload), rows):

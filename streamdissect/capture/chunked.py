@@ -7,6 +7,8 @@ must copy them (bytes(view)) so an old chunk is not pinned.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
 import stat
@@ -115,9 +117,16 @@ class ChunkedFile:
         if isinstance(self._file, Pipe):
             return self._file.readinto(view)
         if isinstance(self._file, Gunzip):
-            data = self._read(len(view))
-            view[: len(data)] = data
-            return len(data)
+            # A READ_CHUNK at a time: a block's worth inflated at once (16 MiB, and as much
+            # again joined) stayed in the helper's heap, over the main process's peak.
+            n = 0
+            while n < len(view):
+                data = self._read(min(len(view) - n, READ_CHUNK))
+                view[n : n + len(data)] = data
+                n += len(data)
+                if not data:
+                    break
+            return n
         if self.eof:
             return 0
         try:
@@ -181,6 +190,7 @@ class Pipe:
     def __init__(self, raw: BinaryIO, owned: bool = False) -> None:
         self._raw = raw
         self._owned = owned  # (closed with this reader; standard input is not)
+        _widen(raw)
         self._kept = b""
         self._replay = b""
         self._position = 0
@@ -232,6 +242,22 @@ class Pipe:
     def close(self) -> None:
         if self._owned:
             self._raw.close()
+
+
+PIPE_ROOM = 1 << 20  # (Linux lets anyone make a pipe this large: fs/pipe-max-size)
+
+
+def _widen(raw: BinaryIO) -> None:
+    """A pipe made to hold PIPE_ROOM bytes, not 64 KiB, where the system allows it: a writer
+    (cat, a capture tool) then runs 16 times less often to keep up with our reads. On a
+    busy machine each of its turns may wait for a CPU, and with a 64 KiB pipe the reads come
+    back short (what had come) and the blocks small: slower, and a peak memory that
+    depends on the timing."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        fd = raw.fileno()
+        if (stat.S_ISFIFO(os.fstat(fd).st_mode) and hasattr(fcntl, "F_SETPIPE_SZ")
+                and fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) < PIPE_ROOM):  # fmt: skip
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_ROOM)
 
 
 class Gunzip:

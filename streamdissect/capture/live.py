@@ -3,19 +3,24 @@ dissector reads as packets arrive (`frames -i IFACE`, `analyze -i IFACE`).
 
     with LiveCapture("lo", ports=(5552,), heuristic=False) as live:
         for event in Dissector().run(live.path): ...    # live.path: the pipe, /dev/fd/N
-        live.stop()                                     # (or --duration, or Ctrl-C)
+        live.finish()                                   # (or --duration, or Ctrl-C)
 
 The tool is asked for immediate mode (each packet handed over at once, not held for up to a
 second by libpcap's buffer; `frames`), or not (`analyze`, `report`: the kernel's buffer then
 holds many more packets while the analysis catches up), and packet-buffered output. The
 filter keeps the Stream ports; with the heuristic (the protocol recognised on other ports)
-every TCP packet. Ctrl-C goes to
-the tool (it shares the terminal's process group): it flushes and exits, the pipe ends, and
-the command finishes what it read. `write_to` keeps the raw capture too, as read.
+every TCP packet. The tool's output goes by a thread of ours on its way to the dissector
+(and to `write_to`, the raw capture kept): `finish()` stops the tool only once every packet
+captured before it has gone by, since the tool, interrupted, drops what the kernel still
+holds for it (up to a second of packets without immediate mode, and any backlog). The tool
+runs in a process group of its own, so a Ctrl-C reaches it only that way (were our process
+killed outright, the tool ends at its next packet, its pipe closed: its dropped privileges
+keep PR_SET_PDEATHSIG from reaching it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -31,12 +36,20 @@ from collections.abc import Iterable
 from typing import BinaryIO, NamedTuple
 
 from streamdissect.capture.errors import CaptureError
+from streamdissect.capture.pcap_clock import PcapClock
 
 TOOLS = ("tcpdump", "dumpcap")
 # The kernel's capture buffer: a few seconds of a busy link while the analysis catches up
 # (tcpdump's default, 2 MiB, holds a fraction of a second of a loaded broker's traffic)
 BUFFER_MIB = 32
 SAID_KEPT = 1 << 16  # the tail of the tool's stderr kept: its last counts are in it
+# Without immediate mode, libpcap's timeout (tcpdump's: 1 s): the kernel hands a block of
+# packets over when it is full or this old, so a stop waits this long for its last packets
+HANDOVER_S = 1.0
+# A stop's last packets have all gone by when one captured after the stop has, or when the
+# tool, past HANDOVER_S, has written nothing for this long, and nothing for this long after
+# answering an ask for its counts (a quiet link)
+QUIET_S = 0.5
 
 
 class CaptureStatistics(NamedTuple):
@@ -121,41 +134,105 @@ class LiveCapture:
         self.path = ""
         self._read_fd = -1
         self._copier: threading.Thread | None = None
+        self._said_lock = threading.Lock()  # (the summaries and the stop both ask for counts)
+        self._clock = PcapClock()  # the newest packet gone by to the dissector
+        self._waiting_since: float | None = None  # the copier waiting for the tool, since
+        self._finishing: threading.Thread | None = None
 
     def __enter__(self) -> LiveCapture:  # noqa: PYI034
         command = tool_command(self.tool, self.interface, self.bpf, self.buffer_mib,
                                self.immediate)  # fmt: skip
-        try:
+        try:  # (its own process group: the terminal's Ctrl-C is ours to pass on, by finish())
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE)  # fmt: skip
+                                            stderr=subprocess.PIPE, process_group=0)  # fmt: skip
         except OSError as exc:
             raise CaptureError(f"cannot start {self.tool}: {exc.strerror or exc}") from exc
-        source = self.process.stdout
-        if self.write_to is None:
-            self._read_fd = source.fileno()
-        else:  # (a copy to the file as the bytes go by)
+        sink = None
+        if self.write_to is not None:
             try:
                 sink = open(self.write_to, "wb")  # (the copier closes it)
             except OSError as exc:
                 self.stop()
                 raise CaptureError(f"{self.write_to}: cannot write: {exc.strerror}") from exc
-            self._read_fd, write_fd = os.pipe()
-            self._copier = threading.Thread(target=_copy, args=(source, sink, write_fd),
-                                            daemon=True)  # fmt: skip
-            self._copier.start()
+        self._read_fd, write_fd = os.pipe()
+        self._copier = threading.Thread(target=self._copy, args=(self.process.stdout, sink,
+                                                                 write_fd), daemon=True)  # fmt: skip
+        self._copier.start()
         self.path = f"/dev/fd/{self._read_fd}"
         return self
 
     def stop(self) -> None:
-        """End the capture: the tool flushes what it has and exits; the pipe then ends."""
+        """End the capture now: the tool flushes what it has read and exits (what the kernel
+        still holds for it is lost); the pipe then ends. For -c N, and at the end."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
+
+    def finish(self) -> None:
+        """End the capture once every packet captured so far has gone by to the dissector
+        (in a thread: the caller, a signal handler or a timer, returns at once and the
+        dissector keeps reading meanwhile); asked again, stop() at once."""
+        if self._finishing is not None:
+            self.stop()
+            return
+        self._finishing = threading.Thread(target=self._finish, args=(time.time_ns(),),
+                                           daemon=True)  # fmt: skip
+        self._finishing.start()
+
+    def _finish(self, stop_ns: int) -> None:
+        """stop() once a packet captured after `stop_ns` has gone by, or nothing more is
+        coming (_quiet)."""
+        handover = time.monotonic() + (0 if self.immediate else HANDOVER_S)
+        while self.process is not None and self.process.poll() is None:
+            newest = self._clock.newest_ns
+            if (newest is not None and newest >= stop_ns) or self._quiet(handover):
+                break
+            time.sleep(0.05)
+        self.stop()
+
+    def _quiet(self, handover: float) -> bool:
+        """Past the kernel's handover, the copier has waited QUIET_S for the tool, and the
+        tool (tcpdump), asked for its counts, answers (it runs: not stopped, nor starved of
+        CPU) and writes nothing for QUIET_S more: it holds nothing captured before."""
+        since, now = self._waiting_since, time.monotonic()
+        if since is None or now < handover + QUIET_S or now - since < QUIET_S:
+            return False
+        if self.tool == "tcpdump":  # (dumpcap gives its counts only at its end)
+            counts = self.statistics(wait=QUIET_S)
+            if counts is None or counts.stale:
+                return False
+            time.sleep(QUIET_S)
+        return self._waiting_since == since  # (the same read, still waiting)
+
+    def _copy(self, source: BinaryIO, sink: BinaryIO | None, write_fd: int) -> None:
+        """The tool's output to the dissector's pipe (and the file), as it comes, its
+        packets' times followed."""
+        reading = True  # (the dissector: once it stopped, the file is still written)
+        try:
+            with sink if sink is not None else contextlib.nullcontext():
+                while True:
+                    self._waiting_since = time.monotonic()
+                    data = source.read1(1 << 16)
+                    self._waiting_since = None
+                    if not data:
+                        break
+                    if sink is not None:
+                        sink.write(data)
+                        sink.flush()
+                    if reading:
+                        reading = _write_all(write_fd, data)
+                    self._clock.feed(data)  # (after: what it says has gone by)
+        finally:
+            os.close(write_fd)
 
     def statistics(self, ask: bool = True, wait: float = 0.5) -> CaptureStatistics | None:
         """The tool's counts so far: asked for (tcpdump prints them on SIGUSR1; dumpcap only
         at its end) and read from its stderr for up to `wait` seconds; after the tool's end,
         its final counts. `stale` is set when the tool, asked, did not answer in time
         (tcpdump answers once its write to a full pipe is done): the counts are its last."""
+        with self._said_lock:
+            return self._statistics(ask, wait)
+
+    def _statistics(self, ask: bool, wait: float) -> CaptureStatistics | None:
         process = self.process
         if process is None:
             return None
@@ -231,19 +308,14 @@ class LiveCapture:
             os.close(self._read_fd)
 
 
-def _copy(source: BinaryIO, sink: BinaryIO, write_fd: int) -> None:
-    """The tool's output to the file and to the dissector's pipe, as it comes."""
+def _write_all(fd: int, data: bytes) -> bool:
+    """`data` written to the pipe; False when its reader is gone (the dissector stopped: the
+    file is still written)."""
     try:
-        with sink:
-            while True:
-                data = source.read1(1 << 16)
-                if not data:
-                    break
-                sink.write(data)
-                sink.flush()
-                try:
-                    os.write(write_fd, data)
-                except BrokenPipeError:  # (the reader stopped: keep writing the file)
-                    pass
-    finally:
-        os.close(write_fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BrokenPipeError:
+        return False
+    return True
+

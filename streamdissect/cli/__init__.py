@@ -15,7 +15,7 @@ import os
 import pkgutil
 import sys
 
-from streamdissect.cli import env
+from streamdissect.cli import env  # noqa: F401  (its settings, made before numpy is imported)
 
 # The subcommands first in --help, in this order; any other module after them, by name.
 FIRST = ("frames", "analyze")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from streamdissect.capture import CaptureError
 from streamdissect.capture.live import BUFFER_MIB, LiveCapture
-from streamdissect.cli._options import port_map
+from streamdissect.cli._options import capture_ports, port_map
 
 
 def add_live_options(parser: argparse.ArgumentParser) -> None:
@@ -171,19 +171,21 @@ def check_sources(args: argparse.Namespace) -> str | None:
 def sources(args: argparse.Namespace, ports: tuple[int, ...],
             immediate: bool = True) -> Iterator[tuple[list, object]]:  # fmt: skip
     """(the paths to read, the live capture or None). Live: the tool runs for the block;
-    SIGINT to this process (Ctrl-C, kill -INT) stops the tool, whose pipe then ends, so what
-    was read is still printed; --duration stops it the same way."""
+    SIGINT or SIGTERM to this process (Ctrl-C, kill) stops the tool once the packets it
+    captured so far have come (LiveCapture.finish), and its pipe then ends, so all of them
+    are printed; --duration stops it the same way."""
     if not args.interface:
         yield args.captures, None
         return
     live = LiveCapture(args.interface, ports, not args.no_heuristic, args.write,
                        buffer_mib=args.buffer, immediate=immediate)  # fmt: skip
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     timer = None
     with live:
-        signal.signal(signal.SIGINT, lambda *_: live.stop())
+        for sig in previous:  # (a second one stops the capture at once)
+            signal.signal(sig, lambda *_: live.finish())
         if args.duration:
-            timer = threading.Timer(args.duration, live.stop)
+            timer = threading.Timer(args.duration, live.finish)
             timer.daemon = True
             timer.start()
         try:
@@ -191,7 +193,8 @@ def sources(args: argparse.Namespace, ports: tuple[int, ...],
         finally:
             if timer is not None:
                 timer.cancel()
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def with_sources(args: argparse.Namespace, body, immediate: bool = True) -> int:
@@ -205,8 +208,7 @@ def with_sources(args: argparse.Namespace, body, immediate: bool = True) -> int:
         return 2
     ports = port_map(args)
     try:
-        with sources(args, tuple(sorted({n for each in ports.values() for n in each})),
-                     immediate) as (paths, live):  # fmt: skip
+        with sources(args, capture_ports(args), immediate) as (paths, live):
             return body(paths, live, ports)
     except CaptureError as exc:
         return capture_error(exc, None)

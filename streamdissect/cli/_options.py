@@ -30,6 +30,18 @@ def port_map(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
     return ports
 
 
+def capture_ports(args: argparse.Namespace) -> tuple[int, ...]:
+    """The server ports a live capture keeps without the heuristic: those of the protocols
+    whose ports the user named (--port, --NAME-port: as port_map has them), or, when none
+    were named, every protocol's."""
+    first, *others = registry.PROTOCOLS
+    ports = port_map(args)
+    named = {first.name} if args.ports else set()
+    named.update(o.name for o in others if getattr(args, f"{o.name}_ports", ()))
+    return tuple(sorted({n for name, each in ports.items() if not named or name in named
+                         for n in each}))  # fmt: skip
+
+
 def add_analysis_options(p: argparse.ArgumentParser, times: str) -> None:
     """Which traffic is read (--port..., --no-heuristic, --max-frame), how times are shown
     (--utc, --local: `times` says what, e.g. 'text: capture times') and --at-once-ms."""

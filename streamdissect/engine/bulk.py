@@ -101,7 +101,7 @@ class BulkCapture:
         self.shift = 0  # (the layout's: a record's start to its block's file offset)
         self.headers: dict = {}  # (slot, layout) -> the layout's views of the slot
         self.fast: Any = None  # the fast path of the protocols that have one
-        self.plain = PlainFrames()  # the walk of the others' connections
+        self.plain: dict = {}  # protocol -> the plain walk of its connections (no fast path)
         self.buffer: BlockBuffer | None = None  # the block's
         self.events: BlockEvents | None = None  # the block's
         self.walk: Walk | None = None  # the connection's being walked
@@ -300,9 +300,14 @@ class BulkCapture:
         plan = vectorized.plan(conn, piece, rows, sides)
         saved = (conn.snapshot(), [f.snapshot() for f in owner.framers], list(owner.frames))
         events_made, notes_made = len(self.events.items), self.fast.mark()
-        fast = self.fast if owner.protocol.fast_path is not None else self.plain
+        plain = owner.protocol.fast_path is None
+        fast = self._plain(owner.protocol) if plain else self.fast
         self.walk = Walk(self.events, LimitCheck(owner.framers[0]), fast)
+        if plain:
+            fast.begin_connection(owner)
         vectorized.apply(conn, piece, plan, self)
+        if plain:  # (both directions walked: what needs their frames in time order)
+            fast.end_connection(owner, self.events.items, events_made)
         check = self.walk.check
         if check.changes and check.wrong():
             # A Tune changed the frame limit while the other direction was walked on its own
@@ -317,6 +322,14 @@ class BulkCapture:
             return
         if plan.regular < len(rows):
             vectorized.exact(table, piece, rows[plan.regular :].tolist(), self)
+
+    def _plain(self, protocol: Any) -> Any:
+        """The plain walk of a protocol without a fast path: its own help in the walk
+        (Protocol.plain_walk), else PlainFrames (its framer decodes every frame)."""
+        plain = self.plain.get(protocol)
+        if plain is None:
+            plain = self.plain[protocol] = (protocol.plain_walk or PlainFrames)()
+        return plain
 
     # --- what the TCP walk tells (tcp.vectorized.RowSink) ------------------------------
 

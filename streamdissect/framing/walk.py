@@ -32,6 +32,7 @@ from streamdissect.framing.framer import (
 from streamdissect.tcp.vectorized import InOrder
 
 _header = struct.Struct(">IHH").unpack_from  # a frame's size, key, version (framing.framer)
+_header_bytes = struct.Struct(">IHH").pack
 MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
 
 
@@ -150,6 +151,15 @@ class PlainFrames:
         """The fast path of one direction's walk."""
         return self
 
+    def begin_connection(self, owner: Any) -> None:
+        """A connection's block is walked now, one direction after the other (`owner`:
+        engine.state.StreamConnection)."""
+
+    def end_connection(self, owner: Any, items: list, start: int) -> None:
+        """Both directions of the connection's block walked: its events are `items[start:]`
+        (BlockEvents.items: (row, slot, event), None for a slot not filled), in time order
+        once sorted."""
+
     def mark(self) -> int:
         """Where the block's notes are (to undo a connection's walk)."""
         return 0
@@ -262,7 +272,10 @@ def _frames(framer: Framer, segments: InOrder, w: Walk, fast: FastPath, pos: int
             _exact_tail(framer, pos, segments, w)
             return
         end = pos + 4 + size
-        big = key == DELIVER_KEY and keep_limit is not None and size > keep_limit
+        # (kept as its head: a big frame of the kind its protocol keeps so; the key alone
+        # would take a RocketMQ JSON header of 0x80000 bytes and more for a Deliver)
+        big = (key == DELIVER_KEY and keep_limit is not None and size > keep_limit
+               and framer.heads_only(_header_bytes(size, key, version), 0))  # fmt: skip
         if end > send:  # continues in a later block (or never ends)
             framer.begin_frame(pos, 4 + size, big,
                                read(pos, min(send, pos + (DELIVER_HEAD if big else 4 + size))),

@@ -96,6 +96,11 @@ class Protocol:
     # (protocols/stream/hot.py: HotFrames, what consumers take in place of FrameEvents) and
     # the block engine's frame walk (engine/bulk.py). See docs/architecture.md.
     fast_path: ClassVar[Any] = None
+    # Without a fast path, its help in the bulk engine's plain walk of its connections, or
+    # None: a class made once a run with framing.walk.PlainFrames's interface (whose
+    # `direction` may take frames off the walk: `deferred`, read together in `finish`). It
+    # changes no event: the RocketMQ one decodes a direction's JSON headers together.
+    plain_walk: ClassVar[Any] = None
     # Its tables the `analyze` report shows beside the default protocol's sections, each
     # only when it has rows (the default protocol's own report is the CLI's).
     report_sections: ClassVar[tuple[ReportSection, ...]] = ()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import struct
-from functools import cache
 from typing import Any
 
 from streamdissect.protocols.rocketmq import fastjson, spec
@@ -41,6 +40,8 @@ _JSON_ORDER = ("code", "extFields", "flag", "language", "opaque", "remark",
 _HEADER_KEYS = frozenset(spec.JSON_KEYS[:-1])  # read into a command's fields, not json_extra
 JSON_START = b'{"'
 _JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's settings)
+JOINT = b",null,"  # between the headers json_headers reads together
+NOT_PARSED = object()  # (decode_frame: the header is read from the frame)
 
 
 class HeaderError(ValueError):
@@ -49,9 +50,11 @@ class HeaderError(ValueError):
         self.offset = offset
 
 
-def decode_frame(frame: bytes, *, declared_size: int | None = None) -> RemotingCommand | Malformed:
+def decode_frame(frame: bytes, *, declared_size: int | None = None,
+                 parsed_header: Any = NOT_PARSED) -> RemotingCommand | Malformed:
     """A frame from its total length field on; `declared_size`: the total length when fewer
-    bytes are there (a cut frame: the record is made of what is there, `truncated`)."""
+    bytes are there (a cut frame: the record is made of what is there, `truncated`);
+    `parsed_header`: its JSON header's value, when json_headers read it already."""
     frame = bytes(frame)
     if len(frame) < _HEAD.size:
         return Malformed(declared_size, "frame shorter than its 8-byte head", 0,
@@ -74,12 +77,19 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None) -> RemotingC
     if len(header) < header_length:
         return malformed(f"header cut short: {len(header)} of {header_length} bytes", 8)
     try:
-        parts = (_json_header if kind == spec.JSON else _binary_header)(header)
+        if kind == spec.JSON:
+            parts = _json_header(header, parsed_header)
+        else:
+            parts = _binary_header(header)
     except HeaderError as e:
         return malformed(str(e), 8 + e.offset)
+    code, language, version, opaque, flag, remark, ext, json_extra, json_keys, json_tail = parts
     command = RemotingCommand(size=size, serialize_type=kind, header_length=header_length,
+                              code=code, language=language, version=version, opaque=opaque,
+                              flag=flag, remark=remark, ext=ext,
                               body=frame[8 + header_length : 4 + size], truncated=truncated,
-                              **parts)  # fmt: skip
+                              json_extra=json_extra, json_keys=json_keys,
+                              json_tail=json_tail)  # fmt: skip
     command.fields = named_fields(command)
     if not truncated:
         _read_body(command, 8 + header_length)
@@ -106,11 +116,39 @@ def _number(obj: dict, key: str, default: int | None = None) -> int | None:
     return value
 
 
-def _json_header(header: bytes) -> dict[str, Any]:
+def json_headers(headers: list[bytes]) -> list | None:
+    """What _json_loads gives for each of these headers (each starting `{"`, none holding
+    `null`), read by one parse of them joined as `[h1,null,h2,...]`: the parser's call and
+    its keys' strings shared by all. None when the joined text does not read as the headers
+    one by one: then each is read alone. (Exact: the only `null`s are the joints, so when
+    the N-1 of them are the list's odd items, each header is the one value between two.)"""
+    if not headers:
+        return []
+    joined = b"[" + JOINT.join(headers) + b"]"
+    if joined.count(b"null") != len(headers) - 1:
+        return None
     try:
-        obj = _json_loads(header)
-    except (ValueError, RecursionError) as e:
-        raise HeaderError(f"header is not JSON: {e}", 0) from None
+        values = _JSON_DECODE(joined.decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
+        return None
+    if len(values) != 2 * len(headers) - 1 or any(v is not None for v in values[1::2]):
+        return None
+    return values[0::2]
+
+
+# A header's parts, as _json_header and _binary_header give them: code, language, version,
+# opaque, flag, remark, ext, json_extra, json_keys, json_tail (a tuple: no dict a frame)
+HeaderParts = tuple
+
+
+def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
+    if parsed is not NOT_PARSED:
+        obj = parsed
+    else:
+        try:
+            obj = _json_loads(header)
+        except (ValueError, RecursionError) as e:
+            raise HeaderError(f"header is not JSON: {e}", 0) from None
     if not isinstance(obj, dict):
         raise HeaderError("JSON header is not an object", 0)
     code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)
@@ -121,13 +159,12 @@ def _json_header(header: bytes) -> dict[str, Any]:
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
     extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS}
-    return {"code": code, "language": obj.get("language"), "version": _number(obj, "version"),
-            "opaque": opaque, "flag": _number(obj, "flag", 0), "remark": remark, "ext": ext,
-            "json_extra": extra or None, "json_keys": tuple(obj),
-            "json_tail": header[len(header.rstrip()):].decode() or None}  # fmt: skip
+    return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
+            remark, ext, extra or None, tuple(obj),
+            header[len(header.rstrip()):].decode() or None)  # fmt: skip
 
 
-def _binary_header(header: bytes) -> dict[str, Any]:
+def _binary_header(header: bytes) -> HeaderParts:
     end = len(header)
     if end < _BINARY.size + 8:
         raise HeaderError(f"ROCKETMQ header of {end} bytes, under its fixed {_BINARY.size + 8}", 0)
@@ -143,9 +180,8 @@ def _binary_header(header: bytes) -> dict[str, Any]:
     at += 4
     if not 0 <= ext_length <= end - at:
         raise HeaderError(f"ext fields length {ext_length} beyond the header", at - 4)
-    return {"code": code, "language": spec.LANGUAGES.get(language, language),
-            "version": version, "opaque": opaque, "flag": flag, "remark": remark,
-            "ext": _binary_ext(header, at, at + ext_length)}  # fmt: skip
+    return (code, spec.LANGUAGES.get(language, language), version, opaque, flag, remark,
+            _binary_ext(header, at, at + ext_length), None, None, None)  # fmt: skip
 
 
 def _binary_ext(header: bytes, at: int, stop: int) -> dict[str, str]:
@@ -172,6 +208,9 @@ def header_of(code: int, response: bool) -> spec.Header | None:
     return spec.RESPONSE_HEADER if response else spec.REQUEST_HEADERS.get(code)
 
 
+_INT_TEXT = 24  # an integer field's text is longer than no int64's
+
+
 def _typed(value: Any, kind: str) -> Any:
     """An ext value as its field's type says, or None when it is not one."""
     if kind == spec.STR:
@@ -182,7 +221,7 @@ def _typed(value: Any, kind: str) -> Any:
         if isinstance(value, int):
             return value
         try:
-            return int(value) if isinstance(value, str) and len(value) < 24 else None
+            return int(value) if isinstance(value, str) and len(value) < _INT_TEXT else None
         except ValueError:
             return None
     if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -190,27 +229,41 @@ def _typed(value: Any, kind: str) -> Any:
     return None
 
 
-@cache
 def _known_keys(header: spec.Header) -> dict[str, tuple[str, str]]:
-    """A header's wire keys -> (field name, type): made once a header (they are constants)."""
+    """A header's wire keys -> (field name, type)."""
     return {f.key: (f.name, f.type) for f in header.fields}
+
+
+# made once, found by code (a cache keyed by the Header would hash its every field a frame)
+_REQUEST_KNOWN = {code: _known_keys(header) for code, header in spec.REQUEST_HEADERS.items()}
+_RESPONSE_KNOWN = _known_keys(spec.RESPONSE_HEADER)
 
 
 def named_fields(command: RemotingCommand) -> dict[str, Any]:
     """The ext fields its header knows, by name and typed (a value of another type is left
     out here and stays in `ext`)."""
-    header = header_of(command.code, command.response)
-    if header is None:
-        return {}
-    known = _known_keys(header)
+    if command.flag & spec.RESPONSE_FLAG:
+        known = _RESPONSE_KNOWN
+    else:
+        known = _REQUEST_KNOWN.get(command.code)
+        if known is None:
+            return {}
     out = {}
     for key, value in command.ext.items():
         f = known.get(key)
         if f is not None:
             name, kind = f
-            if value.__class__ is str and kind == spec.STR:  # (most are: _typed's first case)
-                out[name] = value
-                continue
+            if value.__class__ is str:  # (most are: _typed's cases for text, inline)
+                if kind == spec.STR:
+                    out[name] = value
+                    continue
+                if kind == spec.INT:
+                    if len(value) < _INT_TEXT:
+                        try:
+                            out[name] = int(value)
+                        except ValueError:
+                            pass
+                    continue
             typed = _typed(value, kind)
             if typed is not None:
                 out[name] = typed
@@ -229,7 +282,7 @@ def _read_body(command: RemotingCommand, body_at: int) -> None:
             command.messages = batch_messages(body, fields.get("topic"), fields.get("queueId"))
         elif (command.response and command.code == 0
               and spec.PULL_RESPONSE_KEYS <= command.ext.keys()):
-            command.messages = stored_messages(body)
+            command.messages = stored_messages(body, lazy=True)
         elif body[:1] in (b"{", b"["):
             command.body_json = fastjson.parse(body)
             if command.body_json is None:

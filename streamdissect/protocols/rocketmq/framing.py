@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 from streamdissect.framing.framer import DEFAULT_MAX_FRAME, HEADER, NO, WAIT, YES, Framer
 from streamdissect.protocols.rocketmq import spec
@@ -134,19 +135,38 @@ class RocketMQFramer(Framer):
     named by (protocol.RocketMQProtocol.framer)."""
 
     HEAD_KEPT = 64 * 1024  # (a frame above a negotiated max: RocketMQ negotiates none)
-    __slots__ = ("requests",)
+    __slots__ = ("connection_framers", "naming_deferred", "requests")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.requests = OpenRequests()
+        # the connection's framers (this and its peer, once both are made), when the
+        # protocol made it (RocketMQProtocol.framer)
+        self.connection_framers: list = []
+        # the bulk engine walks one direction of a block after the other: the commands are
+        # named after both, in time order (plain_walk.RocketMQPlainWalk.end_connection)
+        self.naming_deferred = False
+
+    def name(self, record: RemotingCommand) -> None:
+        """A command of this direction: a request remembered, a response named by its
+        peer's request (name_response)."""
+        framers = self.connection_framers
+        if len(framers) == 2:  # (both made: the other one, without a generator)
+            peer = framers[0] if framers[1] is self else framers[1]
+        else:
+            peer = next((f for f in framers if f is not self), None)
+        name_response(record, self.requests, None if peer is None else peer.requests)
 
     def _decode(self, offset: int, ts_ns: int, frame: bytes, size: int, cut: bool) -> None:
-        record = decode_frame(frame, declared_size=size if cut else None)
-        self._report_malformed(record, offset, ts_ns, size)
-        self.emit(offset, ts_ns, record)
+        self.emit_decoded(offset, ts_ns, decode_frame(frame, declared_size=size if cut else None),
+                          size)  # fmt: skip
 
     def _emit_head(self, offset: int, ts_ns: int, head: bytes, size: int) -> None:
-        record = decode_frame(head, declared_size=size)
+        self.emit_decoded(offset, ts_ns, decode_frame(head, declared_size=size), size)
+
+    def emit_decoded(self, offset: int, ts_ns: int, record: Any, size: int) -> None:
+        """A frame's record (decoded here, or by the plain walk: plain_walk.py), reported
+        when malformed, then emitted."""
         self._report_malformed(record, offset, ts_ns, size)
         self.emit(offset, ts_ns, record)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.records import Message
+from streamdissect.protocols.rocketmq.records import LAZY, Message
 from streamdissect.protocols.rocketmq.wire import (
     body_crc,
     inflated_length,
@@ -28,6 +28,10 @@ _STORED_HEAD = struct.Struct(">iiiiiqqiq")
 _HOST_PORT = struct.Struct(">i")
 _STORE_MIDDLE = struct.Struct(">q")  # storeTimestamp
 _STORED_TAIL = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
+# both hosts IPv4 (the usual): born host and port, store timestamp, store host and port,
+# reconsume times, prepared transaction offset, body length, read at once
+_IPV4_MIDDLE = struct.Struct(">4siq4siiqi")
+_V6_HOSTS = spec.SYSFLAG_BORNHOST_V6 | spec.SYSFLAG_STOREHOST_V6
 # totalSize, magic, bodyCRC, flag, bodyLength: a batch item's head
 _BATCH_HEAD = struct.Struct(">iiiii")
 
@@ -45,8 +49,10 @@ class BodyError(ValueError):
 def _note_inflation(message: Message) -> None:
     """A compressed body's inflated size (zlib only: an LZ4 or ZSTD body, RocketMQ 5's, is
     left as it is)."""
-    kind = spec.COMPRESSION_TYPES.get((message.sys_flag or 0) & spec.SYSFLAG_COMPRESSION_MASK)
-    if message.compressed and kind == "zlib":
+    sys_flag = message.sys_flag or 0
+    if not sys_flag & spec.SYSFLAG_COMPRESSED:  # (most are not: asked first)
+        return
+    if spec.COMPRESSION_TYPES.get(sys_flag & spec.SYSFLAG_COMPRESSION_MASK) == "zlib":
         message.inflated_length, message.inflate_error = inflated_length(message.body)
 
 
@@ -118,9 +124,10 @@ def _host_text(address: bytes, port: int) -> str:
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
-def stored_message(body: bytes, pos: int, end: int) -> Message:
+def stored_message(body: bytes, pos: int, end: int, lazy: bool = False) -> Message:
     """The stored message at body[pos:] (MessageDecoder's layout; BodyError when its sizes
-    do not hold)."""
+    do not hold). `lazy`: every size checked, but records.LAZY fields left to be read (by
+    this, again) when first asked for."""
     _need(body, pos, _STORED_HEAD.size, end, "stored message head")
     (total, magic, crc, queue_id, flag, queue_offset, physical, sys_flag,
      born_ts) = _STORED_HEAD.unpack_from(body, pos)  # fmt: skip
@@ -131,22 +138,41 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
         raise BodyError(f"message at {pos}: unknown magic code {magic & 0xFFFFFFFF:#x}", pos + 4)
     stop = pos + total
     at = pos + _STORED_HEAD.size
-    born, born_port, at = _host(body, at, bool(sys_flag & spec.SYSFLAG_BORNHOST_V6), stop,
-                                "born host")  # fmt: skip
-    _need(body, at, 8, stop, "store timestamp")
-    (store_ts,) = _STORE_MIDDLE.unpack_from(body, at)
-    store, store_port, at = _host(body, at + 8, bool(sys_flag & spec.SYSFLAG_STOREHOST_V6),
-                                  stop, "store host")  # fmt: skip
-    _need(body, at, _STORED_TAIL.size + 4, stop, "reconsume times and body length")
-    reconsume, prepared = _STORED_TAIL.unpack_from(body, at)
-    at += _STORED_TAIL.size
-    (length,) = _i32(body, at)
-    at += 4
+    if not sys_flag & _V6_HOSTS and at + _IPV4_MIDDLE.size <= stop:  # (the checks below hold)
+        (born, born_port, store_ts, store, store_port, reconsume, prepared,
+         length) = _IPV4_MIDDLE.unpack_from(body, at)  # fmt: skip
+        at += _IPV4_MIDDLE.size
+    else:
+        born, born_port, at = _host(body, at, bool(sys_flag & spec.SYSFLAG_BORNHOST_V6), stop,
+                                    "born host")  # fmt: skip
+        _need(body, at, 8, stop, "store timestamp")
+        (store_ts,) = _STORE_MIDDLE.unpack_from(body, at)
+        store, store_port, at = _host(body, at + 8, bool(sys_flag & spec.SYSFLAG_STOREHOST_V6),
+                                      stop, "store host")  # fmt: skip
+        _need(body, at, _STORED_TAIL.size + 4, stop, "reconsume times and body length")
+        reconsume, prepared = _STORED_TAIL.unpack_from(body, at)
+        at += _STORED_TAIL.size
+        (length,) = _i32(body, at)
+        at += 4
     data, at = _sized(body, at, length, stop, "message body")
     topic_size = 1 if version == 1 else 2  # V2 stores the topic's length in 2 bytes
     _need(body, at, topic_size, stop, "topic length")
     tlen = _u8(body, at)[0] if version == 1 else _i16(body, at)[0]
     topic, at = _sized(body, at + topic_size, tlen, stop, "topic")
+    if lazy:  # (the sizes checked as _properties checks them)
+        _need(body, at, 2, stop, "properties length")
+        at = _sized(body, at + 2, _i16(body, at)[0], stop, "properties")[1]
+        _ends(at, pos, total, "message")
+        message = Message(
+            body=data, properties=None, queue_id=queue_id, flag=flag, sys_flag=sys_flag,
+            total_size=total, magic=magic, body_crc=crc, queue_offset=queue_offset,
+            physical_offset=physical, born_timestamp=born_ts, store_timestamp=store_ts,
+            reconsume_times=reconsume, prepared_transaction_offset=prepared,
+            _source=(stored_message, body, pos, end))  # fmt: skip
+        for name in LAZY:
+            delattr(message, name)
+        _note_inflation(message)
+        return message
     properties, at = _properties(body, at, stop)
     _ends(at, pos, total, "message")
     message = Message(
@@ -162,14 +188,15 @@ def stored_message(body: bytes, pos: int, end: int) -> Message:
     return message
 
 
-def stored_messages(body: bytes) -> list[Message]:
+def stored_messages(body: bytes, lazy: bool = False) -> list[Message]:
     """A pull response's body: stored messages back to back (BodyError at the first that
-    lies; the messages before it are in the error's `messages`)."""
+    lies; the messages before it are in the error's `messages`); `lazy`: see
+    stored_message."""
     out: list[Message] = []
     pos, end = 0, len(body)
     while pos < end:
         try:
-            message = stored_message(body, pos, end)
+            message = stored_message(body, pos, end, lazy)
         except BodyError as e:
             raise BodyError(str(e), e.offset, out) from None
         out.append(message)

@@ -20,9 +20,9 @@ from streamdissect.protocols.base import FramerOptions, Protocol
 from streamdissect.protocols.rocketmq.framing import (
     RocketMQFramer,
     looks_like_rocketmq,
-    name_response,
     sent_by_server,
 )
+from streamdissect.protocols.rocketmq.plain_walk import RocketMQPlainWalk
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 from streamdissect.protocols.view import DEFAULT_MAX_BODY
 
@@ -32,6 +32,7 @@ class RocketMQProtocol(Protocol):
     title = "RocketMQ remoting"
     ports = (9876, 10911)
     framer_class = RocketMQFramer
+    plain_walk = RocketMQPlainWalk  # (the bulk engine: JSON headers read a block at a time)
     frames_table = "rocketmq_frames"
     connections_table = "rocketmq_connections"
 
@@ -51,13 +52,12 @@ class RocketMQProtocol(Protocol):
         requests are remembered by opaque, and a response of the other direction gets its
         request's code (`request_code`; None when the request was not seen)."""
         def named_emit(offset: int, ts_ns: int, record: Any) -> None:
-            if record.__class__ is RemotingCommand:
-                peer = next((f for f in framers if f is not framer), None)
-                name_response(record, framer.requests,
-                              None if peer is None else peer.requests)  # fmt: skip
+            if record.__class__ is RemotingCommand and not framer.naming_deferred:
+                framer.name(record)
             emit(offset, ts_ns, record)
 
         framer = super().framer(named_emit, report, options, framers, framer_class)
+        framer.connection_framers = framers
         return framer
 
     def sent_by_server(self, data: bytes) -> bool:

@@ -44,6 +44,20 @@ class Message:
     # a compressed body: its inflated size, or why it could not be inflated
     inflated_length: int | None = None
     inflate_error: str | None = None
+    # a stored message read without its LAZY fields: (the reader, its arguments), which
+    # reads them when one is first asked for (messages.stored_message(..., lazy=True))
+    _source: Any = field(default=None, repr=False, compare=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """(Only for a slot not set: a LAZY field of a stored message read lazily.)"""
+        source = self._source if name in LAZY else None  # (name first: no recursion)
+        if source is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        whole = source[0](*source[1:])
+        for lazy in LAZY:
+            setattr(self, lazy, getattr(whole, lazy))
+        self._source = None
+        return getattr(self, name)
 
     @property
     def compressed(self) -> bool:
@@ -87,7 +101,10 @@ class Message:
         return out
 
 
-_MESSAGE_FIELDS = tuple(f for f in Message.__slots__ if f != "body")
+_MESSAGE_FIELDS = tuple(f for f in Message.__slots__ if f not in ("body", "_source"))
+# a stored message's fields no analysis reads, made when first asked for (a pull response
+# of 32 messages is decoded for its count and sizes: these cost half of each message)
+LAZY = ("properties", "topic", "crc_ok", "born_host", "store_host", "offset_msg_id")
 
 
 # to_dict(show_secrets=...) as the Stream's records take it (the faces ask both the same

@@ -63,7 +63,7 @@ def inflated_length(data: bytes, limit: int = spec.MAX_INFLATED) -> tuple[int | 
 
 def inflate(data: bytes, limit: int = spec.MAX_INFLATED) -> bytes:
     """The inflated body (ValueError when it cannot be had within `limit`)."""
-    size, error = inflated_length(data, limit)
+    _, error = inflated_length(data, limit)
     if error is not None:
         raise ValueError(error)
     return zlib.decompress(data)

@@ -33,9 +33,9 @@ class BrokerCollector(PerCall):
                      broker_id=fields.get("brokerId"), ha_server_addr=fields.get("haServerAddr"),
                      topics=None if topics is None else len(topics),
                      topic_names=None if topics is None else ",".join(topics))  # fmt: skip
-        self.keep(ev, len(self.rows) - 1)
+        self.keep(ev)
 
-    def answered(self, request: Any, index: Any, ev: Any) -> None:
-        row = self.rows[index]
+    def answered(self, request: Any, rows: list, ev: Any) -> None:
+        (row,) = rows
         answer(row, request, ev)
         row.master_addr = ev.record.fields.get("masterAddr")

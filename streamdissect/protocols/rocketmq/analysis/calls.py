@@ -3,20 +3,20 @@ connection, in the other direction (`rocketmq_requests`), and their latency per 
 server and direction (`rocketmq_latency`, in the shape of the Stream's SRT table).
 
 The other collectors take a response's request from here: the call collector sees every
-frame first, and `answered` is then the request event the current response answers (None
-for a request, or a response whose request the capture does not hold). A collector that
-keeps something per open call keys it by `call_key(request event)`.
+frame first, and `answered` is then the request the current response answers (an Asked:
+what the collectors read of its event and record; None for a request, or a response whose
+request the capture does not hold). A collector that keeps something per open call keys it
+by `call_key(request event)`.
 """
 
 from __future__ import annotations
 
-from array import array
 from functools import lru_cache
 from typing import Any
 
-from streamdissect.analysis.percentiles import summarize_ms
+from streamdissect.analysis.percentiles import ExactSample, summarize_sample
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
+from streamdissect.protocols.rocketmq.analysis.rows import RowTable, row_type, shared
 from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
 from streamdissect.protocols.rocketmq.tables import REQUESTS
 
@@ -29,6 +29,40 @@ def server_of(connection: str) -> str:
     """The server's ip:port of a connection id `client-server[#n]` (one string a connection,
     not one a row: a row a send keeps it)."""
     return connection.split("-", 1)[-1].split("#", 1)[0]
+
+
+# the header fields of a request its response's collectors read (offsets.py: a pull's or an
+# offset query's group, topic and queue)
+ASKED_FIELDS = ("topic", "consumerGroup", "queueId")
+
+
+class Asked:
+    """An open call's request as the collectors read it when it is answered (`answered`):
+    its event's connection, direction and time, and its record's code, opaque, flag and the
+    header fields in ASKED_FIELDS; not the frame's header dicts, body and messages (a capture
+    of one direction keeps MAX_OPEN_CALLS of these). It stands for the event and, as its
+    `record`, for the record."""
+
+    __slots__ = ("code", "connection", "direction", "fields", "flag", "opaque", "ts_ns")
+
+    def __init__(self, ev: Any) -> None:
+        rec = ev.record
+        self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
+        self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
+        fields = rec.fields
+        self.fields = {k: fields[k] for k in ASKED_FIELDS if k in fields}
+
+    @property
+    def record(self) -> Asked:
+        return self
+
+    @property
+    def oneway(self) -> bool:
+        return bool(self.flag & spec.ONEWAY_FLAG)
+
+    @property
+    def topic(self) -> str | None:
+        return self.fields.get("topic")
 
 
 def call_key(request_event: Any) -> tuple[str, str, int]:
@@ -61,14 +95,16 @@ class OpenCalls:
 
 
 class PerCall:
-    """A collector whose rows are made at a request and completed at its response: `keep`
-    what a request's rows are (unless it is oneway; `new_row` makes one); a response of a
-    kept call goes to `answered(request event, what was kept, response event)`."""
+    """A collector whose rows are made at a request and completed at its response: `new_row`
+    makes one, `keep` notes the request's rows (unless it is oneway); a response of a kept
+    call goes to `answered(request event, its rows, response event)`. The rows are kept in
+    a RowTable (`rows()`: the table)."""
 
     def __init__(self, calls: Any) -> None:
         self._calls = calls
         self._open = OpenCalls()
-        self.rows: list = []  # (rows.row_type rows)
+        self._table = RowTable(len(self.row_class.columns))
+        self._made: list[tuple[int, Any]] = []  # (index, row) of the request's rows so far
 
     row_class: type  # its table's rows (rows.row_type)
 
@@ -77,21 +113,35 @@ class PerCall:
         row = self.row_class(connection=request_event.connection,
                              server=server_of(request_event.connection),
                              request_ts_ns=request_event.ts_ns, **values)  # fmt: skip
-        self.rows.append(row)
+        self._made.append((self._table.begin(row), row))
         return row
 
-    def keep(self, request_event: Any, value: Any) -> None:
-        if not request_event.record.oneway:
-            self._open.opened(request_event, value)
+    def keep(self, request_event: Any) -> None:
+        """The rows new_row made for this request await its response (a oneway one's are
+        complete)."""
+        made, self._made = self._made, []
+        if request_event.record.oneway:
+            self._done(made)
+            return
+        self._done(self._open.opened(request_event, made) or ())  # (an opaque reused)
+
+    def _done(self, made: Any) -> None:
+        for index, row in made:
+            self._table.completed(index, row)
 
     def on_response(self, ev: Any) -> None:
         request = self._calls.answered
         kept = self._open.closed(request)
         if kept is not None:
-            self.answered(request, kept, ev)
+            self.answered(request, [row for _, row in kept], ev)
+            self._done(kept)
 
-    def answered(self, request_event: Any, kept: Any, response_event: Any) -> None:
+    def answered(self, request_event: Any, rows: list, response_event: Any) -> None:
         raise NotImplementedError
+
+    def rows(self) -> Any:
+        """The table's rows (CompactRows of tuples in its column order)."""
+        return self._table.rows()
 
 
 def answer(row: Any, request_event: Any, response_event: Any) -> None:
@@ -111,12 +161,14 @@ class CallCollector:
     table: the analyze report, which shows only the latency table, leaves it out)."""
 
     def __init__(self, keep_rows: bool = True) -> None:
-        self.rows: list = []
-        self.answered: Any = None  # the request event the current response answers
+        self._table = RowTable(len(REQUESTS))
+        self.answered: Asked | None = None  # the request the current response answers
         self._keep_rows = keep_rows
-        self._pending = OpenCalls()  # (row or None, request event, group) of each open call
+        # (row or None, its index, request event, group) of each open call
+        self._pending = OpenCalls()
         self._groups: dict[tuple, dict] = {}  # (code, server, direction) -> its counts
-        self._samples: dict[tuple, array] = {}  # -> its answered calls' latencies
+        # -> its answered calls' latencies (memory a distinct latency, not a call)
+        self._samples: dict[tuple, ExactSample] = {}
 
     def _group(self, code: int | None, connection: str, direction: str) -> dict:
         key = (code, server_of(connection), direction)
@@ -127,7 +179,7 @@ class CallCollector:
                 spec.request_name(code), "server": key[1], "direction": direction,
                 "calls": 0, "answered": 0, "open_requests": 0, "orphan_responses": 0,
                 "duplicate_ids": 0, "oneway": 0}  # fmt: skip
-            self._samples[key] = array("d")
+            self._samples[key] = ExactSample()
         return group
 
     def on_frame(self, ev: Any) -> None:
@@ -138,7 +190,7 @@ class CallCollector:
         self.answered = None
         group = self._group(rec.code, ev.connection, ev.direction)
         group["oneway" if rec.oneway else "calls"] += 1
-        row = None
+        row = index = None
         if self._keep_rows:
             row = RequestRow(
                 connection=ev.connection,
@@ -151,14 +203,15 @@ class CallCollector:
                 request_ts_ns=ev.ts_ns,
                 status="oneway" if rec.oneway else "open",
             )
-            self.rows.append(row)
+            index = self._table.begin(row, complete=rec.oneway)
         if rec.oneway:
             return
-        previous = self._pending.opened(ev, (row, ev, group))
+        previous = self._pending.opened(ev, (row, index, Asked(ev), group))
         if previous is not None:
-            previous[2]["duplicate_ids"] += 1
+            previous[3]["duplicate_ids"] += 1
             if previous[0] is not None:
                 previous[0].status = "duplicate"
+                self._table.completed(previous[1], previous[0])
 
     def _on_response(self, ev: Any, rec: Any) -> None:
         key = (ev.connection, _OTHER.get(ev.direction, ev.direction), rec.opaque)
@@ -168,7 +221,7 @@ class CallCollector:
             group = self._group(rec.request_code, ev.connection, key[1])
             group["orphan_responses"] += 1
             if self._keep_rows:
-                self.rows.append(
+                self._table.begin(
                     RequestRow(
                         connection=ev.connection,
                         server=group["server"],
@@ -181,10 +234,11 @@ class CallCollector:
                         code_name=rec.code_name,
                         remark=rec.remark,
                         status="orphan_response",
-                    )
+                    ),
+                    complete=True,
                 )
             return
-        row, self.answered, group = found
+        row, index, self.answered, group = found
         group["answered"] += 1
         self._samples[(group["request_code"], group["server"], group["direction"])].append(
             (ev.ts_ns - self.answered.ts_ns) / 1e6
@@ -192,12 +246,17 @@ class CallCollector:
         if row is not None:
             answer(row, self.answered, ev)
             row.status = "answered"
+            self._table.completed(index, row)
+
+    def rows(self) -> Any:
+        """The requests table's rows (CompactRows of tuples in its column order)."""
+        return self._table.rows()
 
     def summary(self) -> list[dict]:
         """One row per (request code, server, direction), in order of first appearance."""
         out = []
         for key, group in self._groups.items():
             row = dict(group, open_requests=group["calls"] - group["answered"])
-            row.update(summarize_ms(self._samples[key]))
+            row.update(summarize_sample(self._samples[key]))
             out.append(row)
         return out

@@ -114,12 +114,12 @@ class Collectors:
         c = self
         return {
             "rocketmq_connections": lambda: c.connections.rows(tcp_connections),
-            "rocketmq_requests": lambda: c.calls.rows,
+            "rocketmq_requests": c.calls.rows,
             "rocketmq_latency": c.calls.summary,
             "rocketmq_errors": c.errors.rows,
-            "rocketmq_sends": lambda: c.sends.rows,
-            "rocketmq_pulls": lambda: c.pulls.rows,
+            "rocketmq_sends": c.sends.rows,
+            "rocketmq_pulls": c.pulls.rows,
             "rocketmq_offsets": c.offsets.rows,
             "rocketmq_clients": c.clients.rows,
-            "rocketmq_broker_registrations": lambda: c.brokers.rows,
+            "rocketmq_broker_registrations": c.brokers.rows,
         }

@@ -27,12 +27,12 @@ class PullCollector(PerCall):
                      max_msg_nums=fields.get("maxMsgNums"),
                      long_poll=bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
                      suspend_timeout_ms=fields.get("suspendTimeoutMillis"))  # fmt: skip
-        self.keep(ev, len(self.rows) - 1)
+        self.keep(ev)
 
-    def answered(self, request: Any, index: Any, ev: Any) -> None:
+    def answered(self, request: Any, rows: list, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
-        row = self.rows[index]
+        (row,) = rows
         answer(row, request, ev)
         messages = rec.messages or ()
         row.messages = len(messages)

@@ -1,13 +1,18 @@
-"""A row type per table: its columns as slots (a fifth of a dict's memory, for the tables of a
-row per message or call), read by name (`row.status`, `row["status"]`) and by position in
-the table's column order, as the table converters read tuples."""
+"""A row type per table: its columns as slots, read by name (`row.status`, `row["status"]`)
+and by position in the table's column order, as the table converters read tuples; and
+RowTable, where the rows of a table of a row per message or call are kept: as tuples in
+CompactRows (columns, spilled to a file past a few MB), once they can no longer change."""
 
 from __future__ import annotations
 
 import sys
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import make_dataclass
+from operator import attrgetter
 from typing import Any
+
+from streamdissect.analysis.compact import CompactRows
 
 
 def shared(value: Any) -> Any:
@@ -22,6 +27,11 @@ def row_type(name: str, columns: Sequence[Any]) -> type:
     dataclasses writes for keyword fields: a row a message sent is made 100,000 times on
     the benchmark capture, and a loop over the columns took four times as long.)"""
     names = tuple(c.name for c in columns)
+    every = attrgetter(*names)
+
+    def values(self) -> tuple:
+        """The row as a tuple in the table's column order."""
+        return every(self)
 
     def __getitem__(self, key: int | str) -> Any:
         return getattr(self, key if key.__class__ is str else names[key])
@@ -39,4 +49,64 @@ def row_type(name: str, columns: Sequence[Any]) -> type:
                           slots=True, eq=False, repr=False,
                           namespace={"__getitem__": __getitem__, "__len__": __len__,
                                      "__eq__": __eq__, "__hash__": None, "__repr__": __repr__,
-                                     "columns": names})  # fmt: skip
+                                     "columns": names,
+                                     "values": values})  # fmt: skip
+
+
+class RowTable:
+    """A table's rows in the order they were begun (a request's), each changed until it is
+    complete (its response), kept as CompactRows: a row is written there (a tuple) once it
+    is complete and every row begun before it is written, or once WINDOW rows were begun
+    after it (a request never answered holds back no more than that). A row written while
+    still open and completed later (a long poll held past WINDOW other requests) is kept
+    as an object until the table is read, or until more than WINDOW such rows wait, and
+    replaces its tuple then."""
+
+    WINDOW = 4096
+
+    def __init__(self, width: int) -> None:
+        self._table = CompactRows(width)
+        self._window: deque = deque()  # rows begun and not written, oldest first
+        self._open: set[int] = set()  # indices of the window's rows not complete
+        self._late: dict[int, Any] = {}  # index -> a row completed after it was written
+
+    def __len__(self) -> int:
+        return len(self._table) + len(self._window)
+
+    def begin(self, row: Any, complete: bool = False) -> int:
+        """Add a row (row_type's) that may change until completed(); its index."""
+        index = len(self._table) + len(self._window)
+        self._window.append(row)
+        if not complete:
+            self._open.add(index)
+        self._write(self.WINDOW)
+        return index
+
+    def completed(self, index: int, row: Any) -> None:
+        """The row at `index` will not change again."""
+        if index >= len(self._table):
+            self._open.discard(index)
+            self._write(self.WINDOW)
+        else:
+            self._late[index] = row
+            if len(self._late) > self.WINDOW:  # (no more of them held than of the window)
+                self._replace_late()
+
+    def _write(self, keep: int) -> None:
+        """Write the oldest rows that are complete, and past `keep` rows any."""
+        window, table, still = self._window, self._table, self._open
+        while window and (len(window) > keep or len(table) not in still):
+            still.discard(len(table))
+            table.append(window.popleft().values())
+
+    def rows(self) -> CompactRows:
+        """Every row as a tuple in the table's column order (the rows open so far too: a
+        change made to one later is applied at the next read)."""
+        self._write(0)
+        self._replace_late()
+        return self._table
+
+    def _replace_late(self) -> None:
+        if self._late:
+            self._table.replace({i: row.values() for i, row in self._late.items()})
+            self._late = {}

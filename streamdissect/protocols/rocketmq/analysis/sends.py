@@ -23,32 +23,31 @@ class SendCollector(PerCall):
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
-        first = len(self.rows)
         status = "oneway" if rec.oneway else "no_response"
         for index, message in enumerate(rec.messages or (None,)):
-            row = self.new_row(ev, opaque=rec.opaque, request_name=rec.code_name,
-                               batch_index=index, status=status,
-                               producer_group=shared(fields.get("producerGroup")))  # fmt: skip
             if message is None:  # (a body not read: the frame cut short)
-                row.topic, row.queue_id = shared(rec.topic), rec.queue_id
-                row.wire_length = len(rec.body)
+                about = {"topic": shared(rec.topic), "queue_id": rec.queue_id,
+                         "wire_length": len(rec.body)}  # fmt: skip
             else:
                 wire = len(message.body)
-                row.topic, row.queue_id = shared(message.topic), message.queue_id
-                row.msg_id = message.msg_id
-                row.tags, row.keys = shared(message.tags), message.keys
-                row.compressed = message.compressed
-                row.size = message.inflated_length if message.compressed else wire
-                row.wire_length = wire
-        self.keep(ev, (first, len(self.rows)))  # (its rows' range)
+                about = {"topic": shared(message.topic), "queue_id": message.queue_id,
+                         "msg_id": message.msg_id, "tags": shared(message.tags),
+                         "keys": message.keys, "compressed": message.compressed,
+                         "size": message.inflated_length if message.compressed else wire,
+                         "wire_length": wire}  # fmt: skip
+            # (every value given at once: a row may be written as soon as it is made)
+            self.new_row(ev, opaque=rec.opaque, request_name=rec.code_name,
+                         batch_index=index, status=status,
+                         producer_group=shared(fields.get("producerGroup")), **about)  # fmt: skip
+        self.keep(ev)
 
-    def answered(self, request: Any, span: Any, ev: Any) -> None:
+    def answered(self, request: Any, rows: list, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
         status = spec.SEND_STATUS.get(rec.code) or rec.code_name
         offset_ids = (fields.get("msgId") or "").split(",")
         queue_offset = fields.get("queueOffset")
-        for index, row in enumerate(self.rows[span[0] : span[1]]):
+        for index, row in enumerate(rows):
             answer(row, request, ev)
             row.status = status
             if fields.get("queueId") is not None:

@@ -17,7 +17,7 @@ credit and closed by a Credit that restores some.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

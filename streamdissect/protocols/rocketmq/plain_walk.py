@@ -1,0 +1,105 @@
+"""RocketMQ in the bulk engine's plain walk (framing.walk.PlainFrames, Protocol.plain_walk).
+
+The walk finds a direction's frames; the JSON ones are taken off it (their places among the
+block's events kept) and read together when the direction's walk is done: their headers
+parsed by one call (codec.json_headers), each record then made by decode_frame from its
+parsed header, reported and emitted by the framer as its own decoding would, in the frames'
+order (a framer class that overrides `_decode`, to watch its frames, has every frame its
+own way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
+that does not parse) is read alone, as the framer reads it. Nothing changes but the cost:
+the events are the framer's (tests/test_rocketmq_plain_walk.py holds it, on the recorded
+captures and made-worse copies).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from streamdissect.framing.walk import PlainFrames
+from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.codec import JSON_START, NOT_PARSED, decode_frame, json_headers
+from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+_word = struct.Struct(">I").unpack_from
+# The walk's key of a frame is the high half of its header-length word: 0, a JSON header
+# under 64 KiB (a longer one, or a ROCKETMQ header, goes the framer's way at once).
+_JSON_SMALL = frozenset((spec.JSON << 8,))
+
+
+class RocketMQPlainWalk(PlainFrames):
+    """The plain walk of RocketMQ connections, for one bulk run."""
+
+    def direction(self, framer: Any, segments: Any, w: Any, pos: int) -> Any:
+        if type(framer)._decode is not RocketMQFramer._decode:
+            # a framer class that watches the frames it decodes: every frame its way
+            return super().direction(framer, segments, w, pos)
+        return RocketMQDirection(framer, segments, w)
+
+
+    @staticmethod
+    def begin_connection(owner: Any) -> None:
+        for framer in owner.framers:
+            framer.naming_deferred = True
+
+    @staticmethod
+    def end_connection(owner: Any, items: list, start: int) -> None:
+        """The block's commands of the connection named in time order, as the reference
+        engine names them frame by frame (a direction walked first would name its
+        responses before the other direction's requests of the same block are seen)."""
+        framers = owner.framers
+        for framer in framers:
+            framer.naming_deferred = False
+        side = {owner.direction(0): 0, owner.direction(1): 1}
+        for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+            record = getattr(event, "record", None)
+            if record.__class__ is RemotingCommand:
+                framers[side[event.direction]].name(record)
+
+
+class RocketMQDirection:
+    """One direction's walk of a block: its JSON frames noted, then read together."""
+
+    __slots__ = ("deferred_items", "events", "framer", "segments")
+    run = None
+    deferred = _JSON_SMALL
+    record = staticmethod(PlainFrames.record)
+    head_record = staticmethod(PlainFrames.head_record)
+
+    def __init__(self, framer: Any, segments: Any, w: Any) -> None:
+        self.framer, self.segments, self.events = framer, segments, w.events
+        self.deferred_items: list = []
+
+    def finish(self) -> None:
+        items = self.deferred_items
+        if not items:
+            return
+        mv, read = self.segments.mv, self.segments.read
+        frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
+                  for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
+        headers = _parsed_headers(frames)
+        framer, place_out = self.framer, self.events.place_out
+        for (start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed in zip(
+                items, frames, headers):  # fmt: skip
+            framer.emit_decoded(start, ts, decode_frame(frame, parsed_header=parsed), size)
+            place_out(row, slot)
+
+
+def _parsed_headers(frames: list[bytes]) -> list:
+    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone)."""
+    out = [NOT_PARSED] * len(frames)
+    together, headers = [], []
+    for k, frame in enumerate(frames):
+        length = _word(frame, 4)[0] & spec.HEADER_LENGTH_MASK
+        if length > len(frame) - 8:
+            continue  # (malformed: decode_frame says why)
+        header = frame[8 : 8 + length]
+        if header[:2] == JSON_START and b"null" not in header:
+            together.append(k)
+            headers.append(header)
+    values = json_headers(headers)
+    if values is not None:
+        for k, value in zip(together, values):
+            out[k] = value
+    return out

@@ -1,0 +1,230 @@
+"""RocketMQ's help in the bulk engine's walk (protocols/rocketmq/plain_walk.py: JSON frames
+taken off the walk, their headers parsed together by codec.json_headers) changes no event:
+the bulk engine gives what the reference engine (packet by packet, every frame decoded by the
+framer) gives, on every recorded capture and on made-worse copies, with the options of
+`analyze` and of `frames`; and json_headers reads each header as json.loads reads it alone,
+or declines the block."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import worsen
+from rocketmq_support import CAPTURES, NAMES, both_protocols, rocketmq_registered
+
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols.rocketmq import codec, plain_walk
+
+WORSE = {
+    "reordered": lambda p: worsen.duplicate(worsen.reorder(p)),
+    "late": lambda p: worsen.midstream(p, 5),
+    "snaplen96": lambda p: worsen.snaplen(p, 96),
+    "snaplen300": lambda p: worsen.snaplen(p, 300),
+    "lost": lambda p: worsen.drop(p, set(worsen.data_segments(p)[3::7])),
+}
+# analyze's options (engine.dissect.Dissector as analysis.driver.analyze makes it), and
+# frames' (a record a frame, every body kept)
+OPTIONS = {"analyze": {"columns": True, "deliver_keep_limit": 0, "publish_messages": False},
+           "frames": {}}  # fmt: skip
+
+
+def _events(path, engine: str, options: dict) -> list:
+    out = []
+    with rocketmq_registered():
+        for e in Dissector(engine=engine, **options).run(str(path)):
+            if isinstance(e, FrameEvent):
+                out.append((e.ts_ns, e.connection, e.direction, e.stream_offset,
+                            _fields(e.record)))  # fmt: skip
+            else:
+                out.append(repr(e))
+    return out
+
+
+def _fields(record) -> dict:
+    """A record's dict, a RocketMQ one's with its bytes (the Stream's have no such option)."""
+    if type(record).__module__.startswith("streamdissect.protocols.rocketmq"):
+        return record.to_dict(payloads=True)
+    return record.to_dict()
+
+
+@pytest.fixture
+def read_together(monkeypatch):
+    """How many headers the walk read together (a test that took no frame off the walk
+    would hold nothing)."""
+    count = [0]
+    real = plain_walk.json_headers
+
+    def spy(headers):
+        values = real(headers)
+        count[0] += 0 if values is None else len(values)
+        return values
+
+    monkeypatch.setattr(plain_walk, "json_headers", spy)
+    return count
+
+
+def _same_both_ways(path, read_together, taken: bool = True, options_list=None) -> None:
+    """`taken`: the walk must have taken frames off (of a copy made worse, most may go to
+    the framer: the cut ones, those after a hole)."""
+    for options in options_list or OPTIONS.values():
+        before = read_together[0]
+        bulk = _events(path, "bulk", options)
+        assert bulk == _events(path, "stream", options) and bulk
+        assert read_together[0] > before or not taken
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_bulk_engine_gives_the_reference_events(name, read_together):
+    _same_both_ways(CAPTURES / f"{name}.pcap", read_together)
+
+
+@pytest.mark.parametrize("worse", sorted(WORSE))
+@pytest.mark.parametrize("name", ["rmq-java-json", "rmq-java-compressed", "rmq-js", "rmq-cpp"])
+def test_made_worse_the_same(tmp_path, name, worse, read_together):
+    link, packets = worsen.read_pcap(CAPTURES / f"{name}.pcap")
+    path = worsen.write_pcap(tmp_path / f"{name}-{worse}.pcap", link, WORSE[worse](packets))
+    _same_both_ways(path, read_together, taken=(name, worse) in _TAKEN)
+
+
+_TAKEN = {("rmq-java-json", "late"), ("rmq-java-json", "lost"), ("rmq-js", "reordered")}
+
+
+def test_a_capture_of_both_protocols(tmp_path, read_together):
+    path = both_protocols(tmp_path / "both.pcap",
+                          worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap",
+                          CAPTURES / "rmq-java-json.pcap")  # fmt: skip
+    # (not as columns: the Stream's hot frames would come as HotFrames from the bulk engine)
+    _same_both_ways(path, read_together, options_list=[
+        OPTIONS["frames"], {"deliver_keep_limit": 0, "publish_messages": False}])
+
+
+def _alone(header: bytes):
+    try:
+        return "value", codec._json_loads(header)
+    except (ValueError, RecursionError):
+        return "error", None
+
+
+def _recorded_headers() -> list[bytes]:
+    headers = []
+    real = codec._json_header
+
+    def spy(header, parsed=codec.NOT_PARSED):
+        headers.append(bytes(header))
+        return real(header, parsed)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_json_header", spy)
+        for name in NAMES:
+            _events(CAPTURES / f"{name}.pcap", "stream", {})
+    return [h for h in headers if h[:2] == codec.JSON_START and b"null" not in h]
+
+
+def test_recorded_headers_read_together_as_alone():
+    headers = _recorded_headers()
+    assert len(headers) > 300
+    values = codec.json_headers(headers)
+    assert values is not None
+    assert [("value", v) for v in values] == [_alone(h) for h in headers]
+
+
+# pieces a hostile header may be made of: each header starts `{"` and may leave brackets
+# or strings open for the next one to close
+PIECES = ['{"', '"', 'a', ':', '1', '[', ']', '{', '}', ',', ' ', '\\', '"x"', '{"k":2}',
+          '\n', 'nul', 'true', '\u00e9', '1e999', '-']  # fmt: skip
+
+
+def _header(rng: random.Random) -> bytes:
+    """A JSON object (blanks after it, at times) or a hostile piece of one."""
+    if rng.random() < 0.7:
+        value = {rng.choice("abc"): rng.choice([1, "x]", "{", [1, {"d": "\u00e9"}], True])
+                 for _ in range(rng.randrange(1, 4))}  # fmt: skip
+        return (json.dumps(value, ensure_ascii=rng.random() < 0.5)
+                + rng.choice(["", "", "\n", " \t"])).encode()
+    return ('{"' + "".join(rng.choice(PIECES) for _ in range(rng.randrange(8)))).encode()
+
+
+def test_hostile_blocks_are_read_as_alone_or_declined():
+    rng = random.Random(26)
+    took = declined = 0
+    for _ in range(30_000):
+        headers = [_header(rng) for _ in range(rng.randrange(1, 5))]
+        headers = [h for h in headers if b"null" not in h]
+        values = codec.json_headers(headers)
+        if values is None:
+            declined += 1
+            continue
+        took += 1
+        assert [("value", v) for v in values] == [_alone(h) for h in headers], headers
+    assert took > 1000 and declined > 1000
+
+
+def test_headers_that_would_pass_for_others_are_declined():
+    # together they parse, to as many objects as headers, but no one of them alone
+    forged = [b'{"a":[{"x":1}', b'{"y":2}]}', b'{"z":3},{"w":4}']
+    assert [_alone(h)[0] for h in forged] == ["error", "error", "error"]
+    assert json.loads(b"[" + b",".join(forged) + b"]") and codec.json_headers(forged) is None
+    assert codec.json_headers([b'{"a":1}', b'{"b":2}\n']) == [{"a": 1}, {"b": 2}]
+    assert codec.json_headers([b'{"a":null}', b'{"b":2}']) is None  # (read alone instead)
+    assert codec.json_headers([b'{"a":"\xff"}']) is None
+
+
+def test_a_json_header_whose_length_looks_like_a_deliver_key(tmp_path):
+    """A header of 0x80000 bytes or more puts 0x0008 where the walk reads a Stream frame's
+    key (a Deliver's, kept as its head when big): the walk asks the framer's own rule, and
+    the frame is read whole, as the reference engine reads it (it was cut to its head, a
+    malformed record)."""
+    big = codec.make_command(105, opaque=1, ext={"topic": "t", "pad": "x" * (0x80000 + 100)})
+    data = codec.encode_command(big) + codec.encode_command(
+        codec.make_command(105, opaque=2, ext={"topic": "t"}))  # fmt: skip
+    assert data[4:8] >= b"\x00\x08\x00\x00"  # (the walk's key: 8)
+    ts, client, server = 1_700_000_000_000_000_000, 40000, 10911
+    packets = [worsen.eth_tcp(client, server, 100, 0, 0x02, b""),
+               worsen.eth_tcp(server, client, 500, 101, 0x12, b"")]  # fmt: skip
+    packets += [worsen.eth_tcp(client, server, 101 + at, 501, 0x18, data[at : at + 1448])
+                for at in range(0, len(data), 1448)]  # fmt: skip
+    path = worsen.write_pcap(tmp_path / "big-header.pcap", 1,
+                             [(ts + k * 1000, d, len(d)) for k, d in enumerate(packets)])
+    for options in OPTIONS.values():
+        bulk = _events(path, "bulk", options)
+        assert bulk == _events(path, "stream", options)
+        assert [e[4]["opaque"] for e in bulk] == [1, 2] and not bulk[0][4]["truncated"]
+
+
+def test_a_framer_class_that_watches_its_frames_sees_every_frame():
+    """A framer subclass that overrides `_decode` (the tests' keeping framer; a face may keep
+    each frame's bytes so) is handed every frame by the bulk engine too: the walk takes none
+    off for it."""
+    from rocketmq_support import _KeepingFramer
+
+    path = str(CAPTURES / "rmq-java-json.pcap")
+    _KeepingFramer.kept = []
+    with rocketmq_registered():
+        dissector = Dissector(engine="bulk", protocols=["rocketmq"])
+        dissector.framer_class = _KeepingFramer
+        frames = [e for e in dissector.run(path) if isinstance(e, FrameEvent)]
+    assert frames and len(_KeepingFramer.kept) == len(frames)
+    # (each frame's own bytes; kept a direction at a time, the events in capture order)
+    assert sorted(f for _, f in _KeepingFramer.kept) == sorted(
+        codec.encode_command(e.record) for e in frames)  # fmt: skip
+
+
+REGRESSIONS = sorted((CAPTURES.parent.parent / "tests" / "regressions" / "rocketmq").glob("*.pcap"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_responses_named_in_time_order(path, read_together):
+    """Captures the fuzz campaign made (benchmarks/fuzz_rocketmq.py) where a direction
+    walked first held responses to requests the other direction sent earlier in the same
+    block: the bulk engine named them by walk order (a request_code the reference engine
+    does not give, or none where it gives one); now both directions' commands are named in
+    time order once the block is walked."""
+    for options in ({}, {"ooo_cap": 64 * 1024}):
+        bulk = _events(path, "bulk", options)
+        assert bulk == _events(path, "stream", options) and bulk
+
+
+def test_the_regressions_are_there():
+    assert len(REGRESSIONS) >= 3

@@ -1,0 +1,107 @@
+"""What keeps a RocketMQ analysis's memory flat in a capture's length changes no figure: on
+every recorded capture, the analyze report (JSON and text) and every RocketMQ table (rows,
+pandas, Arrow) are the same when the rows of a row a message or call are written to
+CompactRows as soon as they are begun or after one or three more rows (RowTable.WINDOW:
+so a call answered later replaces its written row), the tables spill to their temporary file after a few rows
+(CompactRows.SPILL_BYTES) and the latencies are folded into distinct values after every
+few (ExactSample.FOLD), as when all of it is held in memory whole."""
+
+from __future__ import annotations
+
+import pytest
+from rocketmq_support import CAPTURES, NAMES
+
+from streamdissect.analysis import analyze
+from streamdissect.analysis.compact import CompactRows
+from streamdissect.analysis.percentiles import ExactSample
+from streamdissect.cli import _text_report as report
+from streamdissect.protocols.rocketmq.analysis.rows import RowTable
+from streamdissect.tables import schema
+
+TABLES = [t for t in schema.TABLES if t.startswith("rocketmq_") and t != "rocketmq_frames"]
+# tables of a row a message or call (RowTable's)
+ROW_TABLES = ("rocketmq_requests", "rocketmq_sends", "rocketmq_pulls",
+              "rocketmq_broker_registrations")  # fmt: skip
+
+
+def _everything(name: str, report_only: bool) -> tuple:
+    a = analyze(str(CAPTURES / f"{name}.pcap"), report_only=report_only, helper_process=False)
+    rows = {t: list(a.rows(t)) for t in TABLES}
+    frames = {t: a.frame(t) for t in TABLES}
+    arrows = {t: a.arrow(t) for t in TABLES}
+    return report.json_text(report.to_json(a)), report.to_text(a), rows, frames, arrows, a
+
+
+def _whole(patch: pytest.MonkeyPatch) -> None:
+    """Everything in memory: no row written before the end, no spill, no fold."""
+    patch.setattr(RowTable, "WINDOW", 1 << 40)
+    patch.setattr(CompactRows, "SPILL_BYTES", 1 << 40)
+    patch.setattr(ExactSample, "FOLD", 1 << 40)
+
+
+def _spilled(patch: pytest.MonkeyPatch, window: int = 1) -> None:
+    patch.setattr(RowTable, "WINDOW", window)
+    patch.setattr(CompactRows, "SPILL_BYTES", 24 * 8 * 4)
+    patch.setattr(CompactRows, "CHUNK", 3)
+    patch.setattr(ExactSample, "FOLD", 2)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("report_only", [True, False])
+@pytest.mark.parametrize("window", [0, 1, 3])  # (0: every row written as it is begun)
+def test_spilled_and_written_early_is_the_same(name, report_only, window):
+    with pytest.MonkeyPatch.context() as patch:
+        _whole(patch)
+        whole_json, whole_text, whole_rows, whole_frames, whole_arrows, _ = _everything(
+            name, report_only)  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        _spilled(patch, window)
+        json_text, text, rows, frames, arrows, a = _everything(name, report_only)
+        lazy: list[str] = []
+        report.json_write(report.to_json(a, lazy=True), lazy.append)
+    assert json_text == whole_json == "".join(lazy)
+    assert text == whole_text
+    for table in TABLES:
+        assert rows[table] == whole_rows[table], table
+        assert frames[table].equals(whole_frames[table]), table
+        assert arrows[table].equals(whole_arrows[table]), table
+
+
+def test_the_row_tables_spill_and_rows_are_replaced(monkeypatch):
+    """(the test above sees spilled chunks, and rows written before their call was answered
+    replaced in them)"""
+    _spilled(monkeypatch, window=1)
+    replaced: dict[str, list] = {}
+    replace = CompactRows.replace
+
+    def counted(self, rows):
+        replaced.setdefault(name, []).extend(rows)
+        return replace(self, rows)
+
+    monkeypatch.setattr(CompactRows, "replace", counted)
+    for name in NAMES:
+        a = analyze(str(CAPTURES / f"{name}.pcap"), helper_process=False)
+        if name == "rmq-java-rocketmq-batch":
+            for table in ("rocketmq_requests", "rocketmq_sends", "rocketmq_pulls"):
+                assert a.rows(table)._file is not None, table
+    assert "rmq-java-rocketmq-batch" in replaced, replaced
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_replaced_rows_read_back_as_replaced(spill, monkeypatch):
+    """CompactRows.replace on rows in chunks in memory, spilled and pending, with values of
+    another kind than their column's (a None, a float, a text where ints were)."""
+    monkeypatch.setattr(CompactRows, "CHUNK", 4)
+    if spill:
+        monkeypatch.setattr(CompactRows, "SPILL_BYTES", 3 * 8 * 6)
+    given = [(i, f"r{i}", i * 0.5) for i in range(23)]
+    table = CompactRows(3)
+    table.extend(given)
+    new = {0: (0, None, 1.5), 5: (None, "five", 2.5), 6: (6.5, "six", None),
+           17: ("x", "y", "z"), 22: (22, "last", -1.0)}  # fmt: skip
+    table.replace(new)
+    expected = [new.get(i, row) for i, row in enumerate(given)]
+    assert list(table) == expected and table[:] == expected
+    assert table[5] == new[5] and table[-1] == new[22]
+    assert (table._file is not None) == spill
+    assert [list(v) for v, _ in table.columns()][1] == [row[1] for row in expected]
