@@ -105,6 +105,10 @@ def test_analyze_and_jsonl_show_it(tmp_path, capsys):
     # its Publish frames (1,633 bytes) and PublishConfirms are cut: said where it counts them
     confirms = text.split("Publish confirms\n================\n", 1)[1].split("\n\n")[0]
     assert "cut_frames" in confirms.splitlines()[0] and "lower bounds" in confirms
+    # its Subscribe (stream name, offset, credit: 41 bytes) is cut before the credit: the
+    # stall count (0) is no fact, and the Credit section says so
+    credit = text.split("Credit\n======\n", 1)[1].split("\n\n")[0]
+    assert "cut_frames" in credit.splitlines()[0] and "lower bounds" in credit
     assert main(["frames", "--format", "jsonl", str(cut)]) in (0, None)
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     said = [r for r in rows if r["command"] == "Anomaly" and r["kind"] == "not_captured"]

@@ -148,6 +148,8 @@ CREDIT = _cols(
     ("final_credit", "int64"),
     ("stall_count", "int64"),
     ("stalled_ms_total", "float64"),
+    ("cut_frames", "int64", "Subscribe/Deliver frames cut by the capture (snap length): counts "
+     "from their headers; a cut Subscribe's credit unknown, so no stalls; lower bounds"),
 )
 
 STALLS = _cols(
