@@ -146,6 +146,10 @@ def whole_ids(buf: Any, pos: int, end: int, version: int) -> CutMessages | None:
     pos += 4
     while len(ids) < count and end - pos >= 8:
         ids.append(ID.unpack_from(buf, pos)[0])
+        if version == 1 and end - pos >= 12:  # (the usual cut: a simple entry past the end)
+            word = U32.unpack_from(buf, pos + 8)[0]
+            if word & 0x80000000 == 0 and pos + 12 + word > end:
+                break
         try:  # (each message takes at least 12 bytes: the loop ends with the bytes)
             pos, _ = entry_end(buf, filter_end(buf, pos + 8, end) if version >= 2 else pos + 8,
                                end)  # fmt: skip

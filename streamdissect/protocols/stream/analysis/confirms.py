@@ -7,10 +7,11 @@ began late) are counted as unmatched, never as negative lag. A DeclarePublisher 
 publisher id closes the previous ledger's outstanding ids as unconfirmed.
 
 A frame cut by the capture (snap length) counts what its header says: a Publish its message
-count, a PublishConfirm its id count; only its whole ids pair. Once a ledger has a cut frame
-(`cut_frames`, a column), a confirmed id not seen published is counted confirmed (its
-Publish was cut), not unmatched, its lag unknown; unconfirmed is then published less
-confirmed and errored, from the counts; the ledger's figures are lower bounds.
+count (its ids are not followed), a PublishConfirm its id count (its whole ids pair). Once a
+ledger has a cut frame (`cut_frames`, a column), a confirmed id not seen published is
+counted confirmed (its Publish was cut), not unmatched, its lag unknown; unconfirmed is then
+published less confirmed and errored, from the counts; the ledger's figures are lower
+bounds.
 
 Hot frames as columns (`on_hot`): a ledger's Publish and PublishConfirm frames of a run are
 applied at once when they are the usual case (ids published in ascending order, confirmed
@@ -147,14 +148,19 @@ class ConfirmCollector:
     def on_publish(self, ev) -> None:
         rec = ev.record
         ids = getattr(rec, "publishing_ids", None) or ()
-        self.publish(ev.connection, ev.ts_ns, getattr(rec, "publisher_id", None), ids,
-                     getattr(rec, "record_count", None))  # fmt: skip
-        if getattr(rec, "truncated", False):  # the messages past the cut, as its header says
-            led = self._ledger(ev.connection, getattr(rec, "publisher_id", None))
+        pid = getattr(rec, "publisher_id", None)
+        if getattr(rec, "truncated", False):
+            # Counted as its header says, its ids not followed: most of its confirms' ids
+            # are cut too, and ids kept for confirms that never name them would grow the
+            # ledger with the capture. (Their records are not known: one each at least.)
+            led = self._ledger(ev.connection, pid)
             led.cut_frames += 1
-            unseen = max(cut_count(rec, "messages") - len(ids), 0)
-            led.published += unseen
-            led.records += unseen  # (their records are not known: one each at least)
+            n = max(cut_count(rec, "messages"), len(ids))
+            led.published += n
+            led.records += n
+            self._backlog_point(ev.ts_ns, ev.connection, pid, led)
+            return
+        self.publish(ev.connection, ev.ts_ns, pid, ids, getattr(rec, "record_count", None))
 
     def publish(self, connection: str, ts: int, pid: int | None, ids,
                 record_count: int | None) -> None:  # fmt: skip
