@@ -101,6 +101,20 @@ def test_worsened_same_as_stream(real, tmp_path, name):
     assert_same(path, publish_messages=False, deliver_keep_limit=0)
 
 
+SNAP_LENGTHS = (96, 128)  # tcpdump -s 96 (old tcpdump's default), -s 128
+
+
+@pytest.mark.parametrize("snap", SNAP_LENGTHS)
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_snaplen_cut_corpus_same_as_stream(path, snap, tmp_path):
+    """Every shipped capture cut by a snap length: the cut bytes' not_captured anomalies
+    and the cut frames are the streaming engine's (test_input_forms: as columns too)."""
+    linktype, packets = worsen.read_pcap(path)
+    cut = worsen.write_pcap(tmp_path / "cut.pcap", linktype, worsen.snaplen(packets, snap))
+    assert_same(cut)
+    assert_same(cut, publish_messages=False, deliver_keep_limit=0)
+
+
 LINKS = {  # linktype, Ethernet packet -> the same packet on that link layer
     "sll": (113, worsen.as_linux_sll), "sll2": (276, worsen.as_linux_sll2),
     "null": (0, worsen.as_null), "null-be": (0, lambda d: worsen.as_null(d, big_endian=True)),

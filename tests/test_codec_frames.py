@@ -323,8 +323,16 @@ def test_truncated_deliver_keeps_the_chunk_header() -> None:
     assert cut.truncated and cut.committed_chunk_id == 400
     assert cut.chunk["chunk_id"] == 500 and cut.record_count == 1
     assert cut.crc_ok is None
+    # cut inside the chunk header (17 bytes of frame head, 13 of the header): the header
+    # fields whose bytes are whole are kept, the first cut one and the rest are None
     header_cut = decode_frame(full[:30], declared_size=len(full) - 4)
-    assert header_cut.truncated and header_cut.chunk is None and header_cut.subscription_id == 1
+    assert header_cut.truncated and header_cut.subscription_id == 1
+    assert header_cut.chunk == {"magic_version": 0x50, "chunk_type": 0, "num_entries": 1,
+                                "num_records": 1, "timestamp": None, "epoch": None,
+                                "chunk_id": None, "crc": None, "data_length": None,
+                                "trailer_length": None, "bloom_size": None, "reserved": None}
+    assert header_cut.record_count == 1 and header_cut.cut == {"at": 30, "field": "chunk"}
+    assert decode_frame(full[:17], declared_size=len(full) - 4).chunk is None  # (no field)
 
 
 def test_columns_come_from_the_table() -> None:

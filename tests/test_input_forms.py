@@ -91,6 +91,19 @@ def test_worsened_in_every_form_same_as_stream(name, form, tmp_path):
     assert _report_and_lines(paths, "auto") == _report_and_lines([path], "stream")
 
 
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("path", worsen.corpus_captures(), ids=lambda p: p.stem)
+def test_snaplen_cut_corpus_in_every_form_same_as_stream(path, form, tmp_path):
+    """Each shipped capture cut at 96 bytes (tcpdump -s 96), in each form: the bulk engine
+    gives the reference's events and anomalies, and the report and jsonl from columns are
+    those from records on the plain cut pcap."""
+    linktype, packets = worsen.read_pcap(path)
+    cut = worsen.write_pcap(tmp_path / "cut.pcap", linktype, worsen.snaplen(packets, 96))
+    paths = FORMS[form](cut, tmp_path)
+    assert_same(paths, publish_messages=False, deliver_keep_limit=0)
+    assert _report_and_lines(paths, "auto") == _report_and_lines([cut], "stream")
+
+
 def _report_and_lines(paths: list, engine: str) -> tuple[str, str]:
     """The analyze report's JSON and the frames jsonl: from the hot frames as columns (the
     bulk engine, as the CLI makes them) or from records (engine="stream")."""

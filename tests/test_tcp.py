@@ -121,7 +121,20 @@ def test_midstream_start_and_snaplen_bytes():
     h.send(CLIENT, SERVER, 77787, b"xyz")
     assert h.sinks[(0, 0)].stream == b"abc???????xyz"
     assert h.sinks[(0, 0)].desynced
-    assert h.kinds() == ["midstream_start"]
+    # the cut segment is said once the next whole one comes: 7 bytes from stream offset 3
+    assert h.anomalies == [(0, 0, "midstream_start", 0, 0), (0, 0, "not_captured", 3, 7)]
+
+
+def test_adjacent_cut_segments_are_one_not_captured_anomaly_per_run():
+    h = Harness()
+    handshake(h)
+    for n in range(1000):  # 1000 segments of 100 bytes, 30 of each captured
+        h.send(CLIENT, SERVER, 1001 + n * 100, b"x" * 30, wire_len=100)
+    assert h.kinds() == []  # the run is open: said when it ends
+    h.send(CLIENT, SERVER, 101001, b"whole")  # a whole segment ends the run
+    h.send(CLIENT, SERVER, 101006, b"y", wire_len=10)  # a new run, said at the end
+    h.table.finish(0)
+    assert h.anomalies == [(0, 0, "not_captured", 30, 70_000), (0, 0, "not_captured", 100_006, 9)]
 
 
 def test_out_of_order_cap_declares_the_hole_a_gap():

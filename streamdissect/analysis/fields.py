@@ -13,6 +13,14 @@ def get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+def cut_count(record: Any, field: str) -> int:
+    """The element count the header of a frame the capture cut gives for `field`, the list
+    its bytes stop in (its `cut`: a record's, or a replayed frame's mapping); 0 when none was
+    read, or the frame is whole."""
+    cut = get(record, "cut")
+    return (get(cut, "count") or 0) if get(cut, "field") == field else 0
+
+
 def pair(item: Any, first: str, second: str) -> tuple[Any, Any]:
     """(first, second) from a tuple, a mapping or an object."""
     if isinstance(item, (tuple, list)):

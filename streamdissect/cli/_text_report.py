@@ -224,7 +224,7 @@ def to_json(a: Analysis, lazy: bool = False, messages: bool = False) -> dict:
         credit.append({k: row[k] for k in (
             "connection", "subscription_id", "stream", "initial_credit", "credits_granted",
             "credit_frames", "chunks_delivered", "records_delivered", "credit_errors",
-            "final_credit", "stalls", "stalled_ms_total")})
+            "final_credit", "stalls", "stalled_ms_total", "cut_frames")})
     extra = {"messages": table("messages", a.rows("messages"))} if messages else {}
     return {
         "capture": {"first_ns": a.first_ns, "last_ns": a.last_ns},
@@ -303,11 +303,12 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
         _section("Request latency (ms)", a.latency, local=local),
         _section("Publish confirms", a.confirms, [
             "connection", "publisher_id", "published", "confirmed", "errored", "unconfirmed",
-            "p50_ms", "p95_ms", "p99_ms", "max_ms"], local=local),
+            *_cut_column(a.confirms), "p50_ms", "p95_ms", "p99_ms", "max_ms"], local=local)
+        + _cut_note(a.confirms),
         _section("Credit", a.credit, [
             "connection", "subscription_id", "initial_credit", "credits_granted",
-            "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total"],
-            local=local),
+            "chunks_delivered", "records_delivered", "stall_count", "stalled_ms_total",
+            *_cut_column(a.credit)], local=local) + _cut_note(a.credit),
         _section("Credit stalls", dataframe("stalls", a.rows("stalls")[:max_rows]), local=local),
         _section("Consumer lag (per subscription)", lag_summary, local=local),
         _section("Throughput (per second of capture)", _throughput_summary(a.throughput),
@@ -330,6 +331,20 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
             "stream", *named, "size", "subject", "application_properties", "body_size",
             "body_preview"], local=local))  # fmt: skip
     return "\n".join(parts)
+
+
+CUT_NOTE = ("cut_frames: frames the capture cut (snap length; anomaly not_captured), counted"
+            " from their headers; what lay past the cut is not (ids unpaired, a Subscribe's"
+            " credit): these figures are lower bounds\n")
+
+
+def _cut_column(df: pd.DataFrame) -> list[str]:
+    """["cut_frames"] when a row of the table has frames cut by the capture, else []."""
+    return ["cut_frames"] if "cut_frames" in df and df["cut_frames"].any() else []
+
+
+def _cut_note(df: pd.DataFrame) -> str:
+    return CUT_NOTE if _cut_column(df) else ""
 
 
 LAG_ROWS = 1 << 13  # Deliver rows summed at a time by _lag_summary

@@ -110,7 +110,7 @@ def filter_fields() -> frozenset[str]:
     from streamdissect.protocols.stream.records import RECORD_CLASSES
 
     names = {"ts_ns", "connection", "direction", "stream_offset", *COMMON_COLUMNS,
-             "kind", "length", "detail", "malformed", "reason", "offset", "raw",
+             "kind", "length", "detail", "malformed", "reason", "offset", "raw", "cut",
              MESSAGE}  # fmt: skip
     for cls in RECORD_CLASSES.values():
         names.update(cls.body_fields)
@@ -275,6 +275,8 @@ def frame_dict(event: FrameEvent, show_secrets: bool, payloads: bool = False,
                     value.__class__ is list and set(map(type, value)) <= INT
                 )
                 fields[name] = value if plain else jsonable(value)
+        if record.truncated and (cut := record.cut) is not None:
+            fields["cut"] = dict(cut)
         if cls is DELIVER_CLASS:
             fields["crc_ok"] = record.crc_ok
         row.update(fields)

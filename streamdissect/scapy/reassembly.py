@@ -201,7 +201,7 @@ class ConnectionPipeline:
                     frames.append(self._frame(event))
                 else:  # released by this packet: it comes out on a packet of its own
                     self._release(event.direction, event.ts_ns, [self._frame(event)])
-            elif isinstance(event, Anomaly):
+            elif isinstance(event, Anomaly) and event.kind != NOT_CAPTURED:
                 note = describe(event)
                 self._note(event.direction or direction, note)
                 if event.direction == direction:
@@ -274,7 +274,7 @@ class ConnectionPipeline:
         for event in dissector._finish(self.last_ts_ns):
             if isinstance(event, FrameEvent):
                 self._release(event.direction, event.ts_ns, [self._frame(event)])
-            elif isinstance(event, Anomaly) and event.direction:
+            elif isinstance(event, Anomaly) and event.direction and event.kind != NOT_CAPTURED:
                 self._note(event.direction, describe(event))
 
     def _note(self, direction: str, note: str) -> None:
@@ -352,6 +352,11 @@ def release_frames(recv: Any) -> Any:
 
 if not getattr(TCPSession.recv, "released", False):
     TCPSession.recv = release_frames(TCPSession.recv)  # type: ignore[method-assign]
+
+
+# The core's run of cut segments (tcp.reassembly): said here per packet instead, on the
+# packet that was cut (packet() above)
+NOT_CAPTURED = "not_captured"
 
 
 def describe(anomaly: Anomaly) -> str:

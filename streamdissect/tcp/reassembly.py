@@ -53,6 +53,7 @@ class NullSink:
 
 class DirectionReassembler:
     __slots__ = (
+        "cut_run",
         "fin_offset",
         "hole_acked_at",
         "hole_opened_at",
@@ -82,6 +83,10 @@ class DirectionReassembler:
         self.hole_acked_at: int | None = None
         self.hole_opened_at: int | None = None  # packet number (see hole_waited)
         self.fin_offset: int | None = None
+        # segments cut by the capture's snap length since the last whole one: one anomaly
+        # for the run, [first cut byte's offset, first cut's ts_ns, packets, bytes not
+        # captured, offset after the last cut byte]; None when the last segment was whole
+        self.cut_run: list[int] | None = None
 
     def segment(self, seq: int, flags: int, payload: memoryview, wire_len: int, ts_ns: int) -> None:
         if flags & SYN:
@@ -114,19 +119,47 @@ class DirectionReassembler:
     def snapshot(self) -> tuple:
         """Where the direction is (a walk of in-order segments moves it on; it takes over
         only a direction with nothing pending), to go back to with restore()."""
-        return self.started, self.isn, self.next_seq, self.offset, self.fin_offset
+        run = None if self.cut_run is None else self.cut_run.copy()
+        return self.started, self.isn, self.next_seq, self.offset, self.fin_offset, run
 
     def restore(self, snapshot: tuple) -> None:
-        self.started, self.isn, self.next_seq, self.offset, self.fin_offset = snapshot
+        self.started, self.isn, self.next_seq, self.offset, self.fin_offset, run = snapshot
+        self.cut_run = None if run is None else run.copy()
 
     def _deliver(self, payload: memoryview, wire_len: int, ts_ns: int) -> None:
         captured = len(payload)
+        if captured == wire_len and self.cut_run is not None:
+            self.end_cut_run()  # (said before the frames this whole segment completes)
         if captured:
             self.sink.data(payload, ts_ns)
         if captured < wire_len:
+            self._cut(self.offset + captured, wire_len - captured, ts_ns)
             self.sink.missing(wire_len - captured, ts_ns)
         self.next_seq = (self.next_seq + wire_len) & SEQ_MASK
         self.offset += wire_len
+
+    def _cut(self, offset: int, length: int, ts_ns: int) -> None:
+        """`length` bytes from `offset` were on the wire, not in the capture (snap length)."""
+        run = self.cut_run
+        if run is None:
+            self.cut_run = [offset, ts_ns, 1, length, offset + length]
+        else:
+            run[2] += 1
+            run[3] += length
+            run[4] = offset + length
+
+    def end_cut_run(self) -> None:
+        """Say the run of cut segments (one anomaly however many packets it held)."""
+        start, ts_ns, packets, length, end = self.cut_run
+        self.cut_run = None
+        self.report(
+            "not_captured",
+            ts_ns,
+            start,
+            length,
+            f"{length} payload byte{'s' * (length != 1)} of {packets} segment"
+            f"{'s' * (packets != 1)} not captured (snap length), in stream bytes {start}..{end}",
+        )
 
     def _behind(self, already: int, payload: memoryview, wire_len: int, ts_ns: int) -> None:
         """A segment starting `already` bytes before what was delivered."""
@@ -184,6 +217,8 @@ class DirectionReassembler:
         """Give up on the first hole: its bytes are missing, framing goes on after it."""
         if not self.pending_offsets:
             return
+        if self.cut_run is not None:
+            self.end_cut_run()
         length = self.pending_offsets[0] - self.offset
         self.report("gap", ts_ns, self.offset, length, why)
         self.sink.missing(length, ts_ns)
@@ -211,6 +246,8 @@ class DirectionReassembler:
             self.declare_gap(ts_ns, f"not filled within {patience} packets")
 
     def finish(self, ts_ns: int) -> None:
-        """End of capture: holes that remain are gaps."""
+        """End of capture: holes that remain are gaps; a run of cut segments is said."""
         while self.pending_offsets:
             self.declare_gap(ts_ns, "end of capture")
+        if self.cut_run is not None:
+            self.end_cut_run()

@@ -3,10 +3,11 @@
 Per TCP connection and direction, in-order segments and full retransmissions (the regular
 case) never reach the per-packet reassembler: the stream's state (DirectionReassembler) is
 moved on in one step and its in-order segments handed over as one list (InOrder). From the
-first irregular packet (gap, out of order, overlap, snaplen cut, SYN-less start, a SYN
-again, a packet parsed one by one) the connection goes through the exact FlowTable code
-until the end of the block; a block with a possible port reuse goes through it whole. The
-state is the one the exact code keeps, so the two hand over at any packet.
+first irregular packet (gap, out of order, overlap, snaplen cut or the first data after
+one, SYN-less start, a SYN again, a packet parsed one by one) the connection goes through
+the exact FlowTable code until the end of the block; a block with a possible port reuse
+goes through it whole. The state is the one the exact code keeps, so the two hand over at
+any packet.
 """
 
 from __future__ import annotations
@@ -211,6 +212,8 @@ def plan(conn: TcpConnection, piece: Packets, rows: np.ndarray,
         # depends on where the stream is at that packet, which the exact code knows
         far = (rel < -(HALF_SEQ_SPACE >> 1)) | (ends > (HALF_SEQ_SPACE >> 1))
         irregular = bad | (data & ~in_order & ~retrans) | (pl < wl) | (data & far)
+        if stream.cut_run is not None:  # the exact code ends the run of cut segments
+            irregular |= data
         hit = np.flatnonzero(irregular)
         if len(hit):
             k = min(k, int(where[hit[0]]))

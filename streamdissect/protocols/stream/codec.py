@@ -112,7 +112,12 @@ def _read_offset(buf: Any, pos: int, end: int, values: list, offset_type: int) -
 
 def _chunk_header_step(buf: Any, pos: int, end: int, values: list) -> int:
     if end - pos < osiris.HEADER_SIZE:
-        raise DecodeError("chunk header: needs 48 bytes", pos, True)
+        cut = osiris.parse_cut_header(buf, pos, end)  # (a cut frame keeps what is whole)
+        magic = cut["magic_version"]
+        if magic is not None and magic >> 4 != 5:
+            raise DecodeError(f"bad chunk magic 0x{magic:02x}", pos)
+        raise DecodeError("chunk header: needs 48 bytes", pos, True,
+                          partial=cut if magic is not None else None)  # fmt: skip
     header = osiris.parse_header(buf, pos)
     if header["magic_version"] >> 4 != 5:
         raise DecodeError(f"bad chunk magic 0x{header['magic_version']:02x}", pos)
@@ -133,7 +138,13 @@ def _rest_step(buf: Any, pos: int, end: int, values: list) -> int:
 
 def _publish_messages_step(version: int) -> Step:
     def step(buf: Any, pos: int, end: int, values: list) -> int:
-        _, _, stop = publish.scan(buf, pos, end, version, [])
+        try:
+            _, _, stop = publish.scan(buf, pos, end, version, [])
+        except DecodeError as exc:
+            if exc.short:  # (a cut frame keeps its count and the ids that are whole)
+                exc.partial = publish.whole_ids(buf, pos, end, version)
+                exc.count = None if exc.partial is None else exc.partial.count
+            raise
         values.append(publish.PublishMessages(memoryview(buf)[pos:stop], version))
         return stop
 
@@ -203,6 +214,10 @@ def _emitter(wire_type: WireType, version: int) -> Emit:
 
 def _derive_publish(fields: dict[str, Any], truncated: bool) -> None:
     messages = fields.get("messages")
+    if isinstance(messages, publish.CutMessages):  # its records are not known
+        fields["messages"] = None
+        fields["publishing_ids"], fields["record_count"] = messages.ids, None
+        return
     if messages is None:
         fields["publishing_ids"], fields["record_count"] = None, None
         return
@@ -260,6 +275,25 @@ class Compiled:
         if derive is not None:
             derive(fields, truncated)
         return self.cls(key, self.version, size, corr, code, truncated, **fields)
+
+    def build_cut(self, key: int, size: int, values: list, length: int,
+                  short: DecodeError | None) -> Record:  # fmt: skip
+        """A record of a frame whose bytes stop at `length`: every field whole before the
+        cut, what was whole of the field it cuts (`short.partial`), the rest None; its
+        `cut` says where the bytes stop, which field they stop in and that field's count."""
+        index = len(values) - self.message.correlation_id - self.message.code
+        if short is None:  # every field read: the last one ran to the cut
+            index -= 1
+        elif short.partial is not None:
+            values = values + [short.partial]
+        record = self.build(key, size, values, True)
+        cut: dict[str, Any] = {"at": length}
+        if 0 <= index < len(self.names):
+            cut["field"] = self.names[index]
+        if short is not None and short.count is not None:
+            cut["count"] = short.count
+        record._cut = cut
+        return record
 
     def encode_body(self, record: Record) -> bytearray:
         values: list[Any] = []
@@ -495,10 +529,12 @@ def _decode(frame: bytes, declared_size: int | None) -> AnyRecord:
         pos = compiled.read(frame, 8, length, values)
         if pos != length:
             raise DecodeError("trailing bytes", pos)
+        if truncated:
+            return compiled.build_cut(key, size, values, length, None)
         return compiled.build(key, size, values, truncated)
     except DecodeError as exc:
         if exc.short and truncated:
-            return compiled.build(key, size, values, True)
+            return compiled.build_cut(key, size, values, length, exc)
         message = compiled.message
         corr = values[0] if message.correlation_id and values else None
         code_at = int(message.correlation_id)
@@ -588,8 +624,11 @@ def record_from_dict(data: dict[str, Any]) -> AnyRecord:
         stored |= {k: v for k, v in body.items() if k != "messages"}
         if body.get("chunk_payload") is not None:
             stored["chunk_payload"] = body["chunk_payload"]
-        return compiled.cls(data["key"], data["version"], data["size"], data.get("correlation_id"),
-                            data.get("code"), True, **stored)  # fmt: skip
+        record = compiled.cls(data["key"], data["version"], data["size"],
+                              data.get("correlation_id"), data.get("code"), True, **stored)
+        if data.get("cut") is not None:
+            record._cut = dict(data["cut"])
+        return record
     draft = compiled.cls(data["key"], data["version"], data["size"], data.get("correlation_id"),
                          data.get("code"), False, **body)  # fmt: skip
     return decode_frame(encode_record(draft))

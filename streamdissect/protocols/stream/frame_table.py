@@ -216,12 +216,16 @@ class ClassPlan:
             _put(sparse["crc_ok"], rows, list(map(attrgetter("crc_ok"), records)))
         if self.json:
             _put(sparse["fields"], rows, [self._json(r) for r in records])
+        elif self.record:  # a cut frame's `cut` (to_dict's) goes to the JSON too
+            cut = [(row, r) for row, r in zip(rows, records) if r.truncated]
+            if cut:
+                _put(sparse["fields"], [row for row, _ in cut], [self._json(r) for _, r in cut])
 
     def _json(self, record: Any) -> str | None:
         data = record.to_dict(show_secrets=self.show_secrets)
         wanted = self.rest
         rest = {n: jsonable(v) for n, v in data.items()  # (in the record's own order)
-                if n not in COMMON and (wanted is None or n in wanted)}  # fmt: skip
+                if n not in COMMON and (wanted is None or n in wanted or n == "cut")}  # fmt: skip
         return json.dumps(rest, default=str) if rest else None
 
 

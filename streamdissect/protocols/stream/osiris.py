@@ -48,6 +48,23 @@ def parse_header(buf: Any, pos: int = 0) -> dict[str, int]:
     return header_from_tuple(HEADER.unpack_from(buf, pos))
 
 
+def parse_cut_header(buf: Any, pos: int, end: int) -> dict[str, int | None]:
+    """A header whose bytes stop at `end` (a frame cut by the capture): every field whose
+    bytes are whole, in wire order; the first one cut and those after it None."""
+    header: dict[str, int | None] = dict.fromkeys(HEADER_FIELDS)
+    for name, size in zip(HEADER_FIELDS, _FIELD_SIZES):
+        if end - pos < size:
+            break
+        value = int.from_bytes(buf[pos : pos + size], "big")
+        header[name] = value - (1 << 64) if name == "timestamp" and value >> 63 else value
+        pos += size
+    return header
+
+
+# each header field's bytes, as HEADER lays them out (reserved: its u16 and u8 as one)
+_FIELD_SIZES = [struct.calcsize(">" + f) for f in HEADER.format[1:-2]] + [3]
+
+
 def pack_header(header: dict[str, int]) -> bytes:
     values = [header[name] for name in HEADER_FIELDS[:-1]]
     reserved = header["reserved"]

@@ -22,14 +22,19 @@ I32 = struct.Struct(">i")
 class DecodeError(Exception):
     """Raised inside the codec only; decode_frame turns it into a Malformed/truncated record.
 
-    `short` means the bytes ran out, which is truncation when the frame was cut by snaplen.
+    `short` means the bytes ran out, which is truncation when the frame was cut by snaplen;
+    then `count` is the element count of the list being read, when its count was whole, and
+    `partial` what of the field was whole (a list's whole elements).
     """
 
-    def __init__(self, reason: str, offset: int, short: bool = False) -> None:
+    def __init__(self, reason: str, offset: int, short: bool = False,
+                 count: int | None = None, partial: Any = None) -> None:  # fmt: skip
         super().__init__(reason)
         self.reason = reason
         self.offset = offset
         self.short = short
+        self.count = count
+        self.partial = partial
 
 
 def need(pos: int, n: int, end: int, what: str) -> None:
@@ -147,7 +152,8 @@ def read_count(buf: Any, pos: int, end: int, min_size: int, what: str) -> tuple[
     pos += 4
     if count * min_size > end - pos:
         raise DecodeError(
-            f"{what}: count {count} cannot fit in {end - pos} bytes", pos - 4, short=True
+            f"{what}: count {count} cannot fit in {end - pos} bytes", pos - 4, short=True,
+            count=count,
         )
     return count, pos
 
@@ -200,14 +206,34 @@ class ArrayType(WireType):
         fmt = self.element.fmt if fixed else ""  # type: ignore[attr-defined]
 
         def read(buf: Any, pos: int, end: int) -> tuple[list[Any], int]:
-            count, pos = read_count(buf, pos, end, min_size, "array")
+            try:
+                count, pos = read_count(buf, pos, end, min_size, "array")
+            except DecodeError as exc:
+                if exc.count is not None:  # cut: the elements whose bytes are whole
+                    exc.partial = read_whole(buf, pos + 4, end, exc.count)
+                raise
             if fixed:  # one unpack for a run of integers
                 return list(struct.unpack_from(f">{count}{fmt}", buf, pos)), pos + count * min_size
             items = []
-            for _ in range(count):
-                item, pos = read_element(buf, pos, end)
-                items.append(item)
+            try:
+                for _ in range(count):
+                    item, pos = read_element(buf, pos, end)
+                    items.append(item)
+            except DecodeError as exc:
+                if exc.short:
+                    exc.count, exc.partial = count, items
+                raise
             return items, pos
+
+        def read_whole(buf: Any, pos: int, end: int, count: int) -> list[Any]:
+            items = []
+            try:
+                while len(items) < count:
+                    item, pos = read_element(buf, pos, end)
+                    items.append(item)
+            except DecodeError:
+                pass
+            return items
 
         return read
 

@@ -128,6 +128,36 @@ def scan(buf: Any, pos: int, end: int, version: int, ids: list[int]) -> tuple[in
     return count, records, pos
 
 
+class CutMessages(NamedTuple):
+    """What a cut Publish's messages field holds until its record is built: the count its
+    header says and the publishing ids whose bytes are whole."""
+
+    count: int
+    ids: list[int]
+
+
+def whole_ids(buf: Any, pos: int, end: int, version: int) -> CutMessages | None:
+    """A Publish cut by the capture: (its message count, the publishing ids whose bytes are
+    whole, up to the first message that is not), or None when its count is cut too."""
+    if end - pos < 4:
+        return None
+    count = I32.unpack_from(buf, pos)[0]
+    ids: list[int] = []
+    pos += 4
+    while len(ids) < count and end - pos >= 8:
+        ids.append(ID.unpack_from(buf, pos)[0])
+        if version == 1 and end - pos >= 12:  # (the usual cut: a simple entry past the end)
+            word = U32.unpack_from(buf, pos + 8)[0]
+            if word & 0x80000000 == 0 and pos + 12 + word > end:
+                break
+        try:  # (each message takes at least 12 bytes: the loop ends with the bytes)
+            pos, _ = entry_end(buf, filter_end(buf, pos + 8, end) if version >= 2 else pos + 8,
+                               end)  # fmt: skip
+        except DecodeError:
+            break
+    return CutMessages(count, ids)
+
+
 @dataclass(slots=True, eq=False)
 class PublishMessages:
     """The messages of one Publish frame, decoded on iteration (a lazy, re-iterable view)."""

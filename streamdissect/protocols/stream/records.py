@@ -73,7 +73,7 @@ class Record(FrameFacts):
     is compiled from generated source when its first record is made (a dataclass per class
     cost ~30 ms of every start). repr and == are written once here, over `field_names`."""
 
-    __slots__ = COMMON_FIELDS
+    __slots__ = (*COMMON_FIELDS, "_cut")
     key: int
     version: int
     size: int | None  # the size field: frame length without its own 4 bytes
@@ -95,6 +95,13 @@ class Record(FrameFacts):
     def command(self) -> str:
         return self.spec.command
 
+    @property
+    def cut(self) -> dict[str, Any] | None:
+        """A truncated record's cut: `at` (the frame's bytes present, its size field
+        included: where they stop), `field` (the first field not whole), `count` (that
+        field's element count, when its count was whole); None for a whole record."""
+        return getattr(self, "_cut", None) if self.truncated else None
+
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.field_names)
@@ -113,6 +120,8 @@ class Record(FrameFacts):
         result = self.common_dict()
         for name in self.body_fields:
             result[name] = jsonable(getattr(self, name))
+        if self.truncated and (cut := self.cut) is not None:
+            result["cut"] = dict(cut)
         return result
 
 

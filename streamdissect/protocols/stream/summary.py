@@ -64,11 +64,14 @@ def fields_summary(fields: dict[str, Any], name: str,
     if fields.get("errors"):
         parts.append(f"errors={len(fields['errors'])}")
     chunk = fields.get("chunk")
-    if chunk:
+    if chunk and chunk["chunk_id"] is not None:  # (None: a cut frame's header stops before)
         parts.append(f"chunk_id={chunk['chunk_id']}")
+    cut = fields.get("cut")
+    if cut and cut.get("count") is not None:  # the count a cut list's header says
+        parts.append(f"{cut['field']}_count={cut['count']}")
     parts.append(f"size={fields.get('size')}")
     if fields.get("truncated"):
-        parts.append("[truncated]")
+        parts.append("[truncated]" if not cut else f"[truncated] cut_at={cut['at']}")
     return " ".join(parts)
 
 

@@ -160,6 +160,8 @@ def _record_fields(record: Any, show_secrets: bool) -> dict[str, Any]:
             plain = cls in PLAIN or (cls is list and all(v.__class__ is int for v in value)) or (
                 cls is dict and all(v.__class__ in PLAIN for v in value.values()))  # (a chunk)
             fields[name] = value if plain else jsonable(value)
+        if record.truncated and (cut := record.cut) is not None:  # (as to_dict)
+            fields["cut"] = dict(cut)
         if shown[1]:
             fields["crc_ok"] = record.crc_ok
         return fields

@@ -6,6 +6,13 @@ outstanding at the end are 'unconfirmed'; confirms for ids we never saw publishe
 began late) are counted as unmatched, never as negative lag. A DeclarePublisher reusing a
 publisher id closes the previous ledger's outstanding ids as unconfirmed.
 
+A frame cut by the capture (snap length) counts what its header says: a Publish its message
+count (its ids are not followed), a PublishConfirm its id count (its whole ids pair). Once a
+ledger has a cut frame (`cut_frames`, a column), a confirmed id not seen published is
+counted confirmed (its Publish was cut), not unmatched, its lag unknown; unconfirmed is then
+published less confirmed and errored, from the counts; the ledger's figures are lower
+bounds.
+
 Hot frames as columns (`on_hot`): a ledger's Publish and PublishConfirm frames of a run are
 applied at once when they are the usual case (ids published in ascending order, confirmed
 from the front); any other ledger's go through publish() and confirm(), one by one, in order.
@@ -23,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from streamdissect.analysis.compact import CompactRows
-from streamdissect.analysis.fields import pair
+from streamdissect.analysis.fields import cut_count, pair
 from streamdissect.analysis.percentiles import ExactSample, summarize_sample
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.codes import code_name
@@ -45,6 +52,8 @@ class _Ledger:
     errored: Counter = field(default_factory=Counter)
     unconfirmed: int = 0
     unmatched: int = 0
+    cut_frames: int = 0  # Publish/PublishConfirm frames cut by the capture
+    unpaired: int = 0  # ids confirmed that could not be paired with their Publish (cut)
     # exact percentiles in memory a distinct lag (not a confirm)
     lags_ms: ExactSample = field(default_factory=ExactSample)
 
@@ -138,9 +147,20 @@ class ConfirmCollector:
 
     def on_publish(self, ev) -> None:
         rec = ev.record
-        self.publish(ev.connection, ev.ts_ns, getattr(rec, "publisher_id", None),
-                     getattr(rec, "publishing_ids", None) or (),
-                     getattr(rec, "record_count", None))  # fmt: skip
+        ids = getattr(rec, "publishing_ids", None) or ()
+        pid = getattr(rec, "publisher_id", None)
+        if getattr(rec, "truncated", False):
+            # Counted as its header says, its ids not followed: most of its confirms' ids
+            # are cut too, and ids kept for confirms that never name them would grow the
+            # ledger with the capture. (Their records are not known: one each at least.)
+            led = self._ledger(ev.connection, pid)
+            led.cut_frames += 1
+            n = max(cut_count(rec, "messages"), len(ids))
+            led.published += n
+            led.records += n
+            self._backlog_point(ev.ts_ns, ev.connection, pid, led)
+            return
+        self.publish(ev.connection, ev.ts_ns, pid, ids, getattr(rec, "record_count", None))
 
     def publish(self, connection: str, ts: int, pid: int | None, ids,
                 record_count: int | None) -> None:  # fmt: skip
@@ -166,8 +186,12 @@ class ConfirmCollector:
 
     def on_confirm(self, ev) -> None:
         rec = ev.record
-        self.confirm(ev.connection, ev.ts_ns, getattr(rec, "publisher_id", None),
-                     getattr(rec, "publishing_ids", None) or ())
+        ids = getattr(rec, "publishing_ids", None) or ()
+        if getattr(rec, "truncated", False):  # the ids past the cut: confirmed, unpaired
+            led = self._ledger(ev.connection, getattr(rec, "publisher_id", None))
+            led.cut_frames += 1
+            led.unpaired += max(cut_count(rec, "publishing_ids") - len(ids), 0)
+        self.confirm(ev.connection, ev.ts_ns, getattr(rec, "publisher_id", None), ids)
 
     def confirm(self, connection: str, ts: int, pid: int | None, ids) -> None:
         """A PublishConfirm's ids (on_confirm without the record)."""
@@ -179,7 +203,7 @@ class ConfirmCollector:
                 sent = list(map(led.outstanding.pop, ids, repeat(None)))
                 if None in sent:
                     found = [s for s in sent if s is not None]
-                    led.unmatched += len(sent) - len(found)
+                    self._not_found(led, len(sent) - len(found))
                     sent = found
                 led.confirmed += len(sent)
                 led.lags_ms.extend(array("d", [(ts - s) / 1e6 for s in sent]))
@@ -189,7 +213,7 @@ class ConfirmCollector:
         for pub_id in ids:
             sent = led.outstanding.pop(pub_id, None)
             if sent is None:
-                led.unmatched += 1
+                self._not_found(led, 1)
                 continue
             lag = (ts - sent) / 1e6
             rows.append((connection, pid, pub_id, sent, ts, lag, "confirmed", None))
@@ -313,6 +337,15 @@ class ConfirmCollector:
         _keep_outstanding(led, left_ids, left_ts, as_runs=not self.keep_pairs)
         return len(old_ids) + np.cumsum(np.where(is_publish, counts, -counts))
 
+    @staticmethod
+    def _not_found(led: _Ledger, n: int) -> None:
+        """Confirmed ids never seen published: before the capture (unmatched), or in a
+        Publish the capture cut (confirmed, unpaired)."""
+        if led.cut_frames:
+            led.unpaired += n
+        else:
+            led.unmatched += n
+
     def on_error(self, ev) -> None:
         rec = ev.record
         pid = getattr(rec, "publisher_id", None)
@@ -345,15 +378,21 @@ class ConfirmCollector:
     def summary(self) -> list[dict]:
         rows = []
         for (connection, pid), led in self._ledgers.items():
+            errored = sum(led.errored.values())
+            confirmed = led.confirmed + led.unpaired
+            unconfirmed = led.unconfirmed + len(led.outstanding) + led.in_runs
+            if led.cut_frames:  # (ids of cut frames cannot be followed: from the counts)
+                unconfirmed = max(led.published - confirmed - errored, 0)
             row = {
                 "connection": connection,
                 "publisher_id": pid,
                 "published": led.published,
                 "records_published": led.records,
-                "confirmed": led.confirmed,
-                "errored": sum(led.errored.values()),
-                "unconfirmed": led.unconfirmed + len(led.outstanding) + led.in_runs,
+                "confirmed": confirmed,
+                "errored": errored,
+                "unconfirmed": unconfirmed,
                 "unmatched_confirms": led.unmatched,
+                "cut_frames": led.cut_frames,
                 "errors_by_code": json.dumps(
                     {code_name(c): n for c, n in sorted(led.errored.items())}
                 ),

@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from streamdissect.analysis.compact import CompactRows
-from streamdissect.analysis.fields import get
+from streamdissect.analysis.fields import cut_count, get
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, DELIVER_KEY, PUBLISH_KEY, HotFrames
 
@@ -117,7 +117,10 @@ class ThroughputCollector:
 
     def on_publish(self, ev) -> None:
         rec = ev.record
-        self.published(ev.ts_ns, getattr(rec, "record_count", None), getattr(rec, "size", None))
+        records = getattr(rec, "record_count", None)
+        if getattr(rec, "truncated", False):  # (records unknown: its message count at least)
+            records = max(cut_count(rec, "messages"), len(rec.publishing_ids or ()))
+        self.published(ev.ts_ns, records, getattr(rec, "size", None))
 
     def published(self, ts: int, record_count: int | None, size: int | None) -> None:
         b = self._buckets[ts // NS_PER_S]
@@ -125,7 +128,11 @@ class ThroughputCollector:
         b[1] += (size or 0) + 4
 
     def on_confirm(self, ev) -> None:
-        self.confirmed(ev.ts_ns, len(getattr(ev.record, "publishing_ids", None) or ()))
+        rec = ev.record
+        ids = len(getattr(rec, "publishing_ids", None) or ())
+        if getattr(rec, "truncated", False):  # (its ids past the cut: as its header says)
+            ids = max(ids, cut_count(rec, "publishing_ids"))
+        self.confirmed(ev.ts_ns, ids)
 
     def confirmed(self, ts: int, ids: int) -> None:
         self._buckets[ts // NS_PER_S][2] += ids

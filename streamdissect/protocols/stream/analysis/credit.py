@@ -150,6 +150,7 @@ class _Subscription:
     chunks: int = 0
     records: int = 0
     credit_errors: int = 0
+    cut_frames: int = 0  # its Subscribe and Deliver frames cut by the capture
     stalls: StallLog = None  # (made in __post_init__: it names the subscription)
     open_stall: Stall | None = None
     awaiting_deliver: Stall | None = None  # a just-ended stall waiting for the next Deliver
@@ -212,6 +213,7 @@ class CreditCollector:
         sub = self._sub(ev.connection, sid)
         credit = getattr(rec, "credit", None)
         sub.stream = getattr(rec, "stream", None)
+        sub.cut_frames += bool(getattr(rec, "truncated", False))  # (its credit may be cut)
         sub.initial_credit = credit
         sub.balance = credit
         if credit is not None:
@@ -249,6 +251,8 @@ class CreditCollector:
 
     def on_deliver(self, ev) -> None:
         rec = ev.record
+        if getattr(rec, "truncated", False):  # (counts from its chunk header, if whole)
+            self.subscription(ev.connection, getattr(rec, "subscription_id", None)).cut_frames += 1
         self.deliver(ev.connection, ev.ts_ns, getattr(rec, "subscription_id", None),
                      getattr(rec, "record_count", None), getattr(rec, "committed_chunk_id", None),
                      get(getattr(rec, "chunk", None), "chunk_id"))  # fmt: skip
@@ -354,6 +358,7 @@ class CreditCollector:
                     "final_credit": sub.balance,
                     "stall_count": len(sub.stalls),
                     "stalled_ms_total": sub.stalls.stalled_ms(),
+                    "cut_frames": sub.cut_frames,
                     "stalls": sub.stalls if not stall_lists else [
                         {"start_ns": s[2], "end_ns": s[3], "duration_ms": s[4]}
                         for s in sub.stalls
