@@ -46,8 +46,8 @@ print(json.dumps({"cpu": cpu, "collections": made,
 
 
 def measure(tree: str, what: str, capture: str, protocol: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-    out = subprocess.run([sys.executable, "-c", CALL, what, capture, protocol], env=env,
+    env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}  # (-P: not the cwd's)
+    out = subprocess.run([sys.executable, "-P", "-c", CALL, what, capture, protocol], env=env,
                          check=True, capture_output=True, text=True)  # fmt: skip
     return json.loads(out.stdout)
 
