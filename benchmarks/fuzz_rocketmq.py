@@ -20,7 +20,10 @@ targets of the same names:
 Seeds: every frame of captures/rocketmq and crafted ones (zlib bombs, lying pull and batch
 bodies). Mutations: fuzz.py's generic ones plus RocketMQ's fields (the header-length word,
 ROCKETMQ ext lengths, stored messages' sizes). Findings are saved under
-tests/regressions/rocketmq/ (replayed by tests/test_rocketmq_fuzz_regressions.py).
+tests/regressions/rocketmq/: tests/test_rocketmq_plain_walk.py replays the pcap ones (the
+bulk engine's events held equal to the reference engine's); a frame or stream finding saved
+there is replayed by no test yet (tests/test_fuzz_regressions.py reads tests/regressions/
+alone, not its rocketmq/ folder): make it a test of its own.
 """
 
 from __future__ import annotations

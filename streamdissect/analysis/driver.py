@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from streamdissect.analysis.fields import get
 from streamdissect.analysis.messages import MessageRun
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
+from streamdissect.engine.gc_setting import bulk_gc
 from streamdissect.protocols import registry
 from streamdissect.tables.convert import dataframe
 
@@ -149,6 +150,7 @@ class _Event:
     record: object
 
 
+@bulk_gc()
 def analyze_events(events: Iterable, tcp_connections_after=list,
                    at_once_ms: float | None = None, report_only: bool = False,
                    tables: Collection[str] | None = None, end_ns: int | None = None,
@@ -235,6 +237,7 @@ def _analyses_of(protocol: Any, others: dict, report_only: bool,
     return others[protocol]
 
 
+@bulk_gc()
 def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heuristic: bool = True,
             max_frame: int | None = None, at_once_ms: float | None = None,
             on_read=None, report_only: bool = False, engine: str = "auto",

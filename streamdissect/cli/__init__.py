@@ -16,6 +16,7 @@ import pkgutil
 import sys
 
 from streamdissect.cli import env  # noqa: F401  (its settings, made before numpy is imported)
+from streamdissect.engine.gc_setting import bulk_gc
 
 # The subcommands first in --help, in this order; any other module after them, by name.
 FIRST = ("frames", "analyze")
@@ -76,14 +77,13 @@ def command() -> None:
 
     The objects made while importing live as long as the process: frozen, the cyclic
     garbage collector stops walking them again and again during a run. The records and
-    events of a run make no reference cycles, so the collector runs every 10,000
-    allocations instead of 700 (~0.03 s of 1 s on the benchmark capture, same peak RSS). At
-    the end, the interpreter's teardown (freeing every module and object one by one, ~0.05 s
-    after a large capture) does nothing a finished command needs, so the output is flushed
-    and the process exits without it."""
+    events of a run make no reference cycles, so the collector runs at the library's bulk
+    pace (engine.gc_setting.bulk_gc). At the end, the interpreter's teardown (freeing every
+    module and object one by one, ~0.05 s after a large capture) does nothing a finished
+    command needs, so the output is flushed and the process exits without it."""
     gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-    code = main()
+    with bulk_gc():
+        code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
+from streamdissect.engine.gc_setting import bulk_gc_steps
 from streamdissect.protocols import registry
 from streamdissect.tables import schema
 from streamdissect.tables.arrays import ROWS_PER_BATCH, typed_array
@@ -37,7 +38,15 @@ def frame_batches(
     registered, the Stream: `schema.arrow_schema("frames")`); only that protocol's
     connections are dissected. Options go to Dissector (`helper_process`: a helper forked
     on another CPU, by default only when this process has no other thread: a script, not a
-    notebook kernel)."""
+    notebook kernel). Each batch is made with the collector at the bulk pace
+    (engine.gc_setting); the caller's code between batches runs at its own."""
+    return bulk_gc_steps(_frame_batches(paths, ports, heuristic, max_frame, show_secrets,
+                                        rows_per_batch, protocol, options))  # fmt: skip
+
+
+def _frame_batches(paths: str | Sequence[str], ports: Any, heuristic: bool,
+                   max_frame: int | None, show_secrets: bool, rows_per_batch: int,
+                   protocol: str | None, options: dict) -> Iterator[Any]:  # fmt: skip
     chosen = registry.protocol(protocol)
     options.setdefault("publish_messages", False)  # (the table has no message bodies)
     options.setdefault("helper_process", None)  # (only where forking is safe: Dissector)
