@@ -20,10 +20,9 @@ targets of the same names:
 Seeds: every frame of captures/rocketmq and crafted ones (zlib bombs, lying pull and batch
 bodies). Mutations: fuzz.py's generic ones plus RocketMQ's fields (the header-length word,
 ROCKETMQ ext lengths, stored messages' sizes). Findings are saved under
-tests/regressions/rocketmq/: tests/test_rocketmq_plain_walk.py replays the pcap ones (the
-bulk engine's events held equal to the reference engine's); a frame or stream finding saved
-there is replayed by no test yet (tests/test_fuzz_regressions.py reads tests/regressions/
-alone, not its rocketmq/ folder): make it a test of its own.
+tests/regressions/rocketmq/: tests/test_rocketmq_fuzz.py replays each through its target's
+checks (and runs a short campaign of every target), tests/test_rocketmq_plain_walk.py the
+pcap ones once more (the bulk engine's events held equal to the reference engine's).
 """
 
 from __future__ import annotations
