@@ -38,7 +38,8 @@ def test_the_failing_step_is_named_within_the_timeout(mode, at, capsys):
     err = capsys.readouterr().err
     assert code == 3
     assert f"error: {STEP_NAMES[at]}: " in err and SAYS[mode] in err, err
-    assert took < TIMEOUT + 1.0
+    assert took < 3 * TIMEOUT  # (before the broker's delayed answer: the timeout ended it;
+    # a wider margin than TIMEOUT + 1 s, which a loaded machine's scheduling could pass)
 
 
 @pytest.mark.parametrize("mode", MODES)
