@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import worsen
 
 CAPTURES = worsen.CAPTURES
@@ -40,3 +41,17 @@ def test_reader_gone_early_is_quiet():
     proc.stdout.close()  # like `| head -c 16`
     _, err = proc.communicate(timeout=120)
     assert b"Traceback" not in err and b"Exception" not in err, err.decode()
+
+
+@pytest.mark.parametrize("argv", [["frames", "--port"], ["analyze", "--port"],
+                                  ["analyze", "--rocketmq-port"], ["wireshark", "--port"],
+                                  ["compare", "--uri", "rabbitmq-stream://127.0.0.1:1/", "--port"]])  # fmt: skip
+@pytest.mark.parametrize("value, says", [("0", "a TCP port is 1-65535, not 0"),
+                                         ("70000", "a TCP port is 1-65535, not 70000"),
+                                         ("x", "not a port number: 'x'")])  # fmt: skip
+def test_a_port_option_takes_a_tcp_port_only(argv, value, says):
+    """A port outside 1-65535 is a usage error (exit 2, said), not a filter that matches
+    nothing or a tshark preference tshark refuses."""
+    out = subprocess.run([sys.executable, "-m", "streamdissect", *argv, value, str(CAPTURE)],
+                         check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -203,6 +203,14 @@ def test_a_client_port_wireshark_gives_to_another_dissector(plugin, tmp_path):
                               worsen.rewrite_port(packets, client, 34980))  # fmt: skip
     assert len(pdus(plugin, moved)) < found  # (the scene is real: the heuristic lost it)
     assert len(pdus(plugin, moved, "-o", "rabbitmq_stream.ports:5552,5553")) == found
+    # `streamdissect wireshark --port 5553 CAPTURE` sets that preference for its tshark run
+    lines = [subprocess.run([sys.executable, "-m", "streamdissect", "wireshark", *ports, str(moved)],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+             for ports in ((), ("--port", "5553"))]  # fmt: skip
+    shown = [sum(" RabbitMQ Stream " in line for line in run) for run in lines]
+    assert shown[0] < shown[1]
+    # with the port named, a packet is TCP or RabbitMQ Stream, none another dissector's
+    assert all(" TCP " in line or " RabbitMQ Stream " in line for line in lines[1])
 
 # --- secrets -----------------------------------------------------------------------------------
 

@@ -7,15 +7,26 @@ import argparse
 from streamdissect.protocols import registry
 
 
+def tcp_port(text: str) -> int:
+    """A TCP port number, 1-65535 (argparse type)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1-65535, not {port}")
+    return port
+
+
 def add_port_options(p: argparse.ArgumentParser) -> None:
     """--port (the Stream's server ports, instead of its default) and, for each other
     protocol in the registry, --NAME-port (one more server port of it)."""
     first, *others = registry.PROTOCOLS
-    p.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
+    p.add_argument("--port", type=tcp_port, action="append", dest="ports", metavar="N",
                    help=f"a server port of {first.title} (repeatable; default "
                         f"{', '.join(map(str, first.ports))})")  # fmt: skip
     for other in others:
-        p.add_argument(f"--{other.name}-port", type=int, action="append", default=[],
+        p.add_argument(f"--{other.name}-port", type=tcp_port, action="append", default=[],
                        dest=f"{other.name}_ports", metavar="N",
                        help=f"one more server port of {other.title} (repeatable; besides "
                             f"{', '.join(map(str, other.ports))})")  # fmt: skip

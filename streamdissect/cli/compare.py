@@ -14,6 +14,7 @@ from streamdissect.cli._broker import (
     interrupt_on_sigterm,
     status,
 )
+from streamdissect.cli._options import tcp_port
 
 DIFFERENT = 1  # the exit status when protocol differences were found
 
@@ -32,7 +33,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("capture", metavar="CAPTURE", help="pcap, pcapng or gzip'd capture file")
     add_broker_options(p, uri_required=True)
-    p.add_argument("--port", type=int, action="append", dest="ports", default=[],
+    p.add_argument("--port", type=tcp_port, action="append", dest="ports", default=[],
                    help="a Stream server port of the capture (repeatable; 5551-5554 and the "
                    "heuristic are always on)")  # fmt: skip
     p.add_argument(

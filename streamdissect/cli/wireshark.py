@@ -8,6 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from streamdissect.cli._options import tcp_port
+
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -29,6 +31,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                    "'rabbitmq_stream.time > 0.01'")
     p.add_argument("--show-secrets", action="store_true",
                    help="with captures: show SASL PLAIN passwords (hidden by default)")
+    p.add_argument("--port", type=tcp_port, action="append", default=[], metavar="N",
+                   help="with captures: a server port of RabbitMQ Stream, instead of 5552, in "
+                   "the dissector's ports preference (repeatable; without it the heuristic "
+                   "finds other ports, unless another dissector owns a client's port)")
     p.set_defaults(handler=run)
     return p
 
@@ -46,7 +52,7 @@ def run(args) -> int:
     if not args.captures:
         return 0
     options = {"verbose": args.verbose, "display_filter": args.display_filter,
-               "show_secrets": args.show_secrets}  # fmt: skip
+               "show_secrets": args.show_secrets, "ports": args.port}  # fmt: skip
     try:
         if args.output:
             return show(args.output, args.captures, **options)

@@ -17,8 +17,13 @@ class TsharkError(Exception):
 
 
 def command(plugin: str | Path, capture: str, *, verbose: bool = False,
-            display_filter: str | None = None, show_secrets: bool = False) -> list[str]:  # fmt: skip
-    """Two passes (-2): a request shows the frame of its response, found later."""
+            display_filter: str | None = None, show_secrets: bool = False,
+            ports: Sequence[int] = ()) -> list[str]:  # fmt: skip
+    """Two passes (-2): a request shows the frame of its response, found later. `ports`:
+    the brokers' ports, instead of the protocol's default, in the dissector's ports
+    preference (as `--port` is for `frames`): Wireshark asks a port's dissector before any
+    heuristic, so a client whose ephemeral port another dissector owns would otherwise hide
+    its connection from the heuristic."""
     exe = shutil.which("tshark")
     if exe is None:
         raise TsharkError(INSTALL_HINT)
@@ -29,6 +34,8 @@ def command(plugin: str | Path, capture: str, *, verbose: bool = False,
         args += ["-Y", display_filter]
     if show_secrets:
         args += ["-o", "rabbitmq_stream.show_secrets:TRUE"]
+    if ports:
+        args += ["-o", "rabbitmq_stream.ports:" + ",".join(map(str, sorted(set(ports))))]
     return args
 
 
