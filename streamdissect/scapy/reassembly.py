@@ -45,7 +45,7 @@ from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
 from streamdissect.protocols.stream.framing import StreamFramer, header_plausible
 from streamdissect.scapy.layers import StreamFrame, StreamSegment
 from streamdissect.scapy.settings import BOUND_PORTS, conf
-from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
+from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, NOT_CAPTURED, SEQ_MASK
 
 SESSION_KEY = "streamdissect"
 SENDERS = {"c2s": "client", "s2c": "server"}
@@ -166,7 +166,7 @@ class ConnectionPipeline:
             # snaplen; or scapy itself, which reads at most 65535 bytes of a packet (a full
             # 64 KiB loopback segment loses its last 14): those bytes are missing, not zeros
             note = (
-                f"not_captured len {segment[8] - len(payload)}: {len(payload)} of "
+                f"{NOT_CAPTURED} len {segment[8] - len(payload)}: {len(payload)} of "
                 f"{segment[8]} payload bytes of a segment were captured"
             )
             self._note(direction, note)
@@ -201,7 +201,7 @@ class ConnectionPipeline:
                     frames.append(self._frame(event))
                 else:  # released by this packet: it comes out on a packet of its own
                     self._release(event.direction, event.ts_ns, [self._frame(event)])
-            elif isinstance(event, Anomaly) and event.kind != NOT_CAPTURED:
+            elif isinstance(event, Anomaly) and event.kind != NOT_CAPTURED:  # (said per packet)
                 note = describe(event)
                 self._note(event.direction or direction, note)
                 if event.direction == direction:
@@ -352,11 +352,6 @@ def release_frames(recv: Any) -> Any:
 
 if not getattr(TCPSession.recv, "released", False):
     TCPSession.recv = release_frames(TCPSession.recv)  # type: ignore[method-assign]
-
-
-# The core's run of cut segments (tcp.reassembly): said here per packet instead, on the
-# packet that was cut (packet() above)
-NOT_CAPTURED = "not_captured"
 
 
 def describe(anomaly: Anomaly) -> str:

@@ -40,6 +40,9 @@ class StreamSink(Protocol):
         """The stream starts in the middle: the next bytes need not start a frame."""
 
 
+# The anomaly of bytes on the wire that the capture did not keep (its snap length)
+NOT_CAPTURED = "not_captured"
+
 class NullSink:
     def data(self, payload: memoryview, ts_ns: int) -> None:
         pass
@@ -153,7 +156,7 @@ class DirectionReassembler:
         start, ts_ns, packets, length, end = self.cut_run
         self.cut_run = None
         self.report(
-            "not_captured",
+            NOT_CAPTURED,
             ts_ns,
             start,
             length,
