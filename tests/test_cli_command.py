@@ -45,7 +45,8 @@ def test_reader_gone_early_is_quiet():
 
 @pytest.mark.parametrize("argv", [["frames", "--port"], ["analyze", "--port"],
                                   ["analyze", "--rocketmq-port"], ["wireshark", "--port"],
-                                  ["compare", "--uri", "rabbitmq-stream://127.0.0.1:1/", "--port"]])  # fmt: skip
+                                  ["compare", "--uri", "rabbitmq-stream://127.0.0.1:1/", "--port"],
+                                  ["spark", "--out", "/nonexistent/out", "--port"]])  # fmt: skip
 @pytest.mark.parametrize("value, says", [("0", "a TCP port is 1-65535, not 0"),
                                          ("70000", "a TCP port is 1-65535, not 70000"),
                                          ("x", "not a port number: 'x'")])  # fmt: skip

@@ -93,6 +93,18 @@ def test_reader_modes_on_bad_files(spark, tmp_path):
         spark.read.format("streamdissect").option("mode", "FAILFAST").load(str(tmp_path)).count()
 
 
+@pytest.mark.parametrize("ports, says", [("5552,70000", "a TCP port is 1-65535, not 70000"),
+                                         ("5552,x", "not a port number: 'x'")])  # fmt: skip
+def test_the_ports_option_takes_tcp_ports_only(ports, says):
+    """The reader's `ports` are checked as the command line's --port is (no session needed:
+    the reader is made from its options), not a filter that matches nothing."""
+    from streamdissect.spark.source import CaptureReader
+
+    with pytest.raises(ValueError, match=says):
+        CaptureReader("frames", {"ports": ports})
+    assert CaptureReader("frames", {"ports": "5552,5553"}).ports == (5552, 5553)
+
+
 def test_glob_filter_and_recursive_lookup(spark, tmp_path):
     (tmp_path / "a" / "b").mkdir(parents=True)
     shutil.copy(CAPTURES[0], tmp_path / "a" / "one.pcap")

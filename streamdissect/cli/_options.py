@@ -5,17 +5,7 @@ from __future__ import annotations
 import argparse
 
 from streamdissect.protocols import registry
-
-
-def tcp_port(text: str) -> int:
-    """A TCP port number, 1-65535 (argparse type)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a TCP port is 1-65535, not {port}")
-    return port
+from streamdissect.protocols.registry import tcp_port
 
 
 def add_port_options(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from streamdissect.cli._broker import (
     interrupt_on_sigterm,
     status,
 )
-from streamdissect.cli._options import tcp_port
+from streamdissect.protocols.registry import tcp_port
 
 DIFFERENT = 1  # the exit status when protocol differences were found
 

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from streamdissect.cli._options import tcp_port
+from streamdissect.protocols.registry import tcp_port
 
 
 def register(subparsers) -> argparse.ArgumentParser:

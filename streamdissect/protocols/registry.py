@@ -9,6 +9,7 @@ The pipeline below the faces finds every protocol here, never by importing its p
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterable, Mapping
 
 from streamdissect.protocols.base import Protocol
@@ -57,6 +58,23 @@ def server_ports(protocols: tuple[Protocol, ...],
         by_port = {port: p for port, p in by_port.items() if p is not first}
         by_port.update(dict.fromkeys(ports, first))
     return by_port
+
+
+class PortError(argparse.ArgumentTypeError, ValueError):
+    """Not a TCP port: a ValueError, and as an argparse type's error, a usage error that
+    says why (argparse shows an ArgumentTypeError's text, a plain ValueError's not)."""
+
+
+def tcp_port(text: str | int) -> int:
+    """A server port as a user names it, 1-65535 (an option's argparse type in every face;
+    a port outside would be a filter that matches nothing)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise PortError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise PortError(f"a TCP port is 1-65535, not {port}")
+    return port
 
 
 def check(protocols: tuple[Protocol, ...]) -> None:

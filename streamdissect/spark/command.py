@@ -8,6 +8,7 @@ import sys
 import time
 
 from streamdissect.capture import CaptureError
+from streamdissect.protocols.registry import tcp_port
 
 DESCRIPTION = ("Every file (directories are read recursively; pcap, pcapng, gzip'd) is "
                "analysed as a capture in a Spark task, and the pieces of a rotated capture "
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated, of: {', '.join(TABLES + OPTIONAL)} (default: all "
                    f"but {', '.join(OPTIONAL)}; requests: every Stream request with its "
                    "response; messages: one row a message, as analyze --messages)")
-    p.add_argument("--port", type=int, action="append", dest="ports",
+    p.add_argument("--port", type=tcp_port, action="append", dest="ports", metavar="N",
                    help="a Stream port (repeatable; default 5552)")
     p.add_argument("--no-heuristic", action="store_true")
     p.add_argument("--partitions", type=int, metavar="N",

@@ -26,7 +26,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from streamdissect.protocols.registry import PROTOCOLS
+from streamdissect.protocols.registry import PROTOCOLS, tcp_port
 from streamdissect.spark.files import list_files, pack
 from streamdissect.spark.types import for_spark, spark_ddl
 from streamdissect.tables import schema
@@ -74,7 +74,7 @@ class CaptureReader(DataSourceReader):
         self.mode = self.options.get("mode", "PERMISSIVE").upper()
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        self.ports = tuple(int(p) for p in self.options.get("ports", "5552").split(",") if p)
+        self.ports = tuple(tcp_port(p) for p in self.options.get("ports", "5552").split(",") if p)
         self.heuristic = self.options.get("heuristic", "true").lower() != "false"
         self.messages = {"max_body": int(self.options.get("maxbody", "256")),
                          "bodies": self.options.get("bodies", "true").lower() != "false"}
