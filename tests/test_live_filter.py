@@ -5,11 +5,19 @@ to the capture; tests/test_cli_live.py holds a real run's.)"""
 
 from __future__ import annotations
 
+import argparse
+import json
+from pathlib import Path
+
 import pytest
+import worsen
 
 from streamdissect.capture import CaptureError
 from streamdissect.capture.live import capture_filter
 from streamdissect.cli import _live, main
+from streamdissect.cli._options import add_port_options, port_map
+
+ROCKETMQ_CAPTURE = worsen.CAPTURES / "rocketmq" / "rmq-java-json.pcap"
 
 # (options, the filter): written from the options' documented meaning, not by the code
 NO_HEURISTIC = [
@@ -19,7 +27,7 @@ NO_HEURISTIC = [
     (["--rocketmq-port", "9999"], "tcp port 9876 or tcp port 9999 or tcp port 10911"),
     (["--port", "5552", "--rocketmq-port", "9999"],
      "tcp port 5552 or tcp port 9876 or tcp port 9999 or tcp port 10911"),
-    (["--port", "9876"], "tcp port 9876"),  # (a Stream server on RocketMQ's port)
+    (["--port", "9876"], "tcp port 9876"),  # (a Stream server on RocketMQ's port: last)
 ]
 PORT_OPTIONS = [options for options, _ in NO_HEURISTIC]
 
@@ -55,3 +63,51 @@ def test_without_the_heuristic_the_filter_is_the_ports_asked_for(
 def test_with_the_heuristic_every_tcp_packet(subcommand, options, monkeypatch, capsys,
                                              tmp_path):  # fmt: skip
     assert filter_of(subcommand, options, monkeypatch, capsys, tmp_path) == "tcp"
+
+
+@pytest.fixture(scope="module")
+def both_protocols(tmp_path_factory) -> Path:
+    """A capture of a Stream session (5552) and, after it, a RocketMQ one (9876, 10911)."""
+    link, stream = worsen.read_pcap(worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap")
+    _, rocketmq = worsen.read_pcap(ROCKETMQ_CAPTURE)
+    shift = stream[-1][0] - rocketmq[0][0] + 10**9
+    later = [(ts + shift, data, length) for ts, data, length in rocketmq]
+    return worsen.write_pcap(tmp_path_factory.mktemp("both") / "both.pcap", link,
+                             stream + later)  # fmt: skip
+
+
+def server_ports_shown(argv: list[str], capsys) -> set[int]:
+    """The server ports of the connections `frames --format jsonl ARGV` shows frames of."""
+    assert main(["frames", "--format", "jsonl", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {int(json.loads(line)["connection"].rsplit(":", 1)[1]) for line in lines}
+
+
+@pytest.mark.parametrize(("options", "expected"), NO_HEURISTIC[:-1])
+def test_a_file_is_dissected_on_the_ports_a_live_capture_keeps(options, expected, capsys,
+                                                               both_protocols):  # fmt: skip
+    """`--port 5552 --no-heuristic` on a file shows the Stream's connections only, as the
+    live capture's filter keeps only them: what a live run shows and what its `-w` file
+    shows later are the same connections."""
+    in_capture = {5552, 9876, 10911}
+    assert server_ports_shown([str(both_protocols)], capsys) == in_capture
+    kept = {int(word) for word in expected.split() if word.isdigit()}
+    shown = server_ports_shown([*options, "--no-heuristic", str(both_protocols)], capsys)
+    assert shown == kept & in_capture
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ([], {"stream": (5552,), "rocketmq": (9876, 10911)}),
+    (["--port", "5553"], {"stream": (5553,), "rocketmq": (9876, 10911)}),
+    (["--port", "5553", "--no-heuristic"], {"stream": (5553,)}),
+    (["--rocketmq-port", "9999", "--no-heuristic"], {"rocketmq": (9876, 10911, 9999)}),
+    # a port named for the Stream is no longer RocketMQ's default, with or without heuristic
+    (["--port", "9876"], {"stream": (9876,), "rocketmq": (10911,)}),
+    (["--port", "9876", "--no-heuristic"], {"stream": (9876,)}),
+])  # fmt: skip
+def test_the_ports_each_protocol_is_dissected_on(options, expected):
+    parser = argparse.ArgumentParser()
+    add_port_options(parser)
+    parser.add_argument("--no-heuristic", action="store_true")
+    shown = {name: each for name, each in port_map(parser.parse_args(options)).items() if each}
+    assert shown == expected

@@ -23,24 +23,28 @@ def add_port_options(p: argparse.ArgumentParser) -> None:
 
 
 def port_map(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
-    """Each protocol's server ports, as the port options say."""
+    """Each protocol's server ports, as the port options say: --port, the first protocol's
+    instead of its defaults; --NAME-port, one more of NAME's besides its defaults; a port
+    named for one protocol is no other's default (--port 9876: a Stream server there).
+    Without the heuristic ("only the given ports"), once a port is named only the
+    protocols whose ports were named are dissected, files as a live capture (whose filter
+    keeps these ports: capture_ports); none named, every protocol's defaults."""
     first, *others = registry.PROTOCOLS
-    ports = {first.name: tuple(args.ports or first.ports)}
-    for other in others:
-        ports[other.name] = (*other.ports, *getattr(args, f"{other.name}_ports", ()))
-    return ports
+    named = {first.name: tuple(args.ports or ())}
+    named.update((o.name, tuple(getattr(args, f"{o.name}_ports", ()))) for o in others)
+    ports = {first.name: named[first.name] or first.ports}
+    ports.update((o.name, (*o.ports, *named[o.name])) for o in others)
+    if getattr(args, "no_heuristic", False) and any(named.values()):
+        ports = {name: each for name, each in ports.items() if named[name]}
+    owner = {port: name for name, each in named.items() for port in each}
+    return {name: tuple(p for p in each if owner.get(p, name) == name)
+            for name, each in ports.items()}  # fmt: skip
 
 
 def capture_ports(args: argparse.Namespace) -> tuple[int, ...]:
-    """The server ports a live capture keeps without the heuristic: those of the protocols
-    whose ports the user named (--port, --NAME-port: as port_map has them), or, when none
-    were named, every protocol's."""
-    first, *others = registry.PROTOCOLS
-    ports = port_map(args)
-    named = {first.name} if args.ports else set()
-    named.update(o.name for o in others if getattr(args, f"{o.name}_ports", ()))
-    return tuple(sorted({n for name, each in ports.items() if not named or name in named
-                         for n in each}))  # fmt: skip
+    """The server ports a live capture keeps without the heuristic: the ports dissected
+    (port_map), so a live capture and a file of it show the same connections."""
+    return tuple(sorted({port for each in port_map(args).values() for port in each}))
 
 
 def add_analysis_options(p: argparse.ArgumentParser, times: str) -> None:
