@@ -191,7 +191,8 @@ def test_a_cut_publish_and_confirm_keep_their_counts_and_whole_ids():
     cut = decode_frame(publish[:30], declared_size=len(publish) - 4)
     assert cut.truncated and cut.publisher_id == 3 and cut.publishing_ids == [100]
     assert cut.record_count is None  # (its entries past the cut may be sub-batches)
-    assert cut.cut == {"at": 30, "field": "messages", "count": 10}
+    # (10 simple entries: 10 records at least, the 9 past the cut one each)
+    assert cut.cut == {"at": 30, "field": "messages", "count": 10, "records": 10}
     confirm = encode_record(make_record("PublishConfirm", publisher_id=3,
                                         publishing_ids=list(range(100, 110))))  # fmt: skip
     cut = decode_frame(confirm[:40], declared_size=len(confirm) - 4)
@@ -200,3 +201,40 @@ def test_a_cut_publish_and_confirm_keep_their_counts_and_whole_ids():
     assert cut.to_dict()["cut"] == {"at": 40, "field": "publishing_ids", "count": 10}
     assert decode_frame(confirm[:11], declared_size=len(confirm) - 4).cut == {
         "at": 11, "field": "publishing_ids"}  # (its count cut too: none said)
+
+
+def test_a_cut_publish_of_sub_batches_counts_their_records():
+    """A sub-batch's records are its header's num_records, read from its 3 first bytes:
+    a Publish cut in its second sub-batch's data holds 10 + 5 records, and one at least
+    for each message past the cut (here 1)."""
+    from streamdissect.protocols.stream.codec import decode_frame, encode_record, make_record
+    from streamdissect.protocols.stream.publish import SubBatch
+
+    publish = encode_record(make_record("Publish", publisher_id=1, messages=[
+        (7, None, SubBatch(0, 10, 40, b"r" * 40)), (8, None, SubBatch(0, 5, 20, b"s" * 20)),
+        (9, None, b"simple")]))  # fmt: skip
+    # 13 bytes of head; the first entry 8 + 11 + 40 = 59 bytes; the second's id and 3 bytes
+    cut = decode_frame(publish[:13 + 59 + 8 + 3], declared_size=len(publish) - 4)
+    assert cut.truncated and cut.publishing_ids == [7, 8] and cut.record_count is None
+    assert cut.cut == {"at": 83, "field": "messages", "count": 3, "records": 16}
+    # its second sub-batch's count cut too: that message is one record at least
+    cut = decode_frame(publish[:13 + 59 + 8 + 2], declared_size=len(publish) - 4)
+    assert cut.cut["records"] == 12
+
+
+@pytest.mark.parametrize("snap", SNAP_LENGTHS)
+def test_cut_sub_batches_count_records_not_messages(snap, tmp_path):
+    """rstream's sub-entry capture (6 Publish frames, each one sub-batch of 10 records) cut
+    at the snap length: its confirms and throughput count the truth's 60 records published,
+    not the 6 messages (publishing ids) the frames' headers count."""
+    path = worsen.CAPTURES / "rstream-sub-entry-3.10.pcap"
+    cut, _ = cut_copy(path, snap, tmp_path)
+    analysis = analyze(str(cut))
+    [(port, want)] = [(p, w) for p, w in truths(path) if "published" in w]
+    assert want["published"] == 60
+    confirms = analysis.confirms[analysis.confirms.connection.str.contains(f":{port}-")]
+    assert confirms.cut_frames.sum() >= 6  # (every Publish is cut: the test is of cut ones)
+    got = figures(analysis, port)
+    assert {f: got[f] for f in want} == want
+    assert confirms.published.sum() == 6  # (its publishing ids: one a sub-batch)
+    assert analysis.throughput.published_msgs.sum() == 60

@@ -13,12 +13,13 @@ def get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def cut_count(record: Any, field: str) -> int:
+def cut_count(record: Any, field: str, count: str = "count") -> int:
     """The element count the header of a frame the capture cut gives for `field`, the list
     its bytes stop in (its `cut`: a record's, or a replayed frame's mapping); 0 when none was
-    read, or the frame is whole."""
+    read, or the frame is whole. `count="records"`: the records its elements hold at least,
+    where the cut says (a Stream Publish's messages, whose sub-batches hold several)."""
     cut = get(record, "cut")
-    return (get(cut, "count") or 0) if get(cut, "field") == field else 0
+    return (get(cut, count) or 0) if get(cut, "field") == field else 0
 
 
 def pair(item: Any, first: str, second: str) -> tuple[Any, Any]:

@@ -143,7 +143,8 @@ def _publish_messages_step(version: int) -> Step:
         except DecodeError as exc:
             if exc.short:  # (a cut frame keeps its count and the ids that are whole)
                 exc.partial = publish.whole_ids(buf, pos, end, version)
-                exc.count = None if exc.partial is None else exc.partial.count
+                if exc.partial is not None:
+                    exc.count, exc.records = exc.partial.count, exc.partial.records
             raise
         values.append(publish.PublishMessages(memoryview(buf)[pos:stop], version))
         return stop
@@ -280,7 +281,8 @@ class Compiled:
                   short: DecodeError | None) -> Record:  # fmt: skip
         """A record of a frame whose bytes stop at `length`: every field whole before the
         cut, what was whole of the field it cuts (`short.partial`), the rest None; its
-        `cut` says where the bytes stop, which field they stop in and that field's count."""
+        `cut` says where the bytes stop, which field they stop in, that field's count and,
+        for a list of records' holders (a Publish's messages), the records it holds at least."""
         index = len(values) - self.message.correlation_id - self.message.code
         if short is None:  # every field read: the last one ran to the cut
             index -= 1
@@ -292,6 +294,8 @@ class Compiled:
             cut["field"] = self.names[index]
         if short is not None and short.count is not None:
             cut["count"] = short.count
+        if short is not None and short.records is not None:
+            cut["records"] = short.records
         record._cut = cut
         return record
 

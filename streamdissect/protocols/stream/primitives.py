@@ -23,8 +23,9 @@ class DecodeError(Exception):
     """Raised inside the codec only; decode_frame turns it into a Malformed/truncated record.
 
     `short` means the bytes ran out, which is truncation when the frame was cut by snaplen;
-    then `count` is the element count of the list being read, when its count was whole, and
-    `partial` what of the field was whole (a list's whole elements).
+    then `count` is the element count of the list being read, when its count was whole,
+    `partial` what of the field was whole (a list's whole elements) and `records` the records
+    its elements hold at least, when they are records (a Publish's messages: sub-batches).
     """
 
     def __init__(self, reason: str, offset: int, short: bool = False,
@@ -35,6 +36,7 @@ class DecodeError(Exception):
         self.short = short
         self.count = count
         self.partial = partial
+        self.records: int | None = None
 
 
 def need(pos: int, n: int, end: int, what: str) -> None:

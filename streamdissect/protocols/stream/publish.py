@@ -16,6 +16,7 @@ from streamdissect.protocols.stream.primitives import DecodeError
 ID_AND_SIZE = struct.Struct(">QI")  # publishing id, then a simple entry's 0:1,size:31
 ID = struct.Struct(">Q")
 U32 = struct.Struct(">I")
+U16 = struct.Struct(">H")
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 SUB_BATCH_REST = struct.Struct(">HII")  # after the flags byte: num_records, uncompressed, length
@@ -52,6 +53,17 @@ def entry_end(buf: Any, pos: int, end: int) -> tuple[int, int]:
     if stop > end:
         raise DecodeError(f"sub-batch length {length} exceeds the frame", pos, True)
     return stop, num_records
+
+
+def entry_records(buf: Any, pos: int, end: int) -> int | None:
+    """The records of the entry starting at pos, as far as its first bytes say (a cut
+    frame's): a simple entry's 1, a sub-batch's num_records (its 3 first bytes); None when
+    they are cut."""
+    if end - pos < 1:
+        return None
+    if buf[pos] & 0x80 == 0:
+        return 1
+    return U16.unpack_from(buf, pos + 1)[0] if end - pos >= 3 else None
 
 
 def filter_end(buf: Any, pos: int, end: int) -> int:
@@ -130,32 +142,44 @@ def scan(buf: Any, pos: int, end: int, version: int, ids: list[int]) -> tuple[in
 
 class CutMessages(NamedTuple):
     """What a cut Publish's messages field holds until its record is built: the count its
-    header says and the publishing ids whose bytes are whole."""
+    header says, the publishing ids whose bytes are whole, and the records it holds at least
+    (those of the messages whose entry header is whole, a sub-batch's its num_records, and
+    one for each message past them: exact when every entry header is whole)."""
 
     count: int
     ids: list[int]
+    records: int
 
 
 def whole_ids(buf: Any, pos: int, end: int, version: int) -> CutMessages | None:
     """A Publish cut by the capture: (its message count, the publishing ids whose bytes are
-    whole, up to the first message that is not), or None when its count is cut too."""
+    whole, up to the first message that is not, its records at least), or None when its
+    count is cut too."""
     if end - pos < 4:
         return None
     count = I32.unpack_from(buf, pos)[0]
     ids: list[int] = []
+    records = 0
     pos += 4
-    while len(ids) < count and end - pos >= 8:
+    while len(ids) < count and end - pos >= 8:  # (a message takes 12 bytes at least)
         ids.append(ID.unpack_from(buf, pos)[0])
         if version == 1 and end - pos >= 12:  # (the usual cut: a simple entry past the end)
             word = U32.unpack_from(buf, pos + 8)[0]
             if word & 0x80000000 == 0 and pos + 12 + word > end:
+                records += 1
                 break
-        try:  # (each message takes at least 12 bytes: the loop ends with the bytes)
-            pos, _ = entry_end(buf, filter_end(buf, pos + 8, end) if version >= 2 else pos + 8,
-                               end)  # fmt: skip
+        try:
+            entry = filter_end(buf, pos + 8, end) if version >= 2 else pos + 8
+        except DecodeError:
+            records += 1  # (its entry not reached: one record at least)
+            break
+        n = entry_records(buf, entry, end)
+        records += 1 if n is None else n
+        try:
+            pos, _ = entry_end(buf, entry, end)
         except DecodeError:
             break
-    return CutMessages(count, ids)
+    return CutMessages(count, ids, records + max(count - len(ids), 0))
 
 
 @dataclass(slots=True, eq=False)

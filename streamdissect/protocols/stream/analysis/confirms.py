@@ -39,6 +39,13 @@ from streamdissect.protocols.stream.publish import id_run
 from streamdissect.protocols.stream.tables import BACKLOG, PUBLISHES
 
 
+def cut_publish_counts(record: Any) -> tuple[int, int]:
+    """A Publish the capture cut: (its messages, as its header counts them; its records at
+    least, as its cut says: a sub-batch's from its entry header, one a message past it)."""
+    messages = max(cut_count(record, "messages"), len(getattr(record, "publishing_ids", None) or ()))
+    return messages, max(cut_count(record, "messages", "records"), messages)
+
+
 @dataclass(slots=True)
 class _Ledger:
     outstanding: dict[int, int] = field(default_factory=dict)  # publishing id -> publish ts
@@ -152,12 +159,12 @@ class ConfirmCollector:
         if getattr(rec, "truncated", False):
             # Counted as its header says, its ids not followed: most of its confirms' ids
             # are cut too, and ids kept for confirms that never name them would grow the
-            # ledger with the capture. (Their records are not known: one each at least.)
+            # ledger with the capture.
             led = self._ledger(ev.connection, pid)
             led.cut_frames += 1
-            n = max(cut_count(rec, "messages"), len(ids))
-            led.published += n
-            led.records += n
+            messages, records = cut_publish_counts(rec)
+            led.published += messages
+            led.records += records
             self._backlog_point(ev.ts_ns, ev.connection, pid, led)
             return
         self.publish(ev.connection, ev.ts_ns, pid, ids, getattr(rec, "record_count", None))

@@ -15,6 +15,7 @@ import numpy as np
 from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import cut_count, get
 from streamdissect.protocols.stream.analysis import hot_input
+from streamdissect.protocols.stream.analysis.confirms import cut_publish_counts
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, DELIVER_KEY, PUBLISH_KEY, HotFrames
 
 NS_PER_S = 1_000_000_000
@@ -118,8 +119,8 @@ class ThroughputCollector:
     def on_publish(self, ev) -> None:
         rec = ev.record
         records = getattr(rec, "record_count", None)
-        if getattr(rec, "truncated", False):  # (records unknown: its message count at least)
-            records = max(cut_count(rec, "messages"), len(rec.publishing_ids or ()))
+        if getattr(rec, "truncated", False):  # (its records as its cut says, at least)
+            records = cut_publish_counts(rec)[1]
         self.published(ev.ts_ns, records, getattr(rec, "size", None))
 
     def published(self, ts: int, record_count: int | None, size: int | None) -> None:
