@@ -7,6 +7,7 @@ cases of the hostile-input tests."""
 from __future__ import annotations
 
 import gzip
+import re
 import random
 import struct
 from collections import Counter
@@ -140,3 +141,62 @@ def test_the_hostile_tests_cases(plugin, tmp_path):
     assert trees[1].shows("entry.compression") == ["1"] and trees[1].shows("entry.records") == ["1"]
     assert trees[3].shows("publishing_id") == trees[4].shows("publishing_id") == [str(top)]
     assert trees[5].one("committed_chunk_id") == str(top)
+
+
+def frames_lost_past_the_cut(packets: list, snap: int) -> dict[int, tuple[int, int]]:
+    """Packet number -> (byte where the frames past the snap length start, their bytes), for
+    each data segment of a clean capture that begins a frame and whose frames start past
+    what `snap` keeps of it (the frames before whole up to their size field, so the cut is
+    not inside a frame's head). Frame starts are found on each direction's whole byte
+    stream, uncut, not segment by segment."""
+    streams: dict = {}
+    placed = []  # (packet number, flow, stream offset, captured payload, payload)
+    for number, (_ts, data, _wirelen) in enumerate(packets, 1):
+        tcp = worsen.tcp_of(data)
+        if tcp is None or not tcp.payload_len:
+            continue
+        stream = streams.setdefault(tcp.flow, bytearray())
+        kept = max(0, min(tcp.payload_len, snap - tcp.payload_at))
+        placed.append((number, tcp.flow, len(stream), kept, tcp.payload_len))
+        stream += data[tcp.payload_at : tcp.payload_at + tcp.payload_len]
+    starts = {}
+    for flow, stream in streams.items():
+        at, found = 0, []
+        while at + 4 <= len(stream):
+            found.append(at)
+            at += struct.unpack_from(">I", stream, at)[0] + 4
+        starts[flow] = found
+    lost = {}
+    for number, flow, offset, kept, length in placed:
+        mine = [s - offset for s in starts[flow] if offset <= s < offset + length]
+        if kept == length or not mine or mine[0] != 0:
+            continue
+        past = [s for s in mine if s >= kept]
+        if past and all(s + 4 <= kept for s in mine if s < kept):
+            lost[number] = (past[0], length - past[0])
+    return lost
+
+
+NOT_CAPTURED = re.compile(r"^\[Packet size limited during capture: (\d+) bytes from byte (\d+) "
+                          r"not captured, the frames in them not shown\]$", re.M)  # fmt: skip
+
+
+@pytest.mark.parametrize("snap", [96, 128])
+def test_frames_past_the_snap_length_are_said_as_wireshark_says_a_cut(plugin, tmp_path, snap):
+    """A segment cut before some of its frames start: those frames are said not captured, in
+    the packet's Info and tree as Wireshark says a packet cut short ("[Packet size limited
+    during capture]"), on every shipped capture cut at the snap length, and nowhere else."""
+    said_somewhere = 0
+    for path in worsen.corpus_captures():
+        linktype, packets = worsen.read_pcap(path)
+        cut = worsen.write_pcap(tmp_path / f"{path.stem}-s{snap}.pcap", linktype,
+                                worsen.snaplen(packets, snap))  # fmt: skip
+        text = tshark_pdml.run(plugin, cut, "-V", "-o", "rabbitmq_stream.ports:5552,5553")
+        said = {}
+        for frame in re.split(r"^(?=Frame \d+: )", text, flags=re.M)[1:]:
+            number = int(frame.split(":", 1)[0].split()[1])
+            for length, start in NOT_CAPTURED.findall(frame):
+                said[number] = (int(start), int(length))
+        assert said == frames_lost_past_the_cut(packets, snap), path.name
+        said_somewhere += len(said)
+    assert said_somewhere  # (a cut that lost no frame start would prove nothing)

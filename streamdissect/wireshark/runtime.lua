@@ -716,8 +716,30 @@ local function frame_length(tvb, pinfo, offset)
     return size + 4
 end
 
+-- A segment the capture cut (snap length) before a frame's start: that frame, and any after
+-- it, is not shown (tcp_dissect_pdus stops at the captured end); said as Wireshark says a
+-- packet cut short, in Info and the tree, no expert info (Wireshark's own "Packet size
+-- limited during capture": a snap length is no fault of the packet). A frame whose own
+-- bytes the cut ends in is said by dissect_frame (expert info `truncated`).
+local function frames_not_captured(tvb, pinfo, tree)
+    local have, reported = tvb:len(), tvb:reported_len()
+    if have >= reported then return end
+    local pos = 0
+    while pos + 4 <= have do
+        local size = tvb(pos, 4):uint()
+        if size < 4 or size > proto.prefs.max_frame then return end
+        pos = pos + size + 4
+    end
+    if pos < have or pos >= reported then return end
+    tree:add(proto, tvb(0, 0), string.format(
+        "[Packet size limited during capture: %d bytes from byte %d not captured, the frames in them not shown]",
+        reported - pos, pos))
+    pinfo.cols.info:append(" [Packet size limited during capture]")
+end
+
 function proto.dissector(tvb, pinfo, tree)
     dissect_tcp_pdus(tvb, tree, 8, frame_length, dissect_frame, true)
+    frames_not_captured(tvb, pinfo, tree)
     return tvb:len()
 end
 
