@@ -7,8 +7,8 @@ cases of the hostile-input tests."""
 from __future__ import annotations
 
 import gzip
-import re
 import random
+import re
 import struct
 from collections import Counter
 
@@ -178,7 +178,7 @@ def frames_lost_past_the_cut(packets: list, snap: int) -> dict[int, tuple[int, i
 
 
 NOT_CAPTURED = re.compile(r"^\[Packet size limited during capture: (\d+) bytes from byte (\d+) "
-                          r"not captured, the frames in them not shown\]$", re.M)  # fmt: skip
+                          r"not captured, the frames in them not shown\]$", re.MULTILINE)  # fmt: skip
 
 
 @pytest.mark.parametrize("snap", [96, 128])
@@ -193,7 +193,7 @@ def test_frames_past_the_snap_length_are_said_as_wireshark_says_a_cut(plugin, tm
                                 worsen.snaplen(packets, snap))  # fmt: skip
         text = tshark_pdml.run(plugin, cut, "-V", "-o", "rabbitmq_stream.ports:5552,5553")
         said = {}
-        for frame in re.split(r"^(?=Frame \d+: )", text, flags=re.M)[1:]:
+        for frame in re.split(r"^(?=Frame \d+: )", text, flags=re.MULTILINE)[1:]:
             number = int(frame.split(":", 1)[0].split()[1])
             for length, start in NOT_CAPTURED.findall(frame):
                 said[number] = (int(start), int(length))
