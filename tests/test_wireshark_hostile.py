@@ -177,8 +177,9 @@ def frames_lost_past_the_cut(packets: list, snap: int) -> dict[int, tuple[int, i
     return lost
 
 
-NOT_CAPTURED = re.compile(r"^\[Packet size limited during capture: (\d+) bytes from byte (\d+) "
-                          r"not captured, the frames in them not shown\]$", re.MULTILINE)  # fmt: skip
+NOT_CAPTURED = re.compile(r"^\[Packet size limited during capture: (\d+) bytes from byte "
+                          r"(\d+) not captured, the frames in them not shown\]$",
+                          re.MULTILINE)  # fmt: skip
 
 
 @pytest.mark.parametrize("snap", [96, 128])

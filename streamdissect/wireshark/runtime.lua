@@ -731,9 +731,8 @@ local function frames_not_captured(tvb, pinfo, tree)
         pos = pos + size + 4
     end
     if pos < have or pos >= reported then return end
-    tree:add(proto, tvb(0, 0), string.format(
-        "[Packet size limited during capture: %d bytes from byte %d not captured, the frames in them not shown]",
-        reported - pos, pos))
+    tree:add(proto, tvb(0, 0), string.format("[Packet size limited during capture: %d bytes "
+        .. "from byte %d not captured, the frames in them not shown]", reported - pos, pos))
     pinfo.cols.info:append(" [Packet size limited during capture]")
 end
 

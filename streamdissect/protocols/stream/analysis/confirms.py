@@ -42,7 +42,8 @@ from streamdissect.protocols.stream.tables import BACKLOG, PUBLISHES
 def cut_publish_counts(record: Any) -> tuple[int, int]:
     """A Publish the capture cut: (its messages, as its header counts them; its records at
     least, as its cut says: a sub-batch's from its entry header, one a message past it)."""
-    messages = max(cut_count(record, "messages"), len(getattr(record, "publishing_ids", None) or ()))
+    ids = getattr(record, "publishing_ids", None) or ()
+    messages = max(cut_count(record, "messages"), len(ids))
     return messages, max(cut_count(record, "messages", "records"), messages)
 
 
