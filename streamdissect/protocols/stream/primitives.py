@@ -208,34 +208,30 @@ class ArrayType(WireType):
         fmt = self.element.fmt if fixed else ""  # type: ignore[attr-defined]
 
         def read(buf: Any, pos: int, end: int) -> tuple[list[Any], int]:
+            cut = None  # why not every element is there: the frame ends first (snaplen)
             try:
                 count, pos = read_count(buf, pos, end, min_size, "array")
             except DecodeError as exc:
-                if exc.count is not None:  # cut: the elements whose bytes are whole
-                    exc.partial = read_whole(buf, pos + 4, end, exc.count)
-                raise
-            if fixed:  # one unpack for a run of integers
-                return list(struct.unpack_from(f">{count}{fmt}", buf, pos)), pos + count * min_size
+                if exc.count is None:
+                    raise
+                cut, count, pos = exc, exc.count, pos + 4  # (then the elements that are whole)
+            else:
+                if fixed:  # one unpack for a run of integers
+                    return (list(struct.unpack_from(f">{count}{fmt}", buf, pos)),
+                            pos + count * min_size)  # fmt: skip
             items = []
             try:
                 for _ in range(count):
                     item, pos = read_element(buf, pos, end)
                     items.append(item)
             except DecodeError as exc:
-                if exc.short:
-                    exc.count, exc.partial = count, items
-                raise
-            return items, pos
-
-        def read_whole(buf: Any, pos: int, end: int, count: int) -> list[Any]:
-            items = []
-            try:
-                while len(items) < count:
-                    item, pos = read_element(buf, pos, end)
-                    items.append(item)
-            except DecodeError:
-                pass
-            return items
+                if cut is None and not exc.short:
+                    raise
+                cut = cut or exc
+            if cut is None:
+                return items, pos
+            cut.count, cut.partial = count, items
+            raise cut
 
         return read
 
