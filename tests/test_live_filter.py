@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import worsen
+from rocketmq_support import both_protocols
 
 from streamdissect.capture import CaptureError
 from streamdissect.capture.live import capture_filter
@@ -66,14 +67,11 @@ def test_with_the_heuristic_every_tcp_packet(subcommand, options, monkeypatch, c
 
 
 @pytest.fixture(scope="module")
-def both_protocols(tmp_path_factory) -> Path:
-    """A capture of a Stream session (5552) and, after it, a RocketMQ one (9876, 10911)."""
-    link, stream = worsen.read_pcap(worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap")
-    _, rocketmq = worsen.read_pcap(ROCKETMQ_CAPTURE)
-    shift = stream[-1][0] - rocketmq[0][0] + 10**9
-    later = [(ts + shift, data, length) for ts, data, length in rocketmq]
-    return worsen.write_pcap(tmp_path_factory.mktemp("both") / "both.pcap", link,
-                             stream + later)  # fmt: skip
+def both(tmp_path_factory) -> Path:
+    """A capture of a Stream session (5552) and a RocketMQ one (9876, 10911) interleaved."""
+    return both_protocols(tmp_path_factory.mktemp("both") / "both.pcap",
+                          worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap",
+                          ROCKETMQ_CAPTURE)  # fmt: skip
 
 
 def server_ports_shown(argv: list[str], capsys) -> set[int]:
@@ -85,14 +83,14 @@ def server_ports_shown(argv: list[str], capsys) -> set[int]:
 
 @pytest.mark.parametrize(("options", "expected"), NO_HEURISTIC[:-1])
 def test_a_file_is_dissected_on_the_ports_a_live_capture_keeps(options, expected, capsys,
-                                                               both_protocols):  # fmt: skip
+                                                               both):  # fmt: skip
     """`--port 5552 --no-heuristic` on a file shows the Stream's connections only, as the
     live capture's filter keeps only them: what a live run shows and what its `-w` file
     shows later are the same connections."""
     in_capture = {5552, 9876, 10911}
-    assert server_ports_shown([str(both_protocols)], capsys) == in_capture
+    assert server_ports_shown([str(both)], capsys) == in_capture
     kept = {int(word) for word in expected.split() if word.isdigit()}
-    shown = server_ports_shown([*options, "--no-heuristic", str(both_protocols)], capsys)
+    shown = server_ports_shown([*options, "--no-heuristic", str(both)], capsys)
     assert shown == kept & in_capture
 
 
