@@ -216,3 +216,21 @@ def test_a_report_of_the_jobs_tables_counts_each_protocols_frames(archive):
     assert [title for title, _ in job.frames_by_protocol] == ["RabbitMQ Stream",
                                                              "RocketMQ remoting"]  # fmt: skip
     assert all(section.shown(job) for section in OTHER_SECTIONS)
+
+
+@pytest.mark.parametrize(("options", "servers"), [
+    ([], {":5552", ":9876", ":10911"}),
+    (["--port", "5552", "--no-heuristic"], {":5552"}),  # (only the port named: as analyze)
+])  # fmt: skip
+def test_the_jobs_port_options_mean_what_analyzes_do(spark_command, tmp_path, options, servers):
+    """A capture of both protocols: `--port 5552 --no-heuristic` keeps the Stream on 5552
+    and no RocketMQ, as `streamdissect analyze` and a live capture's filter do."""
+    both = both_protocols(tmp_path / "both.pcap", MIXED[0], CAPTURES / f"{MIXED[1]}.pcap")
+    out = tmp_path / "out"
+    code, printed = spark_command(both, "--out", out, "--master", "local[2]", "--tables",
+                                  "connections,rocketmq_connections", *options)  # fmt: skip
+    assert code == 0 and "wrote" in printed
+    shown = {row["server"][row["server"].rindex(":"):]
+             for table in ("connections", "rocketmq_connections")
+             for row in (rows_of(out, table) if any(out.glob(f"{table}*")) else ())}  # fmt: skip
+    assert shown == servers

@@ -23,22 +23,11 @@ def add_port_options(p: argparse.ArgumentParser) -> None:
 
 
 def port_map(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
-    """Each protocol's server ports, as the port options say: --port, the first protocol's
-    instead of its defaults; --NAME-port, one more of NAME's besides its defaults; a port
-    named for one protocol is no other's default (--port 9876: a Stream server there).
-    Without the heuristic ("only the given ports"), once a port is named only the
-    protocols whose ports were named are dissected, files as a live capture (whose filter
-    keeps these ports: capture_ports); none named, every protocol's defaults."""
+    """Each protocol's server ports, as the port options say (registry.named_ports)."""
     first, *others = registry.PROTOCOLS
-    named = {first.name: tuple(args.ports or ())}
-    named.update((o.name, tuple(getattr(args, f"{o.name}_ports", ()))) for o in others)
-    ports = {first.name: named[first.name] or first.ports}
-    ports.update((o.name, (*o.ports, *named[o.name])) for o in others)
-    if getattr(args, "no_heuristic", False) and any(named.values()):
-        ports = {name: each for name, each in ports.items() if named[name]}
-    owner = {port: name for name, each in named.items() for port in each}
-    return {name: tuple(p for p in each if owner.get(p, name) == name)
-            for name, each in ports.items()}  # fmt: skip
+    named = {first.name: args.ports or ()}
+    named.update((o.name, getattr(args, f"{o.name}_ports", ())) for o in others)
+    return registry.named_ports(named, heuristic=not getattr(args, "no_heuristic", False))
 
 
 def capture_ports(args: argparse.Namespace) -> tuple[int, ...]:

@@ -60,6 +60,26 @@ def server_ports(protocols: tuple[Protocol, ...],
     return by_port
 
 
+def named_ports(named: Mapping[str, Iterable[int]], heuristic: bool = True,
+                ) -> dict[str, tuple[int, ...]]:  # fmt: skip
+    """Each protocol's server ports as a user names them (the command line's --port and
+    --NAME-port, the Spark job's --port): the first protocol's named ports instead of its
+    defaults, another's besides its defaults; a port named for one protocol is no other's
+    default (--port 9876: a Stream server there). Without the heuristic ("only the given
+    ports"), once a port is named only the protocols whose ports were named are dissected,
+    files as a live capture (whose filter keeps these ports); none named, every
+    protocol's defaults. (server_ports takes the map.)"""
+    first, *others = PROTOCOLS
+    asked = {p.name: tuple(named.get(p.name, ())) for p in PROTOCOLS}
+    ports = {first.name: asked[first.name] or first.ports}
+    ports.update((o.name, (*o.ports, *asked[o.name])) for o in others)
+    if not heuristic and any(asked.values()):
+        ports = {name: each for name, each in ports.items() if asked[name]}
+    owner = {port: name for name, each in asked.items() for port in each}
+    return {name: tuple(p for p in each if owner.get(p, name) == name)
+            for name, each in ports.items()}  # fmt: skip
+
+
 class PortError(argparse.ArgumentTypeError, ValueError):
     """Not a TCP port: a ValueError, and as an argparse type's error, a usage error that
     says why (argparse shows an ArgumentTypeError's text, a plain ValueError's not)."""

@@ -8,7 +8,7 @@ import sys
 import time
 
 from streamdissect.capture import CaptureError
-from streamdissect.protocols.registry import tcp_port
+from streamdissect.protocols.registry import named_ports, protocol, tcp_port
 
 DESCRIPTION = ("Every file (directories are read recursively; pcap, pcapng, gzip'd) is "
                "analysed as a capture in a Spark task, and the pieces of a rotated capture "
@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"but {', '.join(OPTIONAL)}; requests: every Stream request with its "
                    "response; messages: one row a message, as analyze --messages)")
     p.add_argument("--port", type=tcp_port, action="append", dest="ports", metavar="N",
-                   help="a Stream port (repeatable; default 5552)")
+                   help="a Stream port (repeatable; default 5552; with --no-heuristic, "
+                        "the Stream's alone, as for analyze)")
     p.add_argument("--no-heuristic", action="store_true")
     p.add_argument("--partitions", type=int, metavar="N",
                    help="at least N tasks (default: Spark's parallelism)")
@@ -57,8 +58,8 @@ def run(args, spark=None) -> int:
     if spark is None:
         spark = session(args.master)
     try:
-        written = run_job(spark, args.inputs, args.out, tables,
-                          tuple(args.ports or (5552,)), not args.no_heuristic,
+        ports = named_ports({protocol().name: args.ports or ()}, not args.no_heuristic)
+        written = run_job(spark, args.inputs, args.out, tables, ports, not args.no_heuristic,
                           args.partitions, messages={"max_body": args.max_body,
                                                      "bodies": not args.no_bodies})  # fmt: skip
     except (FileNotFoundError, CaptureError) as exc:

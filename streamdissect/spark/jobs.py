@@ -71,8 +71,8 @@ CHAINS_PER_BUCKET = 64
 
 
 def run_job(spark: Any, inputs: list[str], out: str, tables: tuple[str, ...] = TABLES,
-            ports: tuple[int, ...] = (5552,), heuristic: bool = True,
-            partitions: int | None = None, stats: dict | None = None,
+            ports: tuple[int, ...] | dict[str, tuple[int, ...]] = (5552,),
+            heuristic: bool = True, partitions: int | None = None, stats: dict | None = None,
             messages: dict | None = None) -> dict[str, int]:  # fmt: skip
     """Write the tables under `out`; their row counts. `partitions`: at least this many
     tasks (default: Spark's parallelism). `messages`: analyze()'s max_body and bodies for
