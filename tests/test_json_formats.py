@@ -114,3 +114,60 @@ def test_latency_rows_are_json_dumps(compact):
     expected = json.dumps(
         {"lag": report.plain_records("deliveries", given, report.LAG_COLUMNS)}, indent=1)
     assert "".join(pieces) == expected
+
+
+def _stall_logs() -> list:
+    """StallLogs: stalls a Credit ended (appended one by one, and as columns), open and
+    otherwise ended ones between them, an open last one, and times past int64."""
+    import numpy as np
+
+    from streamdissect.protocols.stream.analysis.credit import Stall, StallLog
+
+    rng = random.Random(27)
+    logs = []
+    for kind in ("ended", "mixed", "huge"):
+        one, columns = StallLog("c", 3), StallLog("c", 3)
+        at = 1_795_870_178_816_218_000
+        for batch in range(40):
+            starts = [at + rng.randrange(10**9) * 1000 for _ in range(rng.randrange(1, 30))]
+            starts.sort()
+            ends = [s + rng.randrange(1, 10**8) for s in starts]
+            more = [rng.random() < 0.3 for _ in starts]
+            last = Stall("c", 3, starts[-1] + 10**9, rng.random() < 0.5)
+            for s, e, m in zip(starts, ends, more):
+                stall = Stall("c", 3, s, m)
+                stall.end_ns, stall.ended_by, stall.duration_ms = e, "credit", (e - s) / 1e6
+                one.append(stall)
+            one.append(last)
+            columns.extend_ended(np.array(starts), np.array(ends), np.array(more), last)
+            if kind == "mixed" and batch % 3 == 0:  # (an open one, and one a reason ended)
+                for log in (one, columns):
+                    log.append(Stall("c", 3, at, False))
+                    ended = Stall("c", 3, at + 5, True)
+                    ended.end_ns, ended.ended_by, ended.duration_ms = at + 9, "unsubscribe", 4e-6
+                    log.append(ended)
+            if kind == "huge" and batch == 20:
+                for log in (one, columns):
+                    log.append(Stall("c", 3, 2**64 + 1, False))
+            at = starts[-1] + 2 * 10**9
+        assert list(one) == list(columns)
+        logs.append(columns)
+    return logs
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 7])
+def test_stall_columns_are_its_rows(chunk, monkeypatch):
+    """A credit row's stalls read column by column (StallLog.column_slices) are its rows,
+    and written as json.dumps writes them."""
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+    for log in _stall_logs():
+        n = len(log)
+        for start, stop in [(0, n), (0, 1), (n - 1, n), (5, 500), (n - 3, n + 4), (2, 2 + chunk)]:
+            rows = log[start:stop]
+            assert [list(c) for c in log.column_slices(start, stop)] == [
+                list(c) for c in zip(*rows)] or not rows  # fmt: skip
+        pieces: list[str] = []
+        json_write({"stalls": report.RowStream("stalls", log, report.STALL_COLUMNS)},
+                   pieces.append)  # fmt: skip
+        expected = {"stalls": report.plain_records("stalls", list(log), report.STALL_COLUMNS)}
+        assert "".join(pieces) == json.dumps(expected, indent=1)
