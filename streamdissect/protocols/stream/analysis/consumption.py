@@ -79,8 +79,13 @@ class DeliveryCollector:
             lag = [c - f for c, f in zip(committed.tolist(), first.tolist())]
         else:
             lag = np.where(has_committed, committed.astype(np.int64) - first.astype(np.int64), 0)
+        numbers = run.connection[rows]
+        if numbers.min() == numbers.max():  # (one connection's: its name, n times)
+            names = [run.connections[int(numbers[0])]] * len(rows)
+        else:
+            names = [run.connections[n] for n in numbers.tolist()]
         columns = [
-            (ts, None), ([run.connections[n] for n in run.connection[rows].tolist()], None),
+            (ts, None), (names, None),
             (f["subscription_id"][0][rows], None), (first, None),
             (f["record_count"][0][rows], None), (f["num_entries"][0][rows], None),
             (f["chunk_type"][0][rows], None), (chunk_ts, None),
