@@ -394,8 +394,8 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
                  else np.concatenate([p for _, p in pools.values()]))  # fmt: skip
     id_starts = np.concatenate([c.id_starts + pools[id(c.id_values)][0] for c in cols])[order]
 
-    def joined(parts: list) -> np.ndarray:
-        return np.concatenate(parts)[order]
+    def joined(parts: list) -> np.ndarray:  # (take: a quarter quicker than [order] here)
+        return np.concatenate(parts).take(order)
 
     every = HotFrames(
         joined([c.ts_ns for c in chunks]), joined(conn_parts), list(names), joined(dir_parts),
