@@ -162,7 +162,9 @@ class CompactRows:
                 for part, (values, none) in zip(parts, self._chunk(i)):
                     piece = values[lo:hi]
                     if none is not None:
-                        piece = [None if n else v for v, n in zip(piece, none[lo:hi])]
+                        missing = none[lo:hi]
+                        piece = ([None] * len(missing) if 0 not in missing  # (all: quicker)
+                                 else [None if n else v for v, n in zip(piece, missing)])
                     part.append(piece)
             at += size
         if stop > at:

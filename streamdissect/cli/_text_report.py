@@ -11,6 +11,8 @@ from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from streamdissect.analysis.driver import Analysis
 from streamdissect.cli._float_texts import exact_parts
 from streamdissect.protocols import registry
@@ -104,6 +106,13 @@ def _column_format(text, values) -> tuple[str, list]:
     from `text`])."""
     if values.__class__ is array:  # (kept as an array: every value one kind, none None)
         kinds = {int if values.typecode == "q" else float}
+        if values.typecode == "q" and text in _INT_TEXTS:
+            ints = np.frombuffer(values, dtype=np.int64)
+            if (ints == ints[0]).all():
+                return int.__repr__(values[0]), []
+            return "%d", [values]
+    elif values[0] is None and values.count(None) == len(values):  # (only None equals None)
+        kinds = {_NONE_TYPE}
     else:
         kinds = set(map(type, values))
     if len(kinds) == 1:
