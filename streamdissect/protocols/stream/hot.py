@@ -329,7 +329,9 @@ class HotFrames:
         its place in id_values)."""
         counts = np.maximum(self.id_counts[rows], 0)
         frame_of = np.repeat(np.arange(len(rows)), counts)
-        return frame_of, positions(self.id_starts[rows], counts, 1)
+        # (positions(starts, counts, 1), by repeats: a frame's ids are one run in the pool)
+        firsts = self.id_starts[rows] - (np.cumsum(counts) - counts)
+        return frame_of, np.repeat(firsts, counts) + np.arange(len(frame_of))
 
 
 @dataclass(slots=True)
