@@ -273,10 +273,13 @@ def positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int)
     total = int(counts.sum())
     if total == len(counts) and bool((counts == 1).all()):  # (a Publish of one message each)
         return firsts.astype(np.int64)  # (a copy: the caller may write into it)
-    frame_of = np.repeat(np.arange(len(counts)), counts)
-    index = np.arange(total, dtype=np.int64) - (np.cumsum(counts) - counts)[frame_of]
-    step = strides if isinstance(strides, int) else strides[frame_of]
-    return firsts[frame_of] + index * step
+    before = np.cumsum(counts) - counts  # (the items of the frames before each)
+    index = np.arange(total, dtype=np.int64)
+    # (firsts[frame] + (index - before[frame]) * stride[frame], each frame's by repeats)
+    if isinstance(strides, int):
+        return np.repeat(firsts - before * strides, counts) + index * strides
+    return (np.repeat(firsts, counts)
+            + (index - np.repeat(before, counts)) * np.repeat(strides, counts))  # fmt: skip
 
 
 DIRECTIONS = ("c2s", "s2c")
@@ -329,9 +332,7 @@ class HotFrames:
         its place in id_values)."""
         counts = np.maximum(self.id_counts[rows], 0)
         frame_of = np.repeat(np.arange(len(rows)), counts)
-        # (positions(starts, counts, 1), by repeats: a frame's ids are one run in the pool)
-        firsts = self.id_starts[rows] - (np.cumsum(counts) - counts)
-        return frame_of, np.repeat(firsts, counts) + np.arange(len(frame_of))
+        return frame_of, positions(self.id_starts[rows], counts, 1)
 
 
 @dataclass(slots=True)
