@@ -90,6 +90,33 @@ def test_an_exact_sample_summarizes_as_numpy_does_the_whole_sample(n):
     assert all(np.isnan(v) for v in summarize_sample(with_nan).values())
 
 
+@pytest.mark.parametrize("fold", [3, 64, 1 << 16])
+def test_an_exact_sample_folds_as_np_unique_of_the_whole_sample(fold, monkeypatch):
+    """Its distinct values and counts are np.unique's of every value given, NaNs in it or
+    not (of -0.0 and 0.0, one value, the first given stands for both when no NaN is)."""
+    import numpy as np
+
+    from streamdissect.analysis.percentiles import ExactSample
+
+    monkeypatch.setattr(ExactSample, "FOLD", fold)
+    rng = np.random.default_rng(fold)
+    for with_nan in (False, True):
+        sample = rng.integers(-50, 50, 3000) / 8
+        sample[rng.integers(0, 3000, 200)] = -0.0
+        if with_nan:
+            sample[rng.integers(1500, 3000, 3)] = np.nan
+        counted = ExactSample()
+        for piece in np.array_split(sample, 41):
+            counted.extend(piece)
+        values, counts = counted.distinct()
+        expected, inverse = np.unique(sample, return_inverse=True)
+        assert np.array_equal(values, expected, equal_nan=True)
+        assert counts.tolist() == np.bincount(inverse.ravel()).tolist()
+        if not with_nan:  # (-0.0 or 0.0: np.unique's sort leaves it to chance; here defined)
+            first = bool(np.signbit(sample[sample == 0][0]))
+            assert np.signbit(values[values == 0]).tolist() == [first]
+
+
 def test_an_exact_sample_keeps_its_distinct_values_not_every_one():
     import numpy as np
 

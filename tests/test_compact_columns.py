@@ -1,7 +1,9 @@
 """CompactRows.column_slices (what the JSON report reads a table by) gives the columns of the
 rows that slicing gives: the same values, of the same types, in the same order, however the
 rows were added (one by one, in batches, as numpy columns) and wherever a slice starts and
-ends (inside a chunk, across chunks, into the rows not yet made a chunk)."""
+ends (inside a chunk, across chunks, into the rows not yet made a chunk); a column of one
+string (a run's Delivers of one connection) or of None only, kept as the value and a count,
+included."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from streamdissect.analysis.compact import CompactRows
 
 
 def _row(i: int) -> tuple:
-    return (i, f"c{i % 3}", None if i % 7 == 0 else 2**63 + i if i == 500 else i * 3,
+    return (i, f"c{i // 50 % 3}", None if i % 7 == 0 else 2**63 + i if i == 500 else i * 3,
             1.5 * i if i % 5 else None, True if i % 2 else None, 2 if i == 900 else 0.5,
             float("nan") if i == 11 else -0.0)  # fmt: skip
 

@@ -7,6 +7,7 @@ holding "%", and chunks where a column is one value, or all but one."""
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -60,3 +61,113 @@ def test_rows_of_dicts_are_json_dumps(same):
         rows.append(row)
     for table in (rows, rows[:1], rows[150:151]):
         assert json_text({"t": table}) == json.dumps({"t": table}, indent=1)
+
+
+def _quarter_ms_values(rng: random.Random) -> list[float]:
+    """Multiples of 2**-12 below and above 2**16 (the latencies _float_texts writes itself),
+    every fraction of 2**-12 with integer parts at digit-count and power-of-two edges, and
+    values it must leave to float.__repr__ (-0.0, negatives, other fractions, inf, NaN)."""
+    edges = [0, 1, 2, 9, 10, 99, 100, 999, 1000, 4095, 4096, 8191, 8192, 9999, 10000, 16383,
+             16384, 32767, 32768, 65535, 65536, 99999, 2**40]  # fmt: skip
+    values = [q + k / 4096 for q in edges for k in range(4096)]
+    values += [rng.randrange(4096 * 70000) / 4096 for _ in range(50_000)]
+    return values + [-0.0, -1.5, 0.1, 1e-5, 2.0**-13, float("inf"), float("nan")]
+
+
+def test_float_texts_are_float_repr():
+    from array import array
+
+    from streamdissect.cli._float_texts import LIMIT, exact_parts
+
+    rng = random.Random(25)
+    values = _quarter_ms_values(rng)
+    taken = 0
+    for at in range(0, len(values), 512):
+        chunk = values[at : at + 512]
+        for given in (chunk, array("d", chunk)):
+            parts = exact_parts(given)
+            taken_kind = [math.copysign(1, v) > 0 and v < LIMIT and (v * 4096).is_integer()
+                          for v in chunk]  # fmt: skip
+            if parts is None:  # (a value it does not take: the whole chunk is repr's)
+                assert not all(taken_kind)
+                continue
+            assert all(taken_kind)
+            taken += len(chunk)
+            assert ["%d%s" % pair for pair in zip(*parts)] == list(map(float.__repr__, chunk))
+    assert taken > 100_000  # (most chunks are its kind)
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_latency_rows_are_json_dumps(compact):
+    """consumer_lag rows of 2**-12 ms latencies (a capture's usual ones), and chunks of
+    other floats beside them, as json.dumps writes them."""
+    rng = random.Random(26)
+    latencies = _quarter_ms_values(rng)[:: 7]
+    given = [(1_795_870_179_041_246_000 + i, "c", 0, i, 1, None, None, None, None, None,
+              v, 10, None) for i, v in enumerate(latencies)]  # fmt: skip
+    rows = given
+    if compact:
+        rows = CompactRows(13)
+        rows.extend(given)
+    pieces: list[str] = []
+    json_write({"lag": report.RowStream("deliveries", rows, report.LAG_COLUMNS)}, pieces.append)
+    expected = json.dumps(
+        {"lag": report.plain_records("deliveries", given, report.LAG_COLUMNS)}, indent=1)
+    assert "".join(pieces) == expected
+
+
+def _stall_logs() -> list:
+    """StallLogs: stalls a Credit ended (appended one by one, and as columns), open and
+    otherwise ended ones between them, an open last one, and times past int64."""
+    import numpy as np
+
+    from streamdissect.protocols.stream.analysis.credit import Stall, StallLog
+
+    rng = random.Random(27)
+    logs = []
+    for kind in ("ended", "mixed", "huge"):
+        one, columns = StallLog("c", 3), StallLog("c", 3)
+        at = 1_795_870_178_816_218_000
+        for batch in range(40):
+            starts = [at + rng.randrange(10**9) * 1000 for _ in range(rng.randrange(1, 30))]
+            starts.sort()
+            ends = [s + rng.randrange(1, 10**8) for s in starts]
+            more = [rng.random() < 0.3 for _ in starts]
+            last = Stall("c", 3, starts[-1] + 10**9, rng.random() < 0.5)
+            for s, e, m in zip(starts, ends, more):
+                stall = Stall("c", 3, s, m)
+                stall.end_ns, stall.ended_by, stall.duration_ms = e, "credit", (e - s) / 1e6
+                one.append(stall)
+            one.append(last)
+            columns.extend_ended(np.array(starts), np.array(ends), np.array(more), last)
+            if kind == "mixed" and batch % 3 == 0:  # (an open one, and one a reason ended)
+                for log in (one, columns):
+                    log.append(Stall("c", 3, at, False))
+                    ended = Stall("c", 3, at + 5, True)
+                    ended.end_ns, ended.ended_by, ended.duration_ms = at + 9, "unsubscribe", 4e-6
+                    log.append(ended)
+            if kind == "huge" and batch == 20:
+                for log in (one, columns):
+                    log.append(Stall("c", 3, 2**64 + 1, False))
+            at = starts[-1] + 2 * 10**9
+        assert list(one) == list(columns)
+        logs.append(columns)
+    return logs
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 7])
+def test_stall_columns_are_its_rows(chunk, monkeypatch):
+    """A credit row's stalls read column by column (StallLog.column_slices) are its rows,
+    and written as json.dumps writes them."""
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+    for log in _stall_logs():
+        n = len(log)
+        for start, stop in [(0, n), (0, 1), (n - 1, n), (5, 500), (n - 3, n + 4), (2, 2 + chunk)]:
+            rows = log[start:stop]
+            assert [list(c) for c in log.column_slices(start, stop)] == [
+                list(c) for c in zip(*rows)] or not rows  # fmt: skip
+        pieces: list[str] = []
+        json_write({"stalls": report.RowStream("stalls", log, report.STALL_COLUMNS)},
+                   pieces.append)  # fmt: skip
+        expected = {"stalls": report.plain_records("stalls", list(log), report.STALL_COLUMNS)}
+        assert "".join(pieces) == json.dumps(expected, indent=1)

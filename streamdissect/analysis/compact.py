@@ -162,7 +162,9 @@ class CompactRows:
                 for part, (values, none) in zip(parts, self._chunk(i)):
                     piece = values[lo:hi]
                     if none is not None:
-                        piece = [None if n else v for v, n in zip(piece, none[lo:hi])]
+                        missing = none[lo:hi]
+                        piece = ([None] * len(missing) if 0 not in missing  # (all: quicker)
+                                 else [None if n else v for v, n in zip(piece, missing)])
                     part.append(piece)
             at += size
         if stop > at:
@@ -288,8 +290,35 @@ def _numpy_column(values, none) -> tuple:
         kept = np.where(none, 0.0, values) if has_none else values
         return array("d", kept.astype(np.float64).tobytes()), mask
     if has_none and 0 not in mask:  # (every value missing: a Deliver's crc_ok in a report)
-        return (None,) * len(mask), None
+        return _Repeated(None, len(mask)), None
     items = values.tolist() if isinstance(values, np.ndarray) else list(values)
     if has_none:
         items = [None if n else v for v, n in zip(items, mask)]
+    elif items and items.count(items[0]) == len(items) and items[0].__class__ is str:
+        return _Repeated(items[0], len(items)), None  # (a run's Delivers of one connection)
     return tuple(items), None
+
+
+class _Repeated:
+    """A chunk's column of one value (a string or None) n times: read as the tuple of them
+    (a slice is one), kept and spilled as the value and n."""
+
+    __slots__ = ("n", "value")
+
+    def __init__(self, value, n: int) -> None:
+        self.value, self.n = value, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return (self.value,) * len(range(self.n)[index])
+        range(self.n)[index]  # (an IndexError past the end, as a tuple's)
+        return self.value
+
+    def __iter__(self):
+        return iter((self.value,) * self.n)
+
+    def __reduce__(self):
+        return _Repeated, (self.value, self.n)

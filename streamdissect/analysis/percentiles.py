@@ -52,13 +52,30 @@ class ExactSample:
 
     def _fold(self) -> None:
         new = np.frombuffer(self._buffer, dtype=np.float64)
+        ordered = np.sort(new)
+        if (len(ordered) and np.isnan(ordered[-1])) or (
+                len(self._values) and np.isnan(self._values[-1])):  # fmt: skip
+            self._fold_unique(new)
+        else:  # (the buffer's distinct values, merged with the ones kept: no sort of both)
+            values, counts = _runs(ordered, None)
+            # (-0.0 and 0.0 are one value here, as they sort as one: the first seen stands
+            # for both, as np.unique's stable order of the values kept, then the buffer's)
+            zeros = np.flatnonzero(new == 0)
+            if len(zeros):
+                values[values == 0] = new[zeros[0]]
+            values = np.concatenate((self._values, values))
+            order = np.argsort(values, kind="stable")
+            self._values, self._counts = _runs(values[order],
+                                               np.concatenate((self._counts, counts))[order])
+        self._buffer = array("d")
+
+    def _fold_unique(self, new: np.ndarray) -> None:
+        """_fold by np.unique, which makes every NaN one value (equal_nan)."""
         values = np.concatenate((self._values, new))
         counts = np.concatenate((self._counts, np.ones(len(new), dtype=np.int64)))
-        # (-0.0 and 0.0 are one value here, as they sort as one: either reads back the same)
         self._values, where = np.unique(values, return_inverse=True)
         self._counts = np.bincount(where.ravel(), weights=counts,
                                    minlength=len(self._values)).astype(np.int64)  # fmt: skip
-        self._buffer = array("d")
 
     def __len__(self) -> int:
         return int(self._counts.sum()) + len(self._buffer)
@@ -73,6 +90,17 @@ class ExactSample:
         """The values in ascending order."""
         values, counts = self.distinct()
         return iter(np.repeat(values, counts).tolist())
+
+
+def _runs(ordered: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a sorted array without NaN (the first of each run of equal
+    ones) and each one's count: its run's length, or the sum of its run's `counts`."""
+    if not len(ordered):
+        return ordered, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    if counts is None:
+        return ordered[starts], np.diff(np.r_[starts, len(ordered)])
+    return ordered[starts], np.add.reduceat(counts, starts)
 
 
 def summarize_sample(sample: ExactSample) -> dict[str, float | None]:

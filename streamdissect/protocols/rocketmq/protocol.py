@@ -17,22 +17,16 @@ from typing import Any
 
 from streamdissect.framing.framer import Emit, Framer, Report
 from streamdissect.protocols.base import FramerOptions, Protocol
-from streamdissect.protocols.rocketmq.framing import (
-    RocketMQFramer,
-    looks_like_rocketmq,
-    sent_by_server,
-)
-from streamdissect.protocols.rocketmq.plain_walk import RocketMQPlainWalk
-from streamdissect.protocols.rocketmq.records import RemotingCommand
 from streamdissect.protocols.view import DEFAULT_MAX_BODY
+
+# (framing, codec and records are imported at the first RocketMQ connection or record, not
+# with the registry: a capture of the Stream alone never needs them)
 
 
 class RocketMQProtocol(Protocol):
     name = "rocketmq"
     title = "RocketMQ remoting"
     ports = (9876, 10911)
-    framer_class = RocketMQFramer
-    plain_walk = RocketMQPlainWalk  # (the bulk engine: JSON headers read a block at a time)
     frames_table = "rocketmq_frames"
     connections_table = "rocketmq_connections"
 
@@ -42,8 +36,33 @@ class RocketMQProtocol(Protocol):
 
         return REPORT_SECTIONS
 
+    @cached_property
+    def framer_class(self) -> type[Framer]:  # type: ignore[override]
+        from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+
+        return RocketMQFramer
+
+    @cached_property
+    def plain_walk(self) -> Any:  # type: ignore[override]  (the bulk engine: JSON headers
+        # read a block at a time)
+        from streamdissect.protocols.rocketmq.plain_walk import RocketMQPlainWalk
+
+        return RocketMQPlainWalk
+
+    @cached_property
+    def _framing(self) -> Any:
+        from streamdissect.protocols.rocketmq import framing
+
+        return framing
+
+    @cached_property
+    def _command_class(self) -> type:
+        from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+        return RemotingCommand
+
     def looks_like(self, data: bytes) -> bool | None:
-        return looks_like_rocketmq(data)
+        return self._framing.looks_like_rocketmq(data)
 
     def framer(self, emit: Emit, report: Report, options: FramerOptions,
                framers: list[Framer], framer_class: Callable[..., Framer] | None = None,
@@ -51,8 +70,10 @@ class RocketMQProtocol(Protocol):
         """The base's framer, whose records name the call they answer: a direction's
         requests are remembered by opaque, and a response of the other direction gets its
         request's code (`request_code`; None when the request was not seen)."""
+        command_class = self._command_class
+
         def named_emit(offset: int, ts_ns: int, record: Any) -> None:
-            if record.__class__ is RemotingCommand and not framer.naming_deferred:
+            if record.__class__ is command_class and not framer.naming_deferred:
                 framer.name(record)
             emit(offset, ts_ns, record)
 
@@ -61,12 +82,12 @@ class RocketMQProtocol(Protocol):
         return framer
 
     def sent_by_server(self, data: bytes) -> bool:
-        return sent_by_server(data)
+        return self._framing.sent_by_server(data)
 
     def pairing(self, record: Any) -> tuple[Hashable, bool] | None:
         """A response carries its request's opaque and the response bit; a oneway request
         gets no response, and a frame with no header read is no call."""
-        if record.__class__ is not RemotingCommand:
+        if record.__class__ is not self._command_class:
             return None
         return record.opaque, record.response
 

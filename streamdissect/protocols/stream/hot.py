@@ -273,10 +273,13 @@ def positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int)
     total = int(counts.sum())
     if total == len(counts) and bool((counts == 1).all()):  # (a Publish of one message each)
         return firsts.astype(np.int64)  # (a copy: the caller may write into it)
-    frame_of = np.repeat(np.arange(len(counts)), counts)
-    index = np.arange(total, dtype=np.int64) - (np.cumsum(counts) - counts)[frame_of]
-    step = strides if isinstance(strides, int) else strides[frame_of]
-    return firsts[frame_of] + index * step
+    before = np.cumsum(counts) - counts  # (the items of the frames before each)
+    index = np.arange(total, dtype=np.int64)
+    # (firsts[frame] + (index - before[frame]) * stride[frame], each frame's by repeats)
+    if isinstance(strides, int):
+        return np.repeat(firsts - before * strides, counts) + index * strides
+    return (np.repeat(firsts, counts)
+            + (index - np.repeat(before, counts)) * np.repeat(strides, counts))  # fmt: skip
 
 
 DIRECTIONS = ("c2s", "s2c")
@@ -394,8 +397,8 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
                  else np.concatenate([p for _, p in pools.values()]))  # fmt: skip
     id_starts = np.concatenate([c.id_starts + pools[id(c.id_values)][0] for c in cols])[order]
 
-    def joined(parts: list) -> np.ndarray:
-        return np.concatenate(parts)[order]
+    def joined(parts: list) -> np.ndarray:  # (take: a quarter quicker than [order] here)
+        return np.concatenate(parts).take(order)
 
     every = HotFrames(
         joined([c.ts_ns for c in chunks]), joined(conn_parts), list(names), joined(dir_parts),

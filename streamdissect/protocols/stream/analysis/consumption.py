@@ -80,8 +80,13 @@ class DeliveryCollector:
             lag = [c - f for c, f in zip(committed.tolist(), first.tolist())]
         else:
             lag = np.where(has_committed, committed.astype(np.int64) - first.astype(np.int64), 0)
+        numbers = run.connection[rows]
+        if numbers.min() == numbers.max():  # (one connection's: its name, n times)
+            names = [run.connections[int(numbers[0])]] * len(rows)
+        else:
+            names = [run.connections[n] for n in numbers.tolist()]
         columns = [
-            (ts, None), ([run.connections[n] for n in run.connection[rows].tolist()], None),
+            (ts, None), (names, None),
             (f["subscription_id"][0][rows], None), (first, None),
             (f["record_count"][0][rows], None), (f["num_entries"][0][rows], None),
             (f["chunk_type"][0][rows], None), (chunk_ts, None),
@@ -160,17 +165,17 @@ class ThroughputCollector:
                     self.delivered(ts, records, size)
             return
         key = run.key
-        publish, deliver, confirm = key == PUBLISH_KEY, key == DELIVER_KEY, key == CONFIRM_KEY
-        wanted = np.flatnonzero(publish | deliver | confirm)
+        deliver, confirm = key == DELIVER_KEY, key == CONFIRM_KEY
+        wanted = np.flatnonzero((key == PUBLISH_KEY) | deliver | confirm)
         if not len(wanted):
             return
         # (the wanted frames' own columns: a publish's and a deliver's records and bytes,
-        # a confirm's ids, each summed per second over its kind's frames)
-        publish, deliver = publish[wanted], deliver[wanted]
+        # a confirm's ids, each summed per second and kind: slot 3 * second + kind)
+        confirm = confirm[wanted]
         counts, counted = run.fields["record_count"]
-        records = np.where(counted[wanted], counts[wanted], 0)
-        size = run.size[wanted].astype(np.int64) + 4
-        confirmed = np.where(confirm[wanted], np.maximum(run.id_counts[wanted], 0), 0)
+        amount = np.where(confirm, np.maximum(run.id_counts[wanted], 0),
+                          np.where(counted[wanted], counts[wanted], 0)).astype(np.float64)
+        size = run.size[wanted] + 4.0  # (a confirm's goes to a slot never read)
         seconds = run.ts_ns[wanted] // NS_PER_S
         low = int(seconds.min())
         if int(seconds.max()) - low < 1 << 16:  # (a run spans a few seconds: no sort)
@@ -180,17 +185,16 @@ class ThroughputCollector:
             where = (np.cumsum(present > 0) - 1)[where]
         else:
             found, where = np.unique(seconds, return_inverse=True)
-        sums = []
-        for kind, column in ((publish, records), (publish, size), (None, confirmed),
-                             (deliver, records), (deliver, size)):  # fmt: skip
-            at, weights = (where, column) if kind is None else (where[kind], column[kind])
-            sums.append(np.bincount(at, weights=weights.astype(np.float64),
-                                    minlength=len(found)).astype(np.int64).tolist())
+        slot = where * 3 + confirm + deliver[wanted] * 2  # kind: 0 publish, 1 confirm, 2 deliver
+        amounts = np.bincount(slot, weights=amount, minlength=3 * len(found)).reshape(-1, 3)
+        sizes = np.bincount(slot, weights=size, minlength=3 * len(found)).reshape(-1, 3)
+        sums = np.stack((amounts[:, 0], sizes[:, 0], amounts[:, 1], amounts[:, 2], sizes[:, 2]),
+                        axis=1).astype(np.int64).tolist()  # fmt: skip
         buckets = self._buckets
-        for k, second in enumerate(found.tolist()):
+        for second, added in zip(found.tolist(), sums):
             bucket = buckets[second]
             for i in range(5):
-                bucket[i] += sums[i][k]
+                bucket[i] += added[i]
 
     def rows(self) -> list[tuple]:
         return [(sec * NS_PER_S, *vals) for sec, vals in sorted(self._buckets.items())]

@@ -78,22 +78,40 @@ class StallLog:
         self.last: Stall | None = None
 
     def append(self, stall: Stall) -> None:
-        last = self.last
-        if last is not None:
-            end = NO_END if last.end_ns is None else last.end_ns
-            try:
-                self._starts.append(last.start_ns)
-            except OverflowError:  # (a time past int64: Python ints from here on)
-                self._starts = list(self._starts)
-                self._starts.append(last.start_ns)
-            try:
-                self._ends.append(end)
-            except OverflowError:
-                self._ends = list(self._ends)
-                self._ends.append(end)
-            self._ended_by.append(ENDED_BY.index(last.ended_by))
-            self._had_more.append(bool(last.broker_had_more))
+        if self.last is not None:
+            self._settle(self.last)
         self.last = stall
+
+    def _settle(self, last: Stall) -> None:
+        end = NO_END if last.end_ns is None else last.end_ns
+        try:
+            self._starts.append(last.start_ns)
+        except OverflowError:  # (a time past int64: Python ints from here on)
+            self._starts = list(self._starts)
+            self._starts.append(last.start_ns)
+        try:
+            self._ends.append(end)
+        except OverflowError:
+            self._ends = list(self._ends)
+            self._ends.append(end)
+        self._ended_by.append(ENDED_BY.index(last.ended_by))
+        self._had_more.append(bool(last.broker_had_more))
+
+    def extend_ended(self, starts: np.ndarray, ends: np.ndarray, had_more: np.ndarray,
+                     last: Stall) -> None:  # fmt: skip
+        """append() of stalls a Credit ended, settled (their next Deliver seen), as columns
+        (int64 starts and ends, bool broker_had_more), then of `last`."""
+        if self.last is not None:
+            self._settle(self.last)
+        for name, values in (("_starts", starts), ("_ends", ends)):
+            kept = getattr(self, name)
+            if kept.__class__ is array:
+                kept.frombytes(values.astype(np.int64).tobytes())
+            else:
+                kept += values.tolist()
+        self._ended_by.frombytes(bytes([ENDED_BY.index("credit")]) * len(starts))
+        self._had_more.frombytes(had_more.astype(np.int8).tobytes())
+        self.last = last
 
     def __len__(self) -> int:
         return len(self._starts) + (self.last is not None)
@@ -127,6 +145,30 @@ class StallLog:
         step = 4096
         for at in range(0, len(self), step):
             yield from self[at : at + step]
+
+    def column_slices(self, start: int, stop: int) -> list:
+        """Rows [start, stop) as columns in Stall.FIELDS order (a JSON report's RowStream
+        reads them so, without a tuple a row)."""
+        settled = len(self._starts)
+        lo, hi = min(start, settled), min(stop, settled)
+        starts, ends = self._starts[lo:hi], self._ends[lo:hi]
+        if starts.__class__ is array and ends.__class__ is array and NO_END not in ends:
+            first, last = np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)
+            if not len(first) or min(first.min(), last.min()) >= 0:  # (end - start: exact)
+                return self._columns(lo, hi, starts, ends, ((last - first) / 1e6).tolist(), stop)
+        return [list(column) for column in zip(*self[start:stop])] or [[]] * len(Stall.FIELDS)
+
+    def _columns(self, lo: int, hi: int, starts: array, ends: array, durations: list,
+                 stop: int) -> list:  # fmt: skip
+        n = hi - lo
+        columns = [[self.connection] * n, [self.subscription_id] * n, starts, ends, durations,
+                   [ENDED_BY[k] for k in self._ended_by[lo:hi]],
+                   [bool(k) for k in self._had_more[lo:hi]]]  # fmt: skip
+        if stop > hi and self.last is not None:  # (the last stall, an object: its None too)
+            columns[2], columns[3] = starts.tolist(), ends.tolist()
+            for column, name in zip(columns, Stall.FIELDS):
+                column.append(getattr(self.last, name))
+        return columns
 
     def __eq__(self, other) -> bool:  # (the same rows: two analyses of one capture agree)
         return isinstance(other, StallLog) and list(self) == list(other)
@@ -243,9 +285,7 @@ class CreditCollector:
         sub.note(ts)
         if sub.open_stall is not None and sub.balance > 0:
             stall = sub.open_stall
-            stall.end_ns = ts
-            stall.ended_by = "credit"
-            stall.duration_ms = (ts - stall.start_ns) / 1e6
+            _end_by_credit(stall, ts)
             sub.open_stall = None
             sub.awaiting_deliver = stall
 
@@ -455,23 +495,52 @@ def _apply_columns(sub: _Subscription, at_once_ns: int, run: dict) -> None:
     kind = opens[decisive]  # True: a Deliver that leaves no credit; False: a Credit restoring
     before = np.r_[sub.open_stall is not None, kind[:-1]]
     turns = decisive[kind != before]  # where a stall opens or closes (the others change none)
-    # the Deliver after each turn (an index into `delivers`; len(delivers): none in this run)
-    following = np.searchsorted(delivers, turns, side="right").tolist()
-    delivered = ts[delivers].tolist()
-    ahead = run["ahead"]
-    for at, t, nxt in zip(turns.tolist(), ts[turns].tolist(), following):
-        if sub.open_stall is None:  # (a turn alternates: this one opens a stall)
-            stall = Stall(sub.connection, sub.subscription_id, t, bool(ahead[at]))
-            sub.stalls.append(stall)
-            sub.open_stall = stall
-        else:
-            stall = sub.open_stall
-            stall.end_ns = t
-            stall.ended_by = "credit"
-            stall.duration_ms = (t - stall.start_ns) / 1e6
-            sub.open_stall = None
-            if nxt == len(delivered):
-                sub.awaiting_deliver = stall  # (the next Deliver comes in a later run)
-            elif delivered[nxt] - t <= at_once_ns:
-                stall.broker_had_more = True
     sub.balance = int(balance[-1])
+    if not len(turns):
+        return
+    # the Deliver after each turn (an index into `delivers`; len(delivers): none in this run)
+    following = np.searchsorted(delivers, turns, side="right")
+    # (a turn alternates: the first closes the stall open before the run, if one is)
+    first_open = int(sub.open_stall is not None)
+    if first_open:
+        stall = sub.open_stall
+        _end_by_credit(stall, int(ts[turns[0]]))
+        sub.open_stall = None
+        nxt = int(following[0])
+        if nxt == len(delivers):
+            sub.awaiting_deliver = stall  # (the next Deliver comes in a later run)
+        elif ts[delivers[nxt]] - stall.end_ns <= at_once_ns:
+            stall.broker_had_more = True
+    opens, closes = turns[first_open::2], turns[first_open + 1 :: 2]
+    if len(opens):
+        _stalls_of_run(sub, at_once_ns, ts, delivers, run["ahead"], opens, closes,
+                       following[first_open + 1 :: 2])  # fmt: skip
+
+
+def _end_by_credit(stall: Stall, ts: int) -> None:
+    stall.end_ns = ts
+    stall.ended_by = "credit"
+    stall.duration_ms = (ts - stall.start_ns) / 1e6
+
+
+def _stalls_of_run(sub: _Subscription, at_once_ns: int, ts: np.ndarray, delivers: np.ndarray,
+                   ahead: np.ndarray, opens: np.ndarray, closes: np.ndarray,
+                   following: np.ndarray) -> None:  # fmt: skip
+    """The stalls opened in a run (at `opens`, each but the last closed at `closes`, the last
+    perhaps too; `following`: the Deliver after each close, len(delivers) for none), onto the
+    subscription's StallLog: broker_had_more where the stalling Deliver's committed chunk is
+    ahead or the next Deliver follows the close at once."""
+    starts, ends = ts[opens], ts[closes]
+    had_more = ahead[opens].astype(bool)
+    has_next = following < len(delivers)
+    next_ts = ts[delivers[np.minimum(following, len(delivers) - 1)]]  # (opens are Delivers)
+    had_more[: len(closes)] |= has_next & (next_ts - ends <= at_once_ns)
+    last = Stall(sub.connection, sub.subscription_id, int(starts[-1]), bool(had_more[-1]))
+    if len(closes) == len(opens):
+        _end_by_credit(last, int(ends[-1]))
+        if not has_next[-1]:
+            sub.awaiting_deliver = last  # (the next Deliver comes in a later run)
+    else:
+        sub.open_stall = last
+    settled = len(opens) - 1
+    sub.stalls.extend_ended(starts[:settled], ends[:settled], had_more[:settled], last)
