@@ -21,6 +21,7 @@ from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
 from streamdissect.protocols.rocketmq.tables import REQUESTS
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
+RESPONSE_FLAG, ONEWAY_FLAG = spec.RESPONSE_FLAG, spec.ONEWAY_FLAG
 RequestRow = row_type("RequestRow", REQUESTS)
 
 
@@ -45,8 +46,7 @@ class Asked:
 
     __slots__ = ("code", "connection", "direction", "fields", "flag", "opaque", "ts_ns")
 
-    def __init__(self, ev: Any) -> None:
-        rec = ev.record
+    def __init__(self, ev: Any, rec: Any) -> None:
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
         self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
         fields = rec.fields
@@ -58,7 +58,7 @@ class Asked:
 
     @property
     def oneway(self) -> bool:
-        return bool(self.flag & spec.ONEWAY_FLAG)
+        return bool(self.flag & ONEWAY_FLAG)
 
     @property
     def topic(self) -> str | None:
@@ -86,11 +86,8 @@ class OpenCalls:
             del open_calls[next(iter(open_calls))]
         return previous
 
-    def closed(self, request_event: Any | None) -> Any:
-        """What was kept for the call `request_event` asked (None: nothing, or no request)."""
-        return None if request_event is None else self.closed_key(call_key(request_event))
-
     def closed_key(self, key: tuple) -> Any:
+        """What was kept for the call of this key (call_key's; None: nothing)."""
         return self._open.pop(key, None)
 
 
@@ -110,9 +107,14 @@ class PerCall:
 
     def new_row(self, request_event: Any, **values: Any) -> Any:
         """A row of the request, appended: its connection, server and time, and `values`."""
-        row = self.row_class(connection=request_event.connection,
-                             server=server_of(request_event.connection),
-                             request_ts_ns=request_event.ts_ns, **values)  # fmt: skip
+        return self.add_row(request_event, self.row_class(**values))
+
+    def add_row(self, request_event: Any, row: Any) -> Any:
+        """`row` (of row_class) as a row of the request, appended, its connection, server
+        and time set (a row a message sent: its values given as one call's keywords)."""
+        connection = row.connection = request_event.connection
+        row.server = server_of(connection)
+        row.request_ts_ns = request_event.ts_ns
         self._made.append((self._table.begin(row), row))
         return row
 
@@ -120,18 +122,24 @@ class PerCall:
         """The rows new_row made for this request await its response (a oneway one's are
         complete)."""
         made, self._made = self._made, []
-        if request_event.record.oneway:
+        if request_event.record.flag & ONEWAY_FLAG:
             self._done(made)
             return
-        self._done(self._open.opened(request_event, made) or ())  # (an opaque reused)
+        previous = self._open.opened(request_event, made)
+        if previous is not None:  # (an opaque reused)
+            self._done(previous)
 
     def _done(self, made: Any) -> None:
+        completed = self._table.completed
         for index, row in made:
-            self._table.completed(index, row)
+            completed(index, row)
 
     def on_response(self, ev: Any) -> None:
         request = self._calls.answered
-        kept = self._open.closed(request)
+        if request is None:
+            return
+        # (call_key(request), read from the Asked's own slots)
+        kept = self._open.closed_key((request.connection, request.direction, request.opaque))
         if kept is not None:
             self.answered(request, [row for _, row in kept], ev)
             self._done(kept)
@@ -147,11 +155,11 @@ class PerCall:
 def answer(row: Any, request_event: Any, response_event: Any) -> None:
     """A row's response columns (rows.row_type) from its response, and the latency."""
     rec = response_event.record
-    row.response_ts_ns = response_event.ts_ns
-    row.latency_ms = (response_event.ts_ns - request_event.ts_ns) / 1e6
+    row.response_ts_ns = ts_ns = response_event.ts_ns
+    row.latency_ms = (ts_ns - request_event.ts_ns) / 1e6
     row.code = rec.code
     row.remark = shared(rec.remark)
-    if "code_name" in row.columns:
+    if row.names_codes:
         row.code_name = rec.code_name
 
 
@@ -164,32 +172,34 @@ class CallCollector:
         self._table = RowTable(len(REQUESTS))
         self.answered: Asked | None = None  # the request the current response answers
         self._keep_rows = keep_rows
-        # (row or None, its index, request event, group) of each open call
+        # (row or None, its index, request (Asked), group, sample) of each open call
         self._pending = OpenCalls()
-        self._groups: dict[tuple, dict] = {}  # (code, server, direction) -> its counts
-        # -> its answered calls' latencies (memory a distinct latency, not a call)
-        self._samples: dict[tuple, ExactSample] = {}
+        # (code, server, direction) -> (its counts, its answered calls' latencies: memory a
+        # distinct latency, not a call)
+        self._groups: dict[tuple, tuple[dict, ExactSample]] = {}
 
-    def _group(self, code: int | None, connection: str, direction: str) -> dict:
+    def _group(self, code: int | None, connection: str, direction: str) -> tuple:
+        """(counts, latency sample) of the calls of this code, server and direction."""
         key = (code, server_of(connection), direction)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = {
+            group = self._groups[key] = ({
                 "request_code": code, "request_name": None if code is None else
                 spec.request_name(code), "server": key[1], "direction": direction,
                 "calls": 0, "answered": 0, "open_requests": 0, "orphan_responses": 0,
-                "duplicate_ids": 0, "oneway": 0}  # fmt: skip
-            self._samples[key] = ExactSample()
+                "duplicate_ids": 0, "oneway": 0}, ExactSample())  # fmt: skip
         return group
 
     def on_frame(self, ev: Any) -> None:
         rec = ev.record
-        if rec.response:
+        flag = rec.flag
+        if flag & RESPONSE_FLAG:
             self._on_response(ev, rec)
             return
         self.answered = None
-        group = self._group(rec.code, ev.connection, ev.direction)
-        group["oneway" if rec.oneway else "calls"] += 1
+        oneway = flag & ONEWAY_FLAG
+        group, sample = self._group(rec.code, ev.connection, ev.direction)
+        group["oneway" if oneway else "calls"] += 1
         row = index = None
         if self._keep_rows:
             row = RequestRow(
@@ -201,12 +211,12 @@ class CallCollector:
                 request_name=group["request_name"],
                 topic=rec.topic,
                 request_ts_ns=ev.ts_ns,
-                status="oneway" if rec.oneway else "open",
+                status="oneway" if oneway else "open",
             )
-            index = self._table.begin(row, complete=rec.oneway)
-        if rec.oneway:
+            index = self._table.begin(row, complete=bool(oneway))
+        if oneway:
             return
-        previous = self._pending.opened(ev, (row, index, Asked(ev), group))
+        previous = self._pending.opened(ev, (row, index, Asked(ev, rec), group, sample))
         if previous is not None:
             previous[3]["duplicate_ids"] += 1
             if previous[0] is not None:
@@ -218,7 +228,7 @@ class CallCollector:
         found = self._pending.closed_key(key)
         if found is None:
             self.answered = None
-            group = self._group(rec.request_code, ev.connection, key[1])
+            group = self._group(rec.request_code, ev.connection, key[1])[0]
             group["orphan_responses"] += 1
             if self._keep_rows:
                 self._table.begin(
@@ -238,13 +248,12 @@ class CallCollector:
                     complete=True,
                 )
             return
-        row, index, self.answered, group = found
+        row, index, asked, group, sample = found
+        self.answered = asked
         group["answered"] += 1
-        self._samples[(group["request_code"], group["server"], group["direction"])].append(
-            (ev.ts_ns - self.answered.ts_ns) / 1e6
-        )
+        sample.append((ev.ts_ns - asked.ts_ns) / 1e6)
         if row is not None:
-            answer(row, self.answered, ev)
+            answer(row, asked, ev)
             row.status = "answered"
             self._table.completed(index, row)
 
@@ -255,8 +264,8 @@ class CallCollector:
     def summary(self) -> list[dict]:
         """One row per (request code, server, direction), in order of first appearance."""
         out = []
-        for key, group in self._groups.items():
+        for group, sample in self._groups.values():
             row = dict(group, open_requests=group["calls"] - group["answered"])
-            row.update(summarize_sample(self._samples[key]))
+            row.update(summarize_sample(sample))
             out.append(row)
         return out
