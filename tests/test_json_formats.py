@@ -60,3 +60,31 @@ def test_rows_of_dicts_are_json_dumps(same):
         rows.append(row)
     for table in (rows, rows[:1], rows[150:151]):
         assert json_text({"t": table}) == json.dumps({"t": table}, indent=1)
+
+
+BOOL_COLUMNS = {  # a bool column's values in a chunk: each kind of text, and values cast
+    "all true": [True] * 40, "all false": [False] * 40, "mixed": [True, False] * 20,
+    "with None": [None, True, False, None] * 10, "all None": [None] * 40,
+    "ints and floats": [1, 0, 2, 0.0, float("nan"), None, True] * 6,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
+@pytest.mark.parametrize("column", list(BOOL_COLUMNS))
+def test_bool_columns_are_json_dumps(chunk, column, monkeypatch):
+    """(a bool column of one value goes into the format as its text; of bools and None, its
+    texts looked up; any other, each value cast as pandas would)"""
+    from streamdissect.tables import schema
+
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+    names = schema.column_names("rocketmq_pulls")
+    at = names.index("long_poll")
+    given = [tuple(v if i == at else (n if i == 0 else None) for i in range(len(names)))
+             for n, v in enumerate(BOOL_COLUMNS[column])]  # fmt: skip
+    for rows in (given, CompactRows(len(names))):
+        if rows is not given:
+            rows.extend(given)
+        pieces: list[str] = []
+        json_write({"t": report.RowStream("rocketmq_pulls", rows)}, pieces.append)
+        expected = json.dumps({"t": report.plain_records("rocketmq_pulls", given)}, indent=1)
+        assert "".join(pieces) == expected

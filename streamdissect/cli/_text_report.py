@@ -114,6 +114,8 @@ def _column_format(text, values) -> tuple[str, list | None]:
             return encode_basestring_ascii(values[0]).replace("%", "%%"), None
         if kind is float and text in _FLOAT_TEXTS and all(map(math.isfinite, values)):
             return "%r", values
+        if kind is bool and text is _bool_column and values.count(values[0]) == len(values):
+            return _BOOL_TEXT[values[0]], None  # (a send's `compressed`: false in every row)
         if kind is _NONE_TYPE:
             return "null", None
     return "%s", text(values)
@@ -184,7 +186,13 @@ def _str_column(values) -> list[str]:
 
 
 def _bool_column(values) -> list[str]:
+    if set(map(type, values)) <= _BOOL_KINDS:  # (the usual column: _bool_cell's texts)
+        return list(map(_BOOL_TEXT.__getitem__, values))
     return [_bool_cell(v) for v in values]
+
+
+_BOOL_KINDS = frozenset((bool, type(None)))
+_BOOL_TEXT = {True: "true", False: "false", None: "null"}
 
 
 def _map_column(field: str, step: str, values) -> list[str]:
