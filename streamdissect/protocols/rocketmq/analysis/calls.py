@@ -32,25 +32,23 @@ def server_of(connection: str) -> str:
     return connection.split("-", 1)[-1].split("#", 1)[0]
 
 
-# the header fields of a request its response's collectors read (offsets.py: a pull's or an
-# offset query's group, topic and queue)
-ASKED_FIELDS = ("topic", "consumerGroup", "queueId")
-
-
 class Asked:
     """An open call's request as the collectors read it when it is answered (`answered`):
     its event's connection, direction and time, and its record's code, opaque, flag and the
-    header fields in ASKED_FIELDS; not the frame's header dicts, body and messages (a capture
-    of one direction keeps MAX_OPEN_CALLS of these). It stands for the event and, as its
-    `record`, for the record."""
+    header fields its response's collectors read (`fields`: a pull's or an offset query's
+    topic, group and queue, for offsets.py; `topic`, for errors.py); not the frame's header
+    dicts, body and messages (a capture of one direction keeps MAX_OPEN_CALLS of these). It
+    stands for the event and, as its `record`, for the record."""
 
-    __slots__ = ("code", "connection", "direction", "fields", "flag", "opaque", "ts_ns")
+    __slots__ = ("code", "connection", "direction", "flag", "group", "opaque", "queue_id",
+                 "topic", "ts_ns")  # fmt: skip
 
     def __init__(self, ev: Any, rec: Any) -> None:
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
         self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
-        fields = rec.fields
-        self.fields = {k: fields[k] for k in ASKED_FIELDS if k in fields}
+        fields = rec.fields  # (three slots, not a dict a call: made when `fields` is read)
+        self.topic, self.group, self.queue_id = (
+            fields.get("topic"), fields.get("consumerGroup"), fields.get("queueId"))
 
     @property
     def record(self) -> Asked:
@@ -61,8 +59,9 @@ class Asked:
         return bool(self.flag & ONEWAY_FLAG)
 
     @property
-    def topic(self) -> str | None:
-        return self.fields.get("topic")
+    def fields(self) -> dict:
+        """The header fields kept, by their names (None: not in the header)."""
+        return {"topic": self.topic, "consumerGroup": self.group, "queueId": self.queue_id}
 
 
 def call_key(request_event: Any) -> tuple[str, str, int]:
