@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 from array import array
+from collections.abc import Sequence
 from functools import partial
-from itertools import chain
+from itertools import chain, repeat
 from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
@@ -62,7 +63,7 @@ class RowStream:
         where = {n: i for i, n in enumerate(names)}
         item = "\n" + step * (level + 1)
         field = "\n" + step * (level + 2)
-        heads = [field + encode_basestring_ascii(n).replace("%", "%%") + ": " for n in wanted]
+        heads = _heads(field, map(encode_basestring_ascii, wanted))
         texts = [_COLUMN_TEXT[kinds[n]] if kinds[n] != schema.MAP
                  else partial(_map_column, field, step) for n in wanted]  # fmt: skip
         rows = self.rows
@@ -82,24 +83,44 @@ class RowStream:
                 else:
                     every = list(zip(*chunk))
                     columns = [every[where[name]] for name in wanted]
-            # The chunk's rows in one format: a column of plain ints or finite floats is
-            # formatted there (%d, %r: as int.__repr__, float.__repr__), others as texts.
-            specs, values = [], []
-            for text, column in zip(texts, columns):
-                spec, given = _column_format(text, column)
-                specs.append(spec)
-                if given is not None:
-                    values.append(given)
-            template = item + "{" + ",".join(map(str.__add__, heads, specs)) + item + "}"
-            yield ",".join([template] * n) % tuple(chain.from_iterable(zip(*values)))
+            cells = [_column_format(text, column) for text, column in zip(texts, columns)]
+            yield _joined_rows(item + "{", heads, cells, item + "}", n)
 
 
-def _column_format(text, values) -> tuple[str, list | None]:
-    """How a chunk's column goes into its rows' format: (%d, the ints) for an int column of
-    ints only, (%r, the floats) for a float column of finite floats only (a column of
-    `_cells`, typed by its values: either), ("null", None) for a column of None only, the
-    text itself for a column of one int or string only (a consumer's connection, its
-    subscription id), else (%s, its JSON texts from `text`)."""
+def _heads(field: str, keys) -> list[str]:
+    """What precedes each value of a row (its key's JSON text given): the separator, the
+    indent and the key."""
+    return [("," if i else "") + field + key + ": " for i, key in enumerate(keys)]
+
+
+def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str, n: int) -> str:
+    """`n` rows, comma-separated, each `opening`, its columns (a head each, then the cell's
+    value) and `close`, as one join: the text between two columns that differ from row to
+    row given once, repeated (the columns of one value in it). `cells`: each column's
+    _column_format."""
+    pieces: list = []
+    fixed = "," + opening  # (the first row's comma is cut off at the end)
+    for head, (constant, texts) in zip(heads, cells):
+        fixed += head
+        if texts is None:
+            fixed += constant
+        else:
+            pieces += (repeat(fixed), texts)
+            fixed = ""
+    fixed += close
+    if not pieces:
+        return (fixed * n)[1:]
+    pieces.append(repeat(fixed))
+    return "".join(chain.from_iterable(zip(*pieces)))[1:]
+
+
+def _column_format(text, values) -> tuple[str | None, Sequence[str] | None]:
+    """How a chunk's column goes into its rows: (its one JSON text, None) for a column of
+    None only, of one int, one string or one bool only (a consumer's connection, its
+    subscription id, a send's `compressed`); else (None, its values' JSON texts): an int
+    column of ints only and a float column of finite floats only (a column of `_cells`,
+    typed by its values: either) by int.__repr__ and float.__repr__ in one map, others from
+    `text`."""
     if values.__class__ is array:  # (kept as an array: every value one kind, none None)
         kinds = {int if values.typecode == "q" else float}
     else:
@@ -109,16 +130,16 @@ def _column_format(text, values) -> tuple[str, list | None]:
         if kind is int and text in _INT_TEXTS:
             if values.count(values[0]) == len(values):
                 return int.__repr__(values[0]), None
-            return "%d", values
+            return None, list(map(int.__repr__, values))
         if kind is str and text in _STR_TEXTS and values.count(values[0]) == len(values):
-            return encode_basestring_ascii(values[0]).replace("%", "%%"), None
+            return encode_basestring_ascii(values[0]), None
         if kind is float and text in _FLOAT_TEXTS and all(map(math.isfinite, values)):
-            return "%r", values
+            return None, list(map(float.__repr__, values))
         if kind is bool and text is _bool_column and values.count(values[0]) == len(values):
-            return _BOOL_TEXT[values[0]], None  # (a send's `compressed`: false in every row)
+            return _BOOL_TEXT[values[0]], None
         if kind is _NONE_TYPE:
             return "null", None
-    return "%s", text(values)
+    return None, text(values)
 
 
 def _int_cell(v) -> str:
@@ -478,7 +499,7 @@ def _flat_rows(rows: list, level: int, step: str) -> str | None:
 
 
 def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | None:
-    """_flat_rows' rows, joined, column by column in one format (as RowStream.texts), when
+    """_flat_rows' rows, joined, column by column (as RowStream.texts), when
     every row has the first one's keys in its order (a table's rows: thousands of stalls);
     None otherwise."""
     if not rows or rows[0].__class__ is not dict or not rows[0]:
@@ -486,15 +507,9 @@ def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | No
     names = tuple(rows[0])
     if any(r.__class__ is not dict or tuple(r) != names for r in rows):
         return None
-    specs, values = [], []
-    for column in zip(*[r.values() for r in rows]):
-        spec, given = _column_format(_cells, column)
-        specs.append(spec)
-        if given is not None:
-            values.append(given)
-    template = opening + ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": "
-                                  + spec for k, spec in zip(names, specs)) + close  # fmt: skip
-    return ",".join([template] * len(rows)) % tuple(chain.from_iterable(zip(*values)))
+    cells = [_column_format(_cells, column) for column in zip(*[r.values() for r in rows])]
+    return _joined_rows(opening, _heads(inner, map(encode_basestring_ascii, names)), cells,
+                        close, len(rows))
 
 
 def _cells(values: tuple) -> list[str]:

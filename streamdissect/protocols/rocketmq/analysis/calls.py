@@ -5,8 +5,9 @@ server and direction (`rocketmq_latency`, in the shape of the Stream's SRT table
 The other collectors take a response's request from here: the call collector sees every
 frame first, and `answered` is then the request the current response answers (an Asked:
 what the collectors read of its event and record; None for a request, or a response whose
-request the capture does not hold). A collector that keeps something per open call keys it
-by `call_key(request event)`.
+request the capture does not hold), and `asked` the current request (an Asked; None for a
+response or a oneway request). A collector that keeps something per open call keys it by the
+Asked's `key`.
 """
 
 from __future__ import annotations
@@ -40,15 +41,20 @@ class Asked:
     dicts, body and messages (a capture of one direction keeps MAX_OPEN_CALLS of these). It
     stands for the event and, as its `record`, for the record."""
 
-    __slots__ = ("code", "connection", "direction", "flag", "group", "opaque", "queue_id",
-                 "topic", "ts_ns")  # fmt: skip
+    __slots__ = ("code", "connection", "direction", "flag", "group", "key", "opaque",
+                 "queue_id", "topic", "ts_ns")  # fmt: skip
 
     def __init__(self, ev: Any, rec: Any) -> None:
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
         self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
+        # the call's key, as every collector keeps its open calls by: the request's
+        # connection, direction and opaque (its response's connection, other direction and
+        # opaque)
+        self.key = (ev.connection, ev.direction, rec.opaque)
         fields = rec.fields  # (three slots, not a dict a call: made when `fields` is read)
-        self.topic, self.group, self.queue_id = (
-            fields.get("topic"), fields.get("consumerGroup"), fields.get("queueId"))
+        self.topic = fields.get("topic")
+        self.group = fields.get("consumerGroup")
+        self.queue_id = fields.get("queueId")
 
     @property
     def record(self) -> Asked:
@@ -64,10 +70,6 @@ class Asked:
         return {"topic": self.topic, "consumerGroup": self.group, "queueId": self.queue_id}
 
 
-def call_key(request_event: Any) -> tuple[str, str, int]:
-    return request_event.connection, request_event.direction, request_event.record.opaque
-
-
 class OpenCalls:
     """What a collector keeps per open call (a row index), bounded as the framer bounds its
     open calls: past MAX_OPEN_CALLS the oldest is forgotten (its row stays unanswered)."""
@@ -75,18 +77,18 @@ class OpenCalls:
     def __init__(self) -> None:
         self._open: dict[tuple, Any] = {}
 
-    def opened(self, request_event: Any, value: Any) -> Any:
-        """Keep `value` for the call; what was kept for an open call of the same key."""
+    def opened(self, key: tuple, value: Any) -> Any:
+        """Keep `value` for the call of this key (Asked.key); what was kept for an open
+        call of the same key."""
         open_calls = self._open
-        key = call_key(request_event)
         previous = open_calls.pop(key, None)
         open_calls[key] = value
         if len(open_calls) > MAX_OPEN_CALLS:
             del open_calls[next(iter(open_calls))]
         return previous
 
-    def closed_key(self, key: tuple) -> Any:
-        """What was kept for the call of this key (call_key's; None: nothing)."""
+    def closed(self, key: tuple) -> Any:
+        """What was kept for the call of this key (None: nothing)."""
         return self._open.pop(key, None)
 
 
@@ -124,7 +126,7 @@ class PerCall:
         if request_event.record.flag & ONEWAY_FLAG:
             self._done(made)
             return
-        previous = self._open.opened(request_event, made)
+        previous = self._open.opened(self._calls.asked.key, made)
         if previous is not None:  # (an opaque reused)
             self._done(previous)
 
@@ -137,8 +139,7 @@ class PerCall:
         request = self._calls.answered
         if request is None:
             return
-        # (call_key(request), read from the Asked's own slots)
-        kept = self._open.closed_key((request.connection, request.direction, request.opaque))
+        kept = self._open.closed(request.key)
         if kept is not None:
             self.answered(request, [row for _, row in kept], ev)
             self._done(kept)
@@ -170,6 +171,7 @@ class CallCollector:
     def __init__(self, keep_rows: bool = True) -> None:
         self._table = RowTable(len(REQUESTS))
         self.answered: Asked | None = None  # the request the current response answers
+        self.asked: Asked | None = None  # the current request, when it awaits a response
         self._keep_rows = keep_rows
         # (row or None, its index, request (Asked), group, sample) of each open call
         self._pending = OpenCalls()
@@ -193,9 +195,10 @@ class CallCollector:
         rec = ev.record
         flag = rec.flag
         if flag & RESPONSE_FLAG:
+            self.asked = None
             self._on_response(ev, rec)
             return
-        self.answered = None
+        self.answered = self.asked = None
         oneway = flag & ONEWAY_FLAG
         group, sample = self._group(rec.code, ev.connection, ev.direction)
         group["oneway" if oneway else "calls"] += 1
@@ -215,7 +218,8 @@ class CallCollector:
             index = self._table.begin(row, complete=bool(oneway))
         if oneway:
             return
-        previous = self._pending.opened(ev, (row, index, Asked(ev, rec), group, sample))
+        self.asked = asked = Asked(ev, rec)
+        previous = self._pending.opened(asked.key, (row, index, asked, group, sample))
         if previous is not None:
             previous[3]["duplicate_ids"] += 1
             if previous[0] is not None:
@@ -224,7 +228,7 @@ class CallCollector:
 
     def _on_response(self, ev: Any, rec: Any) -> None:
         key = (ev.connection, _OTHER.get(ev.direction, ev.direction), rec.opaque)
-        found = self._pending.closed_key(key)
+        found = self._pending.closed(key)
         if found is None:
             self.answered = None
             group = self._group(rec.request_code, ev.connection, key[1])[0]
