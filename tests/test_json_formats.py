@@ -88,3 +88,26 @@ def test_bool_columns_are_json_dumps(chunk, column, monkeypatch):
         json_write({"t": report.RowStream("rocketmq_pulls", rows)}, pieces.append)
         expected = json.dumps({"t": report.plain_records("rocketmq_pulls", given)}, indent=1)
         assert "".join(pieces) == expected
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
+@pytest.mark.parametrize("odd", [None, float("nan"), 2**70, "x%d"])
+def test_rows_of_numbers_are_json_dumps(chunk, odd, monkeypatch):
+    """(rows whose varying columns are all ints and finite floats go into one %-format; a
+    chunk with a text column, or a column of other values, into one join)"""
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+
+    def stall(i: int, odd=1) -> tuple:
+        text = odd.__class__ is str  # (a text where the connection's one value was)
+        end = i * 1000 + i % 3 if odd == 1 or text else odd
+        return (odd if text else "c%d", 1, i * 1000, end, i * 0.001 + 0.5, "x", True)
+
+    given = [stall(i) for i in range(60)]
+    given[17] = stall(17, odd)
+    for rows in (given, CompactRows(7)):
+        if rows is not given:
+            rows.extend(given)
+        pieces: list[str] = []
+        json_write({"t": report.RowStream("stalls", rows)}, pieces.append)
+        expected = json.dumps({"t": report.plain_records("stalls", given)}, indent=1)
+        assert "".join(pieces) == expected

@@ -95,32 +95,43 @@ def _heads(field: str, keys) -> list[str]:
 
 def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str, n: int) -> str:
     """`n` rows, comma-separated, each `opening`, its columns (a head each, then the cell's
-    value) and `close`, as one join: the text between two columns that differ from row to
-    row given once, repeated (the columns of one value in it). `cells`: each column's
-    _column_format."""
-    pieces: list = []
-    fixed = "," + opening  # (the first row's comma is cut off at the end)
-    for head, (constant, texts) in zip(heads, cells):
-        fixed += head
-        if texts is None:
-            fixed += constant
-        else:
-            pieces += (repeat(fixed), texts)
-            fixed = ""
-    fixed += close
-    if not pieces:
-        return (fixed * n)[1:]
-    pieces.append(repeat(fixed))
-    return "".join(chain.from_iterable(zip(*pieces)))[1:]
+    value) and `close`. `cells`: each column's _column_format. Rows with a column of texts
+    (a send's ids, keys and tags) are one join: the text between two columns that differ
+    from row to row given once, repeated (the columns of one value in it); rows of numbers
+    only (a Deliver's) are one %-format of the repeated row, ints and floats formatted
+    there (%d, %r: as int.__repr__, float.__repr__), which makes no text a number."""
+    if any(spec == "%s" for _, spec, _ in cells):
+        pieces: list = []
+        fixed = "," + opening  # (the first row's comma is cut off at the end)
+        for head, (constant, spec, values) in zip(heads, cells):
+            fixed += head
+            if constant is not None:
+                fixed += constant
+            else:
+                texts = values if spec == "%s" else map(_NUMBER_TEXT[spec], values)
+                pieces += (repeat(fixed), texts)
+                fixed = ""
+        pieces.append(repeat(fixed + close))
+        return "".join(chain.from_iterable(zip(*pieces)))[1:]
+    specs, numbers = [], []
+    for constant, spec, values in cells:
+        specs.append(spec if constant is None else constant.replace("%", "%%"))
+        if constant is None:
+            numbers.append(values)
+    template = (opening + "".join(h.replace("%", "%%") + f for h, f in zip(heads, specs))
+                + close)  # fmt: skip
+    return ",".join([template] * n) % tuple(chain.from_iterable(zip(*numbers)))
 
 
-def _column_format(text, values) -> tuple[str | None, Sequence[str] | None]:
-    """How a chunk's column goes into its rows: (its one JSON text, None) for a column of
+_NUMBER_TEXT = {"%d": int.__repr__, "%r": float.__repr__}
+
+
+def _column_format(text, values) -> tuple[str | None, str, Sequence | None]:
+    """How a chunk's column goes into its rows: (its one JSON text, "", None) for a column of
     None only, of one int, one string or one bool only (a consumer's connection, its
-    subscription id, a send's `compressed`); else (None, its values' JSON texts): an int
-    column of ints only and a float column of finite floats only (a column of `_cells`,
-    typed by its values: either) by int.__repr__ and float.__repr__ in one map, others from
-    `text`."""
+    subscription id, a send's `compressed`); (None, "%d", the ints) for an int column of
+    ints only, (None, "%r", the floats) for a float column of finite floats only (a column of
+    `_cells`, typed by its values: either), else (None, "%s", its JSON texts from `text`)."""
     if values.__class__ is array:  # (kept as an array: every value one kind, none None)
         kinds = {int if values.typecode == "q" else float}
     else:
@@ -129,17 +140,17 @@ def _column_format(text, values) -> tuple[str | None, Sequence[str] | None]:
         kind = kinds.pop()
         if kind is int and text in _INT_TEXTS:
             if values.count(values[0]) == len(values):
-                return int.__repr__(values[0]), None
-            return None, list(map(int.__repr__, values))
+                return int.__repr__(values[0]), "", None
+            return None, "%d", values
         if kind is str and text in _STR_TEXTS and values.count(values[0]) == len(values):
-            return encode_basestring_ascii(values[0]), None
+            return encode_basestring_ascii(values[0]), "", None
         if kind is float and text in _FLOAT_TEXTS and all(map(math.isfinite, values)):
-            return None, list(map(float.__repr__, values))
+            return None, "%r", values
         if kind is bool and text is _bool_column and values.count(values[0]) == len(values):
-            return _BOOL_TEXT[values[0]], None
+            return _BOOL_TEXT[values[0]], "", None
         if kind is _NONE_TYPE:
-            return "null", None
-    return None, text(values)
+            return "null", "", None
+    return None, "%s", text(values)
 
 
 def _int_cell(v) -> str:
