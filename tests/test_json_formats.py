@@ -81,12 +81,17 @@ def test_bool_columns_are_json_dumps(chunk, column, monkeypatch):
     at = names.index("long_poll")
     given = [tuple(v if i == at else (n if i == 0 else None) for i in range(len(names)))
              for n, v in enumerate(BOOL_COLUMNS[column])]  # fmt: skip
-    for rows in (given, CompactRows(len(names))):
-        if rows is not given:
-            rows.extend(given)
+    _assert_written_as_json_dumps("rocketmq_pulls", given)
+
+
+def _assert_written_as_json_dumps(table: str, given: list[tuple]) -> None:
+    """The rows written by RowStream, as a list and kept as CompactRows, are json.dumps's."""
+    expected = json.dumps({"t": report.plain_records(table, given)}, indent=1)
+    kept = CompactRows(len(given[0]))
+    kept.extend(given)
+    for rows in (given, kept):
         pieces: list[str] = []
-        json_write({"t": report.RowStream("rocketmq_pulls", rows)}, pieces.append)
-        expected = json.dumps({"t": report.plain_records("rocketmq_pulls", given)}, indent=1)
+        json_write({"t": report.RowStream(table, rows)}, pieces.append)
         assert "".join(pieces) == expected
 
 
@@ -104,10 +109,4 @@ def test_rows_of_numbers_are_json_dumps(chunk, odd, monkeypatch):
 
     given = [stall(i) for i in range(60)]
     given[17] = stall(17, odd)
-    for rows in (given, CompactRows(7)):
-        if rows is not given:
-            rows.extend(given)
-        pieces: list[str] = []
-        json_write({"t": report.RowStream("stalls", rows)}, pieces.append)
-        expected = json.dumps({"t": report.plain_records("stalls", given)}, indent=1)
-        assert "".join(pieces) == expected
+    _assert_written_as_json_dumps("stalls", given)
