@@ -171,3 +171,53 @@ def test_stall_columns_are_its_rows(chunk, monkeypatch):
                    pieces.append)  # fmt: skip
         expected = {"stalls": report.plain_records("stalls", list(log), report.STALL_COLUMNS)}
         assert "".join(pieces) == json.dumps(expected, indent=1)
+
+
+BOOL_COLUMNS = {  # a bool column's values in a chunk: each kind of text, and values cast
+    "all true": [True] * 40, "all false": [False] * 40, "mixed": [True, False] * 20,
+    "with None": [None, True, False, None] * 10, "all None": [None] * 40,
+    "ints and floats": [1, 0, 2, 0.0, float("nan"), None, True] * 6,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
+@pytest.mark.parametrize("column", list(BOOL_COLUMNS))
+def test_bool_columns_are_json_dumps(chunk, column, monkeypatch):
+    """(a bool column of one value goes into the format as its text; of bools and None, its
+    texts looked up; any other, each value cast as pandas would)"""
+    from streamdissect.tables import schema
+
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+    names = schema.column_names("rocketmq_pulls")
+    at = names.index("long_poll")
+    given = [tuple(v if i == at else (n if i == 0 else None) for i in range(len(names)))
+             for n, v in enumerate(BOOL_COLUMNS[column])]  # fmt: skip
+    _assert_written_as_json_dumps("rocketmq_pulls", given)
+
+
+def _assert_written_as_json_dumps(table: str, given: list[tuple]) -> None:
+    """The rows written by RowStream, as a list and kept as CompactRows, are json.dumps's."""
+    expected = json.dumps({"t": report.plain_records(table, given)}, indent=1)
+    kept = CompactRows(len(given[0]))
+    kept.extend(given)
+    for rows in (given, kept):
+        pieces: list[str] = []
+        json_write({"t": report.RowStream(table, rows)}, pieces.append)
+        assert "".join(pieces) == expected
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
+@pytest.mark.parametrize("odd", [None, float("nan"), 2**70, "x%d"])
+def test_rows_of_numbers_are_json_dumps(chunk, odd, monkeypatch):
+    """(rows whose varying columns are all ints and finite floats go into one %-format; a
+    chunk with a text column, or a column of other values, into one join)"""
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+
+    def stall(i: int, odd=1) -> tuple:
+        text = odd.__class__ is str  # (a text where the connection's one value was)
+        end = i * 1000 + i % 3 if odd == 1 or text else odd
+        return (odd if text else "c%d", 1, i * 1000, end, i * 0.001 + 0.5, "x", True)
+
+    given = [stall(i) for i in range(60)]
+    given[17] = stall(17, odd)
+    _assert_written_as_json_dumps("stalls", given)

@@ -105,3 +105,47 @@ def test_replaced_rows_read_back_as_replaced(spill, monkeypatch):
     assert table[5] == new[5] and table[-1] == new[22]
     assert (table._file is not None) == spill
     assert [list(v) for v, _ in table.columns()][1] == [row[1] for row in expected]
+
+
+class _Row:
+    """A row as RowTable takes it (row_type's `values`), its one value changed by the test."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def values(self) -> tuple:
+        return (self.value,)
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 5])
+@pytest.mark.parametrize("seed", range(6))
+def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeypatch):
+    """RowTable writes only when a row begun or completed can let rows be written (the
+    oldest, or the window past WINDOW): after every begin and completion, the rows written
+    are exactly those the rule allows (every row before the first open one, and past
+    WINDOW rows begun after it, the oldest ones anyway), and the table read is every row's
+    last values in the order begun, rows completed after they were written included."""
+    import random
+
+    monkeypatch.setattr(RowTable, "WINDOW", window)
+    monkeypatch.setattr(CompactRows, "CHUNK", 3)
+    rng = random.Random(seed)
+    table, rows, still_open, written = RowTable(1), [], set(), 0
+    for step in range(300):
+        if rng.random() < 0.5 or not still_open:
+            row = _Row(step)
+            complete = rng.random() < 0.2
+            assert table.begin(row, complete=complete) == len(rows)
+            rows.append(row)
+            if not complete:
+                still_open.add(len(rows) - 1)
+        else:
+            index = rng.choice(sorted(still_open))
+            rows[index].value = -step  # (its response: the row's last change)
+            still_open.discard(index)
+            table.completed(index, rows[index])
+        while written < len(rows) and (len(rows) - written > window or written not in still_open):
+            written += 1
+        assert table._written == len(table._table) == written
+        assert len(table) == len(rows)
+    assert list(table.rows()) == [row.values() for row in rows]

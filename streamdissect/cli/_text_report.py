@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 from array import array
+from collections.abc import Sequence
 from functools import partial
-from itertools import chain
+from itertools import chain, repeat
 from json.encoder import encode_basestring_ascii
 from numbers import Integral
 from typing import TYPE_CHECKING
@@ -66,7 +67,7 @@ class RowStream:
         where = {n: i for i, n in enumerate(names)}
         item = "\n" + step * (level + 1)
         field = "\n" + step * (level + 2)
-        heads = [field + encode_basestring_ascii(n).replace("%", "%%") + ": " for n in wanted]
+        heads = _heads(field, map(encode_basestring_ascii, wanted))
         texts = [_COLUMN_TEXT[kinds[n]] if kinds[n] != schema.MAP
                  else partial(_map_column, field, step) for n in wanted]  # fmt: skip
         rows = self.rows
@@ -86,32 +87,69 @@ class RowStream:
                 else:
                     every = list(zip(*chunk))
                     columns = [every[where[name]] for name in wanted]
-            # The chunk's rows in one format: a column of plain ints or finite floats is
-            # formatted there (%d, %r: as int.__repr__, float.__repr__), others as texts.
-            specs, values = [], []
-            for text, column in zip(texts, columns):
-                spec, given = _column_format(text, column)
-                specs.append(spec)
-                values += given
-            template = item + "{" + ",".join(map(str.__add__, heads, specs)) + item + "}"
-            yield ",".join([template] * n) % tuple(chain.from_iterable(zip(*values)))
+            cells = [_column_format(text, column) for text, column in zip(texts, columns)]
+            yield _joined_rows(item + "{", heads, cells, item + "}", n)
 
 
-def _column_format(text, values) -> tuple[str, list]:
-    """How a chunk's column goes into its rows' format, and the columns of values that
-    format takes: (%d, [the ints]) for an int column of ints only, (%r, [the floats]) for a
-    float column of finite floats only, or (%d%s, [integer parts, fraction texts]) when
-    _float_texts makes their repr so (a column of `_cells`, typed by its values: either),
-    ("null", []) for a column of None only, the text itself for a column of one int or
-    string only (a consumer's connection, its subscription id), else (%s, [its JSON texts
+def _heads(field: str, keys) -> list[str]:
+    """What precedes each value of a row (its key's JSON text given): the separator, the
+    indent and the key."""
+    return [("," if i else "") + field + key + ": " for i, key in enumerate(keys)]
+
+
+def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str, n: int) -> str:
+    """`n` rows, comma-separated, each `opening`, its columns (a head each, then the cell's
+    value) and `close`. `cells`: each column's _column_format. Rows with a column of texts
+    (a send's ids, keys and tags) are one join: the text between two columns that differ
+    from row to row given once, repeated (the columns of one value in it); rows of numbers
+    only (a Deliver's) are one %-format of the repeated row, ints and floats formatted
+    there (%d, %r: as int.__repr__, float.__repr__), which makes no text a number."""
+    if any(spec == "%s" for _, spec, _ in cells):
+        pieces: list = []
+        fixed = "," + opening  # (the first row's comma is cut off at the end)
+        for head, (constant, spec, values) in zip(heads, cells):
+            fixed += head
+            if constant is not None:
+                fixed += constant
+            else:
+                texts = _NUMBER_TEXT[spec](*values)
+                pieces += (repeat(fixed), texts)
+                fixed = ""
+        pieces.append(repeat(fixed + close))
+        return "".join(chain.from_iterable(zip(*pieces)))[1:]
+    specs, numbers = [], []
+    for constant, spec, values in cells:
+        specs.append(spec if constant is None else constant.replace("%", "%%"))
+        if constant is None:
+            numbers += values
+    template = (opening + "".join(h.replace("%", "%%") + f for h, f in zip(heads, specs))
+                + close)  # fmt: skip
+    return ",".join([template] * n) % tuple(chain.from_iterable(zip(*numbers)))
+
+
+_NUMBER_TEXT = {  # a column's texts, for a join: as its %-format would write them
+    "%s": lambda texts: texts,
+    "%d": partial(map, int.__repr__),
+    "%r": partial(map, float.__repr__),
+    "%d%s": lambda ints, fractions: map(str.__add__, map(int.__repr__, ints), fractions),
+}
+
+
+def _column_format(text, values) -> tuple[str | None, str, list | None]:
+    """How a chunk's column goes into its rows: (its one JSON text, "", None) for a column of
+    None only, of one int, one string or one bool only (a consumer's connection, its
+    subscription id, a send's `compressed`); (None, "%d", [the ints]) for an int column of
+    ints only; for a float column of finite floats only, (None, "%d%s", [integer parts,
+    fraction texts]) when _float_texts makes their repr so, else (None, "%r", [the floats])
+    (a column of `_cells`, typed by its values: either); else (None, "%s", [its JSON texts
     from `text`])."""
     if values.__class__ is array:  # (kept as an array: every value one kind, none None)
         kinds = {int if values.typecode == "q" else float}
         if values.typecode == "q" and text in _INT_TEXTS:
             ints = np.frombuffer(values, dtype=np.int64)
             if (ints == ints[0]).all():
-                return int.__repr__(values[0]), []
-            return "%d", [values]
+                return int.__repr__(values[0]), "", None
+            return None, "%d", [values]
     elif values[0] is None and values.count(None) == len(values):  # (only None equals None)
         kinds = {_NONE_TYPE}
     else:
@@ -120,19 +158,21 @@ def _column_format(text, values) -> tuple[str, list]:
         kind = kinds.pop()
         if kind is int and text in _INT_TEXTS:
             if values.count(values[0]) == len(values):
-                return int.__repr__(values[0]), []
-            return "%d", [values]
+                return int.__repr__(values[0]), "", None
+            return None, "%d", [values]
         if kind is str and text in _STR_TEXTS and values.count(values[0]) == len(values):
-            return encode_basestring_ascii(values[0]).replace("%", "%%"), []
+            return encode_basestring_ascii(values[0]), "", None
         if kind is float and text in _FLOAT_TEXTS:
             parts = exact_parts(values)
             if parts is not None:
-                return "%d%s", parts
+                return None, "%d%s", parts
             if all(map(math.isfinite, values)):
-                return "%r", [values]
+                return None, "%r", [values]
+        if kind is bool and text is _bool_column and values.count(values[0]) == len(values):
+            return _BOOL_TEXT[values[0]], "", None
         if kind is _NONE_TYPE:
-            return "null", []
-    return "%s", [text(values)]
+            return "null", "", None
+    return None, "%s", [text(values)]
 
 
 def _int_cell(v) -> str:
@@ -200,7 +240,13 @@ def _str_column(values) -> list[str]:
 
 
 def _bool_column(values) -> list[str]:
+    if set(map(type, values)) <= _BOOL_KINDS:  # (the usual column: _bool_cell's texts)
+        return list(map(_BOOL_TEXT.__getitem__, values))
     return [_bool_cell(v) for v in values]
+
+
+_BOOL_KINDS = frozenset((bool, type(None)))
+_BOOL_TEXT = {True: "true", False: "false", None: "null"}
 
 
 def _map_column(field: str, step: str, values) -> list[str]:
@@ -486,7 +532,7 @@ def _flat_rows(rows: list, level: int, step: str) -> str | None:
 
 
 def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | None:
-    """_flat_rows' rows, joined, column by column in one format (as RowStream.texts), when
+    """_flat_rows' rows, joined, column by column (as RowStream.texts), when
     every row has the first one's keys in its order (a table's rows: thousands of stalls);
     None otherwise."""
     if not rows or rows[0].__class__ is not dict or not rows[0]:
@@ -494,14 +540,9 @@ def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | No
     names = tuple(rows[0])
     if any(r.__class__ is not dict or tuple(r) != names for r in rows):
         return None
-    specs, values = [], []
-    for column in zip(*[r.values() for r in rows]):
-        spec, given = _column_format(_cells, column)
-        specs.append(spec)
-        values += given
-    template = opening + ",".join(inner + encode_basestring_ascii(k).replace("%", "%%") + ": "
-                                  + spec for k, spec in zip(names, specs)) + close  # fmt: skip
-    return ",".join([template] * len(rows)) % tuple(chain.from_iterable(zip(*values)))
+    cells = [_column_format(_cells, column) for column in zip(*[r.values() for r in rows])]
+    return _joined_rows(opening, _heads(inner, map(encode_basestring_ascii, names)), cells,
+                        close, len(rows))
 
 
 def _cells(values: tuple) -> list[str]:

@@ -5,8 +5,9 @@ server and direction (`rocketmq_latency`, in the shape of the Stream's SRT table
 The other collectors take a response's request from here: the call collector sees every
 frame first, and `answered` is then the request the current response answers (an Asked:
 what the collectors read of its event and record; None for a request, or a response whose
-request the capture does not hold). A collector that keeps something per open call keys it
-by `call_key(request event)`.
+request the capture does not hold), and `asked` the current request (an Asked; None for a
+response or a oneway request). A collector that keeps something per open call keys it by the
+Asked's `key`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
 from streamdissect.protocols.rocketmq.tables import REQUESTS
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
+RESPONSE_FLAG, ONEWAY_FLAG = spec.RESPONSE_FLAG, spec.ONEWAY_FLAG
 RequestRow = row_type("RequestRow", REQUESTS)
 
 
@@ -31,26 +33,28 @@ def server_of(connection: str) -> str:
     return connection.split("-", 1)[-1].split("#", 1)[0]
 
 
-# the header fields of a request its response's collectors read (offsets.py: a pull's or an
-# offset query's group, topic and queue)
-ASKED_FIELDS = ("topic", "consumerGroup", "queueId")
-
-
 class Asked:
     """An open call's request as the collectors read it when it is answered (`answered`):
     its event's connection, direction and time, and its record's code, opaque, flag and the
-    header fields in ASKED_FIELDS; not the frame's header dicts, body and messages (a capture
-    of one direction keeps MAX_OPEN_CALLS of these). It stands for the event and, as its
-    `record`, for the record."""
+    header fields its response's collectors read (`fields`: a pull's or an offset query's
+    topic, group and queue, for offsets.py; `topic`, for errors.py); not the frame's header
+    dicts, body and messages (a capture of one direction keeps MAX_OPEN_CALLS of these). It
+    stands for the event and, as its `record`, for the record."""
 
-    __slots__ = ("code", "connection", "direction", "fields", "flag", "opaque", "ts_ns")
+    __slots__ = ("code", "connection", "direction", "flag", "group", "key", "opaque",
+                 "queue_id", "topic", "ts_ns")  # fmt: skip
 
-    def __init__(self, ev: Any) -> None:
-        rec = ev.record
+    def __init__(self, ev: Any, rec: Any) -> None:
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
         self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
-        fields = rec.fields
-        self.fields = {k: fields[k] for k in ASKED_FIELDS if k in fields}
+        # the call's key, as every collector keeps its open calls by: the request's
+        # connection, direction and opaque (its response's connection, other direction and
+        # opaque)
+        self.key = (ev.connection, ev.direction, rec.opaque)
+        fields = rec.fields  # (three slots, not a dict a call: made when `fields` is read)
+        self.topic = fields.get("topic")
+        self.group = fields.get("consumerGroup")
+        self.queue_id = fields.get("queueId")
 
     @property
     def record(self) -> Asked:
@@ -58,15 +62,12 @@ class Asked:
 
     @property
     def oneway(self) -> bool:
-        return bool(self.flag & spec.ONEWAY_FLAG)
+        return bool(self.flag & ONEWAY_FLAG)
 
     @property
-    def topic(self) -> str | None:
-        return self.fields.get("topic")
-
-
-def call_key(request_event: Any) -> tuple[str, str, int]:
-    return request_event.connection, request_event.direction, request_event.record.opaque
+    def fields(self) -> dict:
+        """The header fields kept, by their names (None: not in the header)."""
+        return {"topic": self.topic, "consumerGroup": self.group, "queueId": self.queue_id}
 
 
 class OpenCalls:
@@ -76,21 +77,18 @@ class OpenCalls:
     def __init__(self) -> None:
         self._open: dict[tuple, Any] = {}
 
-    def opened(self, request_event: Any, value: Any) -> Any:
-        """Keep `value` for the call; what was kept for an open call of the same key."""
+    def opened(self, key: tuple, value: Any) -> Any:
+        """Keep `value` for the call of this key (Asked.key); what was kept for an open
+        call of the same key."""
         open_calls = self._open
-        key = call_key(request_event)
         previous = open_calls.pop(key, None)
         open_calls[key] = value
         if len(open_calls) > MAX_OPEN_CALLS:
             del open_calls[next(iter(open_calls))]
         return previous
 
-    def closed(self, request_event: Any | None) -> Any:
-        """What was kept for the call `request_event` asked (None: nothing, or no request)."""
-        return None if request_event is None else self.closed_key(call_key(request_event))
-
-    def closed_key(self, key: tuple) -> Any:
+    def closed(self, key: tuple) -> Any:
+        """What was kept for the call of this key (None: nothing)."""
         return self._open.pop(key, None)
 
 
@@ -110,9 +108,14 @@ class PerCall:
 
     def new_row(self, request_event: Any, **values: Any) -> Any:
         """A row of the request, appended: its connection, server and time, and `values`."""
-        row = self.row_class(connection=request_event.connection,
-                             server=server_of(request_event.connection),
-                             request_ts_ns=request_event.ts_ns, **values)  # fmt: skip
+        return self.add_row(request_event, self.row_class(**values))
+
+    def add_row(self, request_event: Any, row: Any) -> Any:
+        """`row` (of row_class) as a row of the request, appended, its connection, server
+        and time set (a row a message sent: its values given as one call's keywords)."""
+        connection = row.connection = request_event.connection
+        row.server = server_of(connection)
+        row.request_ts_ns = request_event.ts_ns
         self._made.append((self._table.begin(row), row))
         return row
 
@@ -120,18 +123,23 @@ class PerCall:
         """The rows new_row made for this request await its response (a oneway one's are
         complete)."""
         made, self._made = self._made, []
-        if request_event.record.oneway:
+        if request_event.record.flag & ONEWAY_FLAG:
             self._done(made)
             return
-        self._done(self._open.opened(request_event, made) or ())  # (an opaque reused)
+        previous = self._open.opened(self._calls.asked.key, made)
+        if previous is not None:  # (an opaque reused)
+            self._done(previous)
 
     def _done(self, made: Any) -> None:
+        completed = self._table.completed
         for index, row in made:
-            self._table.completed(index, row)
+            completed(index, row)
 
     def on_response(self, ev: Any) -> None:
         request = self._calls.answered
-        kept = self._open.closed(request)
+        if request is None:
+            return
+        kept = self._open.closed(request.key)
         if kept is not None:
             self.answered(request, [row for _, row in kept], ev)
             self._done(kept)
@@ -147,11 +155,11 @@ class PerCall:
 def answer(row: Any, request_event: Any, response_event: Any) -> None:
     """A row's response columns (rows.row_type) from its response, and the latency."""
     rec = response_event.record
-    row.response_ts_ns = response_event.ts_ns
-    row.latency_ms = (response_event.ts_ns - request_event.ts_ns) / 1e6
+    row.response_ts_ns = ts_ns = response_event.ts_ns
+    row.latency_ms = (ts_ns - request_event.ts_ns) / 1e6
     row.code = rec.code
     row.remark = shared(rec.remark)
-    if "code_name" in row.columns:
+    if row.names_codes:
         row.code_name = rec.code_name
 
 
@@ -163,33 +171,37 @@ class CallCollector:
     def __init__(self, keep_rows: bool = True) -> None:
         self._table = RowTable(len(REQUESTS))
         self.answered: Asked | None = None  # the request the current response answers
+        self.asked: Asked | None = None  # the current request, when it awaits a response
         self._keep_rows = keep_rows
-        # (row or None, its index, request event, group) of each open call
+        # (row or None, its index, request (Asked), group, sample) of each open call
         self._pending = OpenCalls()
-        self._groups: dict[tuple, dict] = {}  # (code, server, direction) -> its counts
-        # -> its answered calls' latencies (memory a distinct latency, not a call)
-        self._samples: dict[tuple, ExactSample] = {}
+        # (code, server, direction) -> (its counts, its answered calls' latencies: memory a
+        # distinct latency, not a call)
+        self._groups: dict[tuple, tuple[dict, ExactSample]] = {}
 
-    def _group(self, code: int | None, connection: str, direction: str) -> dict:
+    def _group(self, code: int | None, connection: str, direction: str) -> tuple:
+        """(counts, latency sample) of the calls of this code, server and direction."""
         key = (code, server_of(connection), direction)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = {
+            group = self._groups[key] = ({
                 "request_code": code, "request_name": None if code is None else
                 spec.request_name(code), "server": key[1], "direction": direction,
                 "calls": 0, "answered": 0, "open_requests": 0, "orphan_responses": 0,
-                "duplicate_ids": 0, "oneway": 0}  # fmt: skip
-            self._samples[key] = ExactSample()
+                "duplicate_ids": 0, "oneway": 0}, ExactSample())  # fmt: skip
         return group
 
     def on_frame(self, ev: Any) -> None:
         rec = ev.record
-        if rec.response:
+        flag = rec.flag
+        if flag & RESPONSE_FLAG:
+            self.asked = None
             self._on_response(ev, rec)
             return
-        self.answered = None
-        group = self._group(rec.code, ev.connection, ev.direction)
-        group["oneway" if rec.oneway else "calls"] += 1
+        self.answered = self.asked = None
+        oneway = flag & ONEWAY_FLAG
+        group, sample = self._group(rec.code, ev.connection, ev.direction)
+        group["oneway" if oneway else "calls"] += 1
         row = index = None
         if self._keep_rows:
             row = RequestRow(
@@ -201,12 +213,13 @@ class CallCollector:
                 request_name=group["request_name"],
                 topic=rec.topic,
                 request_ts_ns=ev.ts_ns,
-                status="oneway" if rec.oneway else "open",
+                status="oneway" if oneway else "open",
             )
-            index = self._table.begin(row, complete=rec.oneway)
-        if rec.oneway:
+            index = self._table.begin(row, complete=bool(oneway))
+        if oneway:
             return
-        previous = self._pending.opened(ev, (row, index, Asked(ev), group))
+        self.asked = asked = Asked(ev, rec)
+        previous = self._pending.opened(asked.key, (row, index, asked, group, sample))
         if previous is not None:
             previous[3]["duplicate_ids"] += 1
             if previous[0] is not None:
@@ -215,10 +228,10 @@ class CallCollector:
 
     def _on_response(self, ev: Any, rec: Any) -> None:
         key = (ev.connection, _OTHER.get(ev.direction, ev.direction), rec.opaque)
-        found = self._pending.closed_key(key)
+        found = self._pending.closed(key)
         if found is None:
             self.answered = None
-            group = self._group(rec.request_code, ev.connection, key[1])
+            group = self._group(rec.request_code, ev.connection, key[1])[0]
             group["orphan_responses"] += 1
             if self._keep_rows:
                 self._table.begin(
@@ -238,13 +251,12 @@ class CallCollector:
                     complete=True,
                 )
             return
-        row, index, self.answered, group = found
+        row, index, asked, group, sample = found
+        self.answered = asked
         group["answered"] += 1
-        self._samples[(group["request_code"], group["server"], group["direction"])].append(
-            (ev.ts_ns - self.answered.ts_ns) / 1e6
-        )
+        sample.append((ev.ts_ns - asked.ts_ns) / 1e6)
         if row is not None:
-            answer(row, self.answered, ev)
+            answer(row, asked, ev)
             row.status = "answered"
             self._table.completed(index, row)
 
@@ -255,8 +267,8 @@ class CallCollector:
     def summary(self) -> list[dict]:
         """One row per (request code, server, direction), in order of first appearance."""
         out = []
-        for key, group in self._groups.items():
+        for group, sample in self._groups.values():
             row = dict(group, open_requests=group["calls"] - group["answered"])
-            row.update(summarize_sample(self._samples[key]))
+            row.update(summarize_sample(sample))
             out.append(row)
         return out

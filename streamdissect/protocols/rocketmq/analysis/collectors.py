@@ -45,7 +45,9 @@ class Collectors:
         # the collectors fed (None: all); the others are left empty. The call collector
         # is always fed: the others take a response's request from it.
         self.active: tuple | None = None
-        self._by_code: dict[tuple, tuple] = {}
+        # what a request of a code, a response to a request of a code, goes to
+        self._by_request: dict[int, tuple] = {}
+        self._by_response: dict[int | None, tuple] = {}
 
     @classmethod
     def made(cls, report_only: bool = False,
@@ -83,20 +85,30 @@ class Collectors:
 
     def handlers(self, record: object) -> tuple[tuple, bool]:
         """(what to call for this frame, in order; whether every record of its class gets
-        the same: only a frame that is no command, whose calls are none)."""
+        the same: yes, a command goes to `on_command`, which picks its collectors by its
+        code, and a frame that is no command goes nowhere)."""
         if record.__class__ is not RemotingCommand:
             return (), True
-        response = record.response
-        key = (response, record.request_code if response else record.code)
-        handlers = self._by_code.get(key)
-        if handlers is None:
-            calls = (self.calls.on_frame, self.connections.on_frame)
-            if response:
-                calls += (self.errors.on_response,) + self._responses_to(key[1])
-            else:
-                calls += self._requests_of(key[1])
-            handlers = self._by_code[key] = self._fed(calls)
-        return handlers, False
+        return (self.on_command,), True
+
+    def on_command(self, ev: object) -> None:
+        """A command to the collectors of its code (the driver looks up no handlers a frame:
+        this is the one lookup, by the code alone)."""
+        rec = ev.record
+        if rec.flag & spec.RESPONSE_FLAG:
+            handlers = self._by_response.get(rec.request_code)
+            if handlers is None:
+                handlers = self._by_response[rec.request_code] = self._fed(
+                    (self.calls.on_frame, self.connections.on_frame, self.errors.on_response)
+                    + self._responses_to(rec.request_code))  # fmt: skip
+        else:
+            handlers = self._by_request.get(rec.code)
+            if handlers is None:
+                handlers = self._by_request[rec.code] = self._fed(
+                    (self.calls.on_frame, self.connections.on_frame)
+                    + self._requests_of(rec.code))  # fmt: skip
+        for handler in handlers:
+            handler(ev)
 
     def _fed(self, handlers: tuple) -> tuple:
         if self.active is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.analysis.fields import get
+from streamdissect.protocols.rocketmq import spec
 
 STATUS = {"fin": "closed", "rst": "closed", "open": "open"}
 
@@ -25,10 +26,10 @@ class ConnectionCollector:
             seen = self._seen[ev.connection] = {
                 "requests_c2s": 0, "requests_s2c": 0, "oneway": 0, "responses": 0,
                 "first_command_ns": ev.ts_ns}  # fmt: skip
-        rec = ev.record
-        if rec.response:
+        flag = ev.record.flag
+        if flag & spec.RESPONSE_FLAG:
             seen["responses"] += 1
-        elif rec.oneway:
+        elif flag & spec.ONEWAY_FLAG:
             seen["oneway"] += 1
         else:
             seen["requests_" + ev.direction] += 1

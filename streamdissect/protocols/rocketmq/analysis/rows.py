@@ -50,6 +50,8 @@ def row_type(name: str, columns: Sequence[Any]) -> type:
                           namespace={"__getitem__": __getitem__, "__len__": __len__,
                                      "__eq__": __eq__, "__hash__": None, "__repr__": __repr__,
                                      "columns": names,
+                                     # (calls.answer sets code_name where the table has it)
+                                     "names_codes": "code_name" in names,
                                      "values": values})  # fmt: skip
 
 
@@ -66,27 +68,38 @@ class RowTable:
 
     def __init__(self, width: int) -> None:
         self._table = CompactRows(width)
+        self._written = 0  # rows in _table (its length, without a call to its __len__)
         self._window: deque = deque()  # rows begun and not written, oldest first
         self._open: set[int] = set()  # indices of the window's rows not complete
         self._late: dict[int, Any] = {}  # index -> a row completed after it was written
 
     def __len__(self) -> int:
-        return len(self._table) + len(self._window)
+        return self._written + len(self._window)
+
+    # Between calls the window is empty, or holds at most WINDOW rows and its oldest is
+    # open: so a row begun or completed can let rows be written only when it is the oldest
+    # or the window grew past WINDOW, and _write is called only then.
 
     def begin(self, row: Any, complete: bool = False) -> int:
         """Add a row (row_type's) that may change until completed(); its index."""
-        index = len(self._table) + len(self._window)
-        self._window.append(row)
+        window = self._window
+        index = self._written + len(window)
+        window.append(row)
         if not complete:
             self._open.add(index)
-        self._write(self.WINDOW)
+        elif len(window) == 1:
+            self._write(self.WINDOW)
+            return index
+        if len(window) > self.WINDOW:
+            self._write(self.WINDOW)
         return index
 
     def completed(self, index: int, row: Any) -> None:
         """The row at `index` will not change again."""
-        if index >= len(self._table):
+        if index >= self._written:
             self._open.discard(index)
-            self._write(self.WINDOW)
+            if index == self._written:
+                self._write(self.WINDOW)
         else:
             self._late[index] = row
             if len(self._late) > self.WINDOW:  # (no more of them held than of the window)
@@ -94,10 +107,13 @@ class RowTable:
 
     def _write(self, keep: int) -> None:
         """Write the oldest rows that are complete, and past `keep` rows any."""
-        window, table, still = self._window, self._table, self._open
-        while window and (len(window) > keep or len(table) not in still):
-            still.discard(len(table))
-            table.append(window.popleft().values())
+        window, append, still = self._window, self._table.append, self._open
+        written = self._written
+        while window and (len(window) > keep or written not in still):
+            still.discard(written)
+            append(window.popleft().values())
+            written += 1
+        self._written = written
 
     def rows(self) -> CompactRows:
         """Every row as a tuple in the table's column order (the rows open so far too: a

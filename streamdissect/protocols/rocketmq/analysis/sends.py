@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
+from streamdissect.protocols.rocketmq.analysis.calls import ONEWAY_FLAG, PerCall, answer
 from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
 from streamdissect.protocols.rocketmq.tables import SENDS
 
@@ -22,23 +22,25 @@ class SendCollector(PerCall):
 
     def on_request(self, ev: Any) -> None:
         rec = ev.record
-        fields = rec.fields
-        status = "oneway" if rec.oneway else "no_response"
-        for index, message in enumerate(rec.messages or (None,)):
-            if message is None:  # (a body not read: the frame cut short)
-                about = {"topic": shared(rec.topic), "queue_id": rec.queue_id,
-                         "wire_length": len(rec.body)}  # fmt: skip
-            else:
-                wire = len(message.body)
-                about = {"topic": shared(message.topic), "queue_id": message.queue_id,
-                         "msg_id": message.msg_id, "tags": shared(message.tags),
-                         "keys": message.keys, "compressed": message.compressed,
-                         "size": message.inflated_length if message.compressed else wire,
-                         "wire_length": wire}  # fmt: skip
-            # (every value given at once: a row may be written as soon as it is made)
-            self.new_row(ev, opaque=rec.opaque, request_name=rec.code_name,
-                         batch_index=index, status=status,
-                         producer_group=shared(fields.get("producerGroup")), **about)  # fmt: skip
+        status = "oneway" if rec.flag & ONEWAY_FLAG else "no_response"
+        opaque, name = rec.opaque, rec.code_name
+        group = shared(rec.fields.get("producerGroup"))
+        # (every value given at once: a row may be written as soon as it is made)
+        if not rec.messages:  # (a body not read: the frame cut short)
+            self.add_row(ev, SendRow(opaque=opaque, request_name=name, batch_index=0,
+                                     status=status, producer_group=group,
+                                     topic=shared(rec.topic), queue_id=rec.queue_id,
+                                     wire_length=len(rec.body)))  # fmt: skip
+        for index, message in enumerate(rec.messages or ()):
+            wire = len(message.body)
+            compressed = message.compressed
+            self.add_row(ev, SendRow(opaque=opaque, request_name=name, batch_index=index,
+                                     status=status, producer_group=group,
+                                     topic=shared(message.topic), queue_id=message.queue_id,
+                                     msg_id=message.msg_id, tags=shared(message.tags),
+                                     keys=message.keys, compressed=compressed,
+                                     size=message.inflated_length if compressed else wire,
+                                     wire_length=wire))  # fmt: skip
         self.keep(ev)
 
     def answered(self, request: Any, rows: list, ev: Any) -> None:
@@ -46,12 +48,13 @@ class SendCollector(PerCall):
         fields = rec.fields
         status = spec.SEND_STATUS.get(rec.code) or rec.code_name
         offset_ids = (fields.get("msgId") or "").split(",")
+        queue_id = fields.get("queueId")
         queue_offset = fields.get("queueOffset")
         for index, row in enumerate(rows):
             answer(row, request, ev)
             row.status = status
-            if fields.get("queueId") is not None:
-                row.queue_id = fields["queueId"]
+            if queue_id is not None:
+                row.queue_id = queue_id
             if queue_offset is not None:
                 row.queue_offset = queue_offset + index
             if index < len(offset_ids) and offset_ids[index]:
