@@ -166,3 +166,44 @@ def test_stored_messages_read_lazily_are_the_same(recorded):
     with pytest.raises(AttributeError):
         fresh.no_such_field  # noqa: B018
     assert fresh.msg_id and all(hasattr(fresh, name) for name in LAZY)
+
+
+def test_usual_stored_messages_read_lazily_as_the_general_reader_reads_them(recorded):
+    """A pull body's usual messages (IPv4 hosts, a known magic, sizes that hold) are read
+    lazily by one struct and a few checks (messages._plain_lazy): the same messages, and the
+    same errors where a body lies, as stored_message reads every one (bodies cut anywhere,
+    sizes, magics, topic and properties lengths and host flags changed)."""
+    bodies = [c.body for c in recorded[1] if c.messages and c.response]
+    assert bodies
+    rng = random.Random(2613)
+    magics = [messages.spec.MAGIC_V1, messages.spec.MAGIC_V2, messages.spec.MAGIC_BLANK, 0]
+    variants = []
+    for body in bodies[:20]:
+        first = messages.stored_messages(body)[0]
+        # where the first message's body length, topic length and properties length are
+        body_at = 88
+        topic_at = body_at + 4 + len(first.body)
+        props_at = topic_at + 1 + len(first.topic.encode())
+        variants.append(body)
+        variants += [body[:cut] for cut in range(0, min(len(body), 400), 3)]
+        for _ in range(150):
+            b = bytearray(body)
+            for _change in range(rng.randint(1, 3)):
+                at, width = rng.choice([(0, 4), (4, 4), (36, 4), (84, 4), (topic_at, 1),
+                                        (topic_at, 2), (props_at, 2), (props_at + 1, 1)])
+                if at == 4:
+                    value = rng.choice(magics)
+                else:
+                    value = rng.choice([0, 1, 2, 0x10, 0x20, 0x7F, 0x80, 0xFF, 0xFFFF,
+                                        rng.randrange(1 << 32)])
+                if at + width <= len(b):
+                    b[at : at + width] = (value & ((1 << 8 * width) - 1)).to_bytes(width, "big")
+            variants.append(bytes(b))
+    seen = set()
+    for body in variants:
+        fast = _lazy_outcome(body)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(messages, "_plain_lazy", lambda *args: None)
+            assert fast == _lazy_outcome(body)
+        seen.add(fast[0])
+    assert seen == {"value", "error"}

@@ -84,13 +84,11 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
     except HeaderError as e:
         return malformed(str(e), 8 + e.offset)
     code, language, version, opaque, flag, remark, ext, json_extra, json_keys, json_tail = parts
-    command = RemotingCommand(size=size, serialize_type=kind, header_length=header_length,
-                              code=code, language=language, version=version, opaque=opaque,
-                              flag=flag, remark=remark, ext=ext,
-                              body=frame[8 + header_length : 4 + size], truncated=truncated,
-                              json_extra=json_extra, json_keys=json_keys,
-                              json_tail=json_tail)  # fmt: skip
-    command.fields = named_fields(command)
+    # (by position: a dataclass's __init__ by keyword costs twice as much, once a frame)
+    command = RemotingCommand(size, kind, header_length, code, language, version, opaque, flag,
+                              remark, ext, frame[8 + header_length : 4 + size],
+                              _fields_of(code, flag, ext), None, None, None, None, None,
+                              truncated, None, json_extra, json_keys, json_tail)  # fmt: skip
     if not truncated:
         _read_body(command, 8 + header_length)
     return command
@@ -242,14 +240,19 @@ _RESPONSE_KNOWN = _known_keys(spec.RESPONSE_HEADER)
 def named_fields(command: RemotingCommand) -> dict[str, Any]:
     """The ext fields its header knows, by name and typed (a value of another type is left
     out here and stays in `ext`)."""
-    if command.flag & spec.RESPONSE_FLAG:
+    return _fields_of(command.code, command.flag, command.ext)
+
+
+def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
+    """named_fields of a command of this code, flag and ext fields."""
+    if flag & spec.RESPONSE_FLAG:
         known = _RESPONSE_KNOWN
     else:
-        known = _REQUEST_KNOWN.get(command.code)
+        known = _REQUEST_KNOWN.get(code)
         if known is None:
             return {}
     out = {}
-    for key, value in command.ext.items():
+    for key, value in ext.items():
         f = known.get(key)
         if f is not None:
             name, kind = f
