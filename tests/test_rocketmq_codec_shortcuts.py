@@ -207,3 +207,30 @@ def test_usual_stored_messages_read_lazily_as_the_general_reader_reads_them(reco
             assert fast == _lazy_outcome(body)
         seen.add(fast[0])
     assert seen == {"value", "error"}
+
+
+def test_json_key_orders_shared_and_bounded(recorded, monkeypatch):
+    """A JSON header's keys in their order (json_keys) are one tuple for every header with
+    the known keys in that order (codec._KEY_ORDERS): equal to the header's own order, and
+    no more than MAX_KEY_ORDERS kept, none with a key the codec does not know."""
+    headers = recorded[0]
+    orders = {}
+    for header in headers:
+        keys = codec._json_header(header)[8]
+        assert keys == tuple(json.loads(header))
+        if set(keys) <= set(codec.spec.JSON_KEYS):
+            assert orders.setdefault(keys, keys) is keys
+    assert orders
+    monkeypatch.setattr(codec, "_KEY_ORDERS", {})
+    rng = random.Random(2614)
+    known = list(codec.spec.JSON_KEYS)
+    for k in range(2000):
+        keys = ["code"] + rng.sample(known[1:], rng.randrange(len(known)))
+        rng.shuffle(keys)
+        extra = [f"x{k}"] if k % 3 == 0 else []
+        obj = {key: (1 if key in ("code", "opaque", "flag", "version") else None) for key in keys}
+        obj.update((key, "v") for key in extra)
+        header = json.dumps(obj).encode()
+        assert codec._json_header(header)[8] == tuple(obj)
+    assert 0 < len(codec._KEY_ORDERS) <= codec.MAX_KEY_ORDERS
+    assert all(set(order) <= set(known) for order in codec._KEY_ORDERS)

@@ -38,6 +38,7 @@ _i32 = struct.Struct(">i").unpack_from
 _JSON_ORDER = ("code", "extFields", "flag", "language", "opaque", "remark",
                "serializeTypeCurrentRPC", "version")  # fastjson's (by name)  # fmt: skip
 _HEADER_KEYS = frozenset(spec.JSON_KEYS[:-1])  # read into a command's fields, not json_extra
+_ALL_JSON_KEYS = frozenset(spec.JSON_KEYS)
 JSON_START = b'{"'
 _JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's settings)
 JOINT = b",null,"  # between the headers json_headers reads together
@@ -64,25 +65,24 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
     truncated = len(frame) < 4 + size
     kind, header_length = (word >> 24) & 0xFF, word & spec.HEADER_LENGTH_MASK
 
-    def malformed(reason: str, offset: int) -> Malformed:
-        return Malformed(size, reason, offset, frame[: spec.MALFORMED_KEPT], truncated)
-
     if size >= 2**31:
-        return malformed(f"negative total length {size - 2**32}", 0)
+        return _malformed(frame, size, truncated, f"negative total length {size - 2**32}", 0)
     if word < 0 or kind not in spec.SERIALIZE_NAMES:
-        return malformed(f"unknown header serialization {kind}", 4)
+        return _malformed(frame, size, truncated, f"unknown header serialization {kind}", 4)
     if header_length > size - 4:
-        return malformed(f"header length {header_length} above the frame's {size - 4} bytes", 4)
+        return _malformed(frame, size, truncated,
+                          f"header length {header_length} above the frame's {size - 4} bytes", 4)
     header = frame[8 : 8 + header_length]
     if len(header) < header_length:
-        return malformed(f"header cut short: {len(header)} of {header_length} bytes", 8)
+        return _malformed(frame, size, truncated,
+                          f"header cut short: {len(header)} of {header_length} bytes", 8)
     try:
         if kind == spec.JSON:
             parts = _json_header(header, parsed_header)
         else:
             parts = _binary_header(header)
     except HeaderError as e:
-        return malformed(str(e), 8 + e.offset)
+        return _malformed(frame, size, truncated, str(e), 8 + e.offset)
     code, language, version, opaque, flag, remark, ext, json_extra, json_keys, json_tail = parts
     # (by position: a dataclass's __init__ by keyword costs twice as much, once a frame)
     command = RemotingCommand(size, kind, header_length, code, language, version, opaque, flag,
@@ -92,6 +92,11 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
     if not truncated:
         _read_body(command, 8 + header_length)
     return command
+
+
+def _malformed(frame: bytes, size: int, truncated: bool, reason: str, offset: int) -> Malformed:
+    """(Not a closure in decode_frame: one would be made a frame, and its variables cells.)"""
+    return Malformed(size, reason, offset, frame[: spec.MALFORMED_KEPT], truncated)
 
 
 # --- headers -------------------------------------------------------------------------------
@@ -157,9 +162,23 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
     extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS}
+    keys = tuple(obj)  # (one tuple for the headers with the same known keys in this order)
+    keys = _KEY_ORDERS.get(keys) or _key_order(keys)
     return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
-            remark, ext, extra or None, tuple(obj),
+            remark, ext, extra or None, keys,
             header[len(header.rstrip()):].decode() or None)  # fmt: skip
+
+
+_KEY_ORDERS: dict[tuple, tuple] = {}
+MAX_KEY_ORDERS = 256  # (a capture's clients write a few orders; hostile headers: no more)
+
+
+def _key_order(keys: tuple) -> tuple:
+    """A JSON header's keys in their order, kept to be shared when they are all known
+    (spec.JSON_KEYS: nothing a hostile header names is kept), up to MAX_KEY_ORDERS."""
+    if len(_KEY_ORDERS) < MAX_KEY_ORDERS and _ALL_JSON_KEYS.issuperset(keys):
+        _KEY_ORDERS[keys] = keys
+    return keys
 
 
 def _binary_header(header: bytes) -> HeaderParts:
@@ -277,14 +296,14 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_body(command: RemotingCommand, body_at: int) -> None:
-    body, fields = command.body, command.fields
+    body, fields, code = command.body, command.fields, command.code
+    response = command.flag & spec.RESPONSE_FLAG  # (command.response, without its call)
     try:
-        if not command.response and command.code in spec.MESSAGE_BODY_CODES:
+        if not response and code in spec.MESSAGE_BODY_CODES:
             command.messages = [sent_message(body, fields)]
-        elif not command.response and command.code == spec.BATCH_CODE:
+        elif not response and code == spec.BATCH_CODE:
             command.messages = batch_messages(body, fields.get("topic"), fields.get("queueId"))
-        elif (command.response and command.code == 0
-              and spec.PULL_RESPONSE_KEYS <= command.ext.keys()):
+        elif response and code == 0 and spec.PULL_RESPONSE_KEYS <= command.ext.keys():
             command.messages = stored_messages(body, lazy=True)
         elif body[:1] in (b"{", b"["):
             command.body_json = fastjson.parse(body)
