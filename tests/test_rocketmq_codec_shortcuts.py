@@ -211,8 +211,9 @@ def test_usual_stored_messages_read_lazily_as_the_general_reader_reads_them(reco
 
 def test_json_key_orders_shared_and_bounded(recorded, monkeypatch):
     """A JSON header's keys in their order (json_keys) are one tuple for every header with
-    the known keys in that order (codec._KEY_ORDERS): equal to the header's own order, and
-    no more than MAX_KEY_ORDERS kept, none with a key the codec does not know."""
+    the known keys in that order (codec._KEY_ORDERS): equal to the header's own order, its
+    json_extra the keys beyond the command's own, and no more than MAX_KEY_ORDERS kept,
+    none with a key the codec does not know."""
     headers = recorded[0]
     orders = {}
     for header in headers:
@@ -230,7 +231,12 @@ def test_json_key_orders_shared_and_bounded(recorded, monkeypatch):
         extra = [f"x{k}"] if k % 3 == 0 else []
         obj = {key: (1 if key in ("code", "opaque", "flag", "version") else None) for key in keys}
         obj.update((key, "v") for key in extra)
+        if k % 5 == 0:
+            obj["serializeTypeCurrentRPC"] = "JSON"
         header = json.dumps(obj).encode()
-        assert codec._json_header(header)[8] == tuple(obj)
+        parts = codec._json_header(header)
+        assert parts[8] == tuple(obj)
+        extra = {k: v for k, v in obj.items() if k not in codec.spec.JSON_KEYS[:-1]}
+        assert parts[7] == (extra or None) and list(parts[7] or ()) == list(extra)
     assert 0 < len(codec._KEY_ORDERS) <= codec.MAX_KEY_ORDERS
     assert all(set(order) <= set(known) for order in codec._KEY_ORDERS)

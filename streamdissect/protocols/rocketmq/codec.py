@@ -161,24 +161,31 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
     remark = obj.get("remark")
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
-    extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS}
-    keys = tuple(obj)  # (one tuple for the headers with the same known keys in this order)
-    keys = _KEY_ORDERS.get(keys) or _key_order(keys)
+    keys, extra_keys = _KEY_ORDERS.get(keys := tuple(obj)) or _key_order(keys)
+    if extra_keys is None:  # (keys not all known: any of them may be extra)
+        extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS} or None
+    else:
+        extra = {k: obj[k] for k in extra_keys} if extra_keys else None
     return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
-            remark, ext, extra or None, keys,
+            remark, ext, extra, keys,
             header[len(header.rstrip()):].decode() or None)  # fmt: skip
 
 
-_KEY_ORDERS: dict[tuple, tuple] = {}
+# the key orders of JSON headers whose keys are all known (spec.JSON_KEYS: nothing a hostile
+# header names is kept): each one tuple for all the headers with it, and its json_extra keys
+_KEY_ORDERS: dict[tuple, tuple[tuple, tuple]] = {}
 MAX_KEY_ORDERS = 256  # (a capture's clients write a few orders; hostile headers: no more)
 
 
-def _key_order(keys: tuple) -> tuple:
-    """A JSON header's keys in their order, kept to be shared when they are all known
-    (spec.JSON_KEYS: nothing a hostile header names is kept), up to MAX_KEY_ORDERS."""
-    if len(_KEY_ORDERS) < MAX_KEY_ORDERS and _ALL_JSON_KEYS.issuperset(keys):
-        _KEY_ORDERS[keys] = keys
-    return keys
+def _key_order(keys: tuple) -> tuple[tuple, tuple | None]:
+    """A JSON header's keys in their order, and those of them that are json_extra (None:
+    not known, as for keys not all known); kept for the next header with them."""
+    if not _ALL_JSON_KEYS.issuperset(keys):
+        return keys, None
+    order = keys, tuple(k for k in keys if k not in _HEADER_KEYS)
+    if len(_KEY_ORDERS) < MAX_KEY_ORDERS:
+        _KEY_ORDERS[keys] = order
+    return order
 
 
 def _binary_header(header: bytes) -> HeaderParts:
