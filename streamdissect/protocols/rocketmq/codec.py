@@ -161,28 +161,30 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
     remark = obj.get("remark")
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
-    keys, extra_keys = _KEY_ORDERS.get(keys := tuple(obj)) or _key_order(keys)
-    if extra_keys is None:  # (keys not all known: any of them may be extra)
+    keys, rpc_key = _KEY_ORDERS.get(keys := tuple(obj)) or _key_order(keys)
+    if rpc_key is None:  # (keys not all known: any of them may be extra)
         extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS} or None
-    else:
-        extra = {k: obj[k] for k in extra_keys} if extra_keys else None
+    else:  # (the known keys' only extra one: serializeTypeCurrentRPC, the Java client's)
+        extra = {_RPC_KEY: obj[_RPC_KEY]} if rpc_key else None
     return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
             remark, ext, extra, keys,
             header[len(header.rstrip()):].decode() or None)  # fmt: skip
 
 
 # the key orders of JSON headers whose keys are all known (spec.JSON_KEYS: nothing a hostile
-# header names is kept): each one tuple for all the headers with it, and its json_extra keys
-_KEY_ORDERS: dict[tuple, tuple[tuple, tuple]] = {}
+# header names is kept): each one tuple for all the headers with it, and whether it holds
+# the one known key that is json_extra
+_KEY_ORDERS: dict[tuple, tuple[tuple, bool]] = {}
 MAX_KEY_ORDERS = 256  # (a capture's clients write a few orders; hostile headers: no more)
+(_RPC_KEY,) = _ALL_JSON_KEYS - _HEADER_KEYS
 
 
-def _key_order(keys: tuple) -> tuple[tuple, tuple | None]:
-    """A JSON header's keys in their order, and those of them that are json_extra (None:
-    not known, as for keys not all known); kept for the next header with them."""
+def _key_order(keys: tuple) -> tuple[tuple, bool | None]:
+    """A JSON header's keys in their order, and whether _RPC_KEY is among them (None: not
+    known, the keys not being all known); kept for the next header with them."""
     if not _ALL_JSON_KEYS.issuperset(keys):
         return keys, None
-    order = keys, tuple(k for k in keys if k not in _HEADER_KEYS)
+    order = keys, _RPC_KEY in keys
     if len(_KEY_ORDERS) < MAX_KEY_ORDERS:
         _KEY_ORDERS[keys] = order
     return order
