@@ -2,10 +2,12 @@
 
 The walk finds a direction's frames; the JSON ones are taken off it (their places among the
 block's events kept) and read together when the direction's walk is done: their headers
-parsed by one call (codec.json_headers), each record then made by decode_frame from its
-parsed header, reported and emitted by the framer as its own decoding would, in the frames'
-order (a framer class that overrides `_decode`, to watch its frames, has every frame its
-own way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
+parsed by one call for every TOGETHER frames (codec.json_headers), each record then made by
+decode_frame from its parsed header and emitted in its slot as the framer would emit it (a
+clean command straight, with the state's count, while its naming waits for the connection's
+end_connection; a malformed one reported and emitted by the framer), in the frames' order
+(a framer class that overrides `_decode`, to watch its frames, has every frame its own
+way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
 that does not parse) is read alone, as the framer reads it. Nothing changes but the cost:
 the events are the framer's (tests/test_rocketmq_plain_walk.py holds it, on the recorded
 captures and made-worse copies).
