@@ -240,3 +240,49 @@ def test_json_key_orders_shared_and_bounded(recorded, monkeypatch):
         assert parts[7] == (extra or None) and list(parts[7] or ()) == list(extra)
     assert 0 < len(codec._KEY_ORDERS) <= codec.MAX_KEY_ORDERS
     assert all(set(order) <= set(known) for order in codec._KEY_ORDERS)
+
+
+def _header_by_the_rules(obj: dict):
+    """What a JSON header object gives as its rules say, each number by codec._number in
+    this order: code, opaque (then: a code is there), ext fields and remark, version, flag."""
+    try:
+        code, opaque = codec._number(obj, "code"), codec._number(obj, "opaque", 0)
+        if code is None:
+            return "error", "JSON header has no code"
+        ext, remark = obj.get("extFields") or {}, obj.get("remark")
+        if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
+            return "error", "extFields or remark"
+        return "value", (code, opaque, codec._number(obj, "version"),
+                         codec._number(obj, "flag", 0))  # fmt: skip
+    except codec.HeaderError as e:
+        return "error", str(e)
+
+
+def test_json_header_numbers_read_inline_as_by_the_rules():
+    """A JSON header's code, opaque, version and flag, read inline when all are plain
+    integers, else each by _number: the same values, and the same error first, for every
+    mix of integers, booleans, floats, text, null and absent keys, with good and bad ext
+    fields and remarks."""
+    import itertools
+
+    values = [7, 0, True, 1.5, "3", None, "absent"]
+    seen = set()
+    for code, opaque, version, flag in itertools.product(values, repeat=4):
+        for ext, remark in (({"a": "b"}, None), ([1], None), ({}, 5)):
+            obj = {"extFields": ext, "remark": remark}
+            for key, value in (("code", code), ("opaque", opaque), ("version", version),
+                               ("flag", flag)):  # fmt: skip
+                if value != "absent":
+                    obj[key] = value
+            expected = _header_by_the_rules(obj)
+            try:
+                parts = codec._json_header(json.dumps(obj).encode(), obj)
+                got = "value", (parts[0], parts[3], parts[2], parts[4])
+            except codec.HeaderError as e:
+                got = "error", str(e)
+            if expected == ("error", "extFields or remark"):
+                assert got[0] == "error" and "extFields" in got[1]
+            else:
+                assert got == expected, obj
+            seen.add(got[0])
+    assert seen == {"value", "error"}

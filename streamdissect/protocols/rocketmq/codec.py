@@ -154,20 +154,27 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
             raise HeaderError(f"header is not JSON: {e}", 0) from None
     if not isinstance(obj, dict):
         raise HeaderError("JSON header is not an object", 0)
-    code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)
-    if code is None:
-        raise HeaderError("JSON header has no code", 0)
-    ext = obj.get("extFields") or {}
-    remark = obj.get("remark")
+    get = obj.get
+    code, opaque, version, flag = get("code"), get("opaque", 0), get("version"), get("flag", 0)
+    if not (code.__class__ is int and opaque.__class__ is int and flag.__class__ is int
+            and (version is None or version.__class__ is int)):  # fmt: skip
+        # (not all plain ints: each read by _number, in its order, for the error it gives)
+        code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)
+        if code is None:
+            raise HeaderError("JSON header has no code", 0)
+        version = flag = None  # (after the ext fields and remark are checked)
+    ext = get("extFields") or {}
+    remark = get("remark")
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
+    if flag is None:
+        version, flag = _number(obj, "version"), _number(obj, "flag", 0)
     keys, rpc_key = _KEY_ORDERS.get(keys := tuple(obj)) or _key_order(keys)
     if rpc_key is None:  # (keys not all known: any of them may be extra)
         extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS} or None
     else:  # (the known keys' only extra one: serializeTypeCurrentRPC, the Java client's)
         extra = {_RPC_KEY: obj[_RPC_KEY]} if rpc_key else None
-    return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
-            remark, ext, extra, keys,
+    return (code, get("language"), version, opaque, flag, remark, ext, extra, keys,
             header[len(header.rstrip()):].decode() or None)  # fmt: skip
 
 
@@ -294,6 +301,9 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
                             out[name] = int(value)
                         except ValueError:
                             pass
+                    continue
+                if value == "false" or value == "true":  # (BOOL's usual text)
+                    out[name] = value == "true"
                     continue
             typed = _typed(value, kind)
             if typed is not None:
