@@ -166,3 +166,123 @@ def test_stored_messages_read_lazily_are_the_same(recorded):
     with pytest.raises(AttributeError):
         fresh.no_such_field  # noqa: B018
     assert fresh.msg_id and all(hasattr(fresh, name) for name in LAZY)
+
+
+def test_usual_stored_messages_read_lazily_as_the_general_reader_reads_them(recorded):
+    """A pull body's usual messages (IPv4 hosts, a known magic, sizes that hold) are read
+    lazily by one struct and a few checks (messages._plain_lazy): the same messages, and the
+    same errors where a body lies, as stored_message reads every one (bodies cut anywhere,
+    sizes, magics, topic and properties lengths and host flags changed)."""
+    bodies = [c.body for c in recorded[1] if c.messages and c.response]
+    assert bodies
+    rng = random.Random(2613)
+    magics = [messages.spec.MAGIC_V1, messages.spec.MAGIC_V2, messages.spec.MAGIC_BLANK, 0]
+    variants = []
+    for body in bodies[:20]:
+        first = messages.stored_messages(body)[0]
+        # where the first message's body length, topic length and properties length are
+        body_at = 88
+        topic_at = body_at + 4 + len(first.body)
+        props_at = topic_at + 1 + len(first.topic.encode())
+        variants.append(body)
+        variants += [body[:cut] for cut in range(0, min(len(body), 400), 3)]
+        for _ in range(150):
+            b = bytearray(body)
+            for _change in range(rng.randint(1, 3)):
+                at, width = rng.choice([(0, 4), (4, 4), (36, 4), (84, 4), (topic_at, 1),
+                                        (topic_at, 2), (props_at, 2), (props_at + 1, 1)])
+                if at == 4:
+                    value = rng.choice(magics)
+                else:
+                    value = rng.choice([0, 1, 2, 0x10, 0x20, 0x7F, 0x80, 0xFF, 0xFFFF,
+                                        rng.randrange(1 << 32)])
+                if at + width <= len(b):
+                    b[at : at + width] = (value & ((1 << 8 * width) - 1)).to_bytes(width, "big")
+            variants.append(bytes(b))
+    seen = set()
+    for body in variants:
+        fast = _lazy_outcome(body)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(messages, "_plain_lazy", lambda *args: None)
+            assert fast == _lazy_outcome(body)
+        seen.add(fast[0])
+    assert seen == {"value", "error"}
+
+
+def test_json_key_orders_shared_and_bounded(recorded, monkeypatch):
+    """A JSON header's keys in their order (json_keys) are one tuple for every header with
+    the known keys in that order (codec._KEY_ORDERS): equal to the header's own order, its
+    json_extra the keys beyond the command's own, and no more than MAX_KEY_ORDERS kept,
+    none with a key the codec does not know."""
+    headers = recorded[0]
+    orders = {}
+    for header in headers:
+        keys = codec._json_header(header)[8]
+        assert keys == tuple(json.loads(header))
+        if set(keys) <= set(codec.spec.JSON_KEYS):
+            assert orders.setdefault(keys, keys) is keys
+    assert orders
+    monkeypatch.setattr(codec, "_KEY_ORDERS", {})
+    rng = random.Random(2614)
+    known = list(codec.spec.JSON_KEYS)
+    for k in range(2000):
+        keys = ["code"] + rng.sample(known[1:], rng.randrange(len(known)))
+        rng.shuffle(keys)
+        extra = [f"x{k}"] if k % 3 == 0 else []
+        obj = {key: (1 if key in ("code", "opaque", "flag", "version") else None) for key in keys}
+        obj.update((key, "v") for key in extra)
+        if k % 5 == 0:
+            obj["serializeTypeCurrentRPC"] = "JSON"
+        header = json.dumps(obj).encode()
+        parts = codec._json_header(header)
+        assert parts[8] == tuple(obj)
+        extra = {k: v for k, v in obj.items() if k not in codec.spec.JSON_KEYS[:-1]}
+        assert parts[7] == (extra or None) and list(parts[7] or ()) == list(extra)
+    assert 0 < len(codec._KEY_ORDERS) <= codec.MAX_KEY_ORDERS
+    assert all(set(order) <= set(known) for order in codec._KEY_ORDERS)
+
+
+def _header_by_the_rules(obj: dict):
+    """What a JSON header object gives as its rules say, each number by codec._number in
+    this order: code, opaque (then: a code is there), ext fields and remark, version, flag."""
+    try:
+        code, opaque = codec._number(obj, "code"), codec._number(obj, "opaque", 0)
+        if code is None:
+            return "error", "JSON header has no code"
+        ext, remark = obj.get("extFields") or {}, obj.get("remark")
+        if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
+            return "error", "extFields or remark"
+        return "value", (code, opaque, codec._number(obj, "version"),
+                         codec._number(obj, "flag", 0))  # fmt: skip
+    except codec.HeaderError as e:
+        return "error", str(e)
+
+
+def test_json_header_numbers_read_inline_as_by_the_rules():
+    """A JSON header's code, opaque, version and flag, read inline when all are plain
+    integers, else each by _number: the same values, and the same error first, for every
+    mix of integers, booleans, floats, text, null and absent keys, with good and bad ext
+    fields and remarks."""
+    import itertools
+
+    values = [7, 0, True, 1.5, "3", None, "absent"]
+    seen = set()
+    for code, opaque, version, flag in itertools.product(values, repeat=4):
+        for ext, remark in (({"a": "b"}, None), ([1], None), ({}, 5)):
+            obj = {"extFields": ext, "remark": remark}
+            for key, value in (("code", code), ("opaque", opaque), ("version", version),
+                               ("flag", flag)):  # fmt: skip
+                if value != "absent":
+                    obj[key] = value
+            expected = _header_by_the_rules(obj)
+            try:
+                parts = codec._json_header(json.dumps(obj).encode(), obj)
+                got = "value", (parts[0], parts[3], parts[2], parts[4])
+            except codec.HeaderError as e:
+                got = "error", str(e)
+            if expected == ("error", "extFields or remark"):
+                assert got[0] == "error" and "extFields" in got[1]
+            else:
+                assert got == expected, obj
+            seen.add(got[0])
+    assert seen == {"value", "error"}

@@ -228,3 +228,48 @@ def test_responses_named_in_time_order(path, read_together):
 
 def test_the_regressions_are_there():
     assert len(REGRESSIONS) >= 3
+
+
+def _run(path, options: dict, framer_class=None) -> tuple[list, list]:
+    """The bulk engine's events and connections table."""
+    with rocketmq_registered():
+        dissector = Dissector(engine="bulk", **options)
+        dissector.framer_class = framer_class
+        events = [(e.ts_ns, e.connection, e.direction, e.stream_offset, _fields(e.record))
+                  if isinstance(e, FrameEvent) else repr(e) for e in dissector.run(str(path))]
+        return events, dissector.connections
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_commands_emitted_and_named_by_the_walk_as_by_the_framer(name, monkeypatch,
+                                                                 tmp_path):  # fmt: skip
+    """The walk emits a clean command straight into its slot, with the state's count
+    (RocketMQFramer.lane), and names a block's commands both ways at once: the same events,
+    frame counts and names as the framer's emit_decoded and a framer's own `name` give
+    (a framer class that renames `name` is named its way)."""
+    from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+    from streamdissect.protocols.rocketmq.protocol import RocketMQProtocol
+
+    class OwnNaming(RocketMQFramer):
+        __slots__ = ()
+
+        def name(self, record):
+            super().name(record)
+
+    real_framer = RocketMQProtocol.framer
+
+    def without_lane(self, *args, **kwargs):
+        framer = real_framer(self, *args, **kwargs)
+        framer.lane = None
+        return framer
+
+    link, packets = worsen.read_pcap(CAPTURES / f"{name}.pcap")
+    lost = worsen.write_pcap(tmp_path / f"{name}-lost.pcap", link, WORSE["lost"](packets))
+    for path in (CAPTURES / f"{name}.pcap", lost):
+        for options in OPTIONS.values():
+            walked = _run(path, options)
+            assert walked[0] and walked[1]
+            assert walked == _run(path, options, framer_class={"rocketmq": OwnNaming})
+            with monkeypatch.context() as patch:
+                patch.setattr(RocketMQProtocol, "framer", without_lane)
+                assert walked == _run(path, options)

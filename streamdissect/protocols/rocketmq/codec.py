@@ -38,6 +38,7 @@ _i32 = struct.Struct(">i").unpack_from
 _JSON_ORDER = ("code", "extFields", "flag", "language", "opaque", "remark",
                "serializeTypeCurrentRPC", "version")  # fastjson's (by name)  # fmt: skip
 _HEADER_KEYS = frozenset(spec.JSON_KEYS[:-1])  # read into a command's fields, not json_extra
+_ALL_JSON_KEYS = frozenset(spec.JSON_KEYS)
 JSON_START = b'{"'
 _JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's settings)
 JOINT = b",null,"  # between the headers json_headers reads together
@@ -64,36 +65,38 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
     truncated = len(frame) < 4 + size
     kind, header_length = (word >> 24) & 0xFF, word & spec.HEADER_LENGTH_MASK
 
-    def malformed(reason: str, offset: int) -> Malformed:
-        return Malformed(size, reason, offset, frame[: spec.MALFORMED_KEPT], truncated)
-
     if size >= 2**31:
-        return malformed(f"negative total length {size - 2**32}", 0)
+        return _malformed(frame, size, truncated, f"negative total length {size - 2**32}", 0)
     if word < 0 or kind not in spec.SERIALIZE_NAMES:
-        return malformed(f"unknown header serialization {kind}", 4)
+        return _malformed(frame, size, truncated, f"unknown header serialization {kind}", 4)
     if header_length > size - 4:
-        return malformed(f"header length {header_length} above the frame's {size - 4} bytes", 4)
+        return _malformed(frame, size, truncated,
+                          f"header length {header_length} above the frame's {size - 4} bytes", 4)
     header = frame[8 : 8 + header_length]
     if len(header) < header_length:
-        return malformed(f"header cut short: {len(header)} of {header_length} bytes", 8)
+        return _malformed(frame, size, truncated,
+                          f"header cut short: {len(header)} of {header_length} bytes", 8)
     try:
         if kind == spec.JSON:
             parts = _json_header(header, parsed_header)
         else:
             parts = _binary_header(header)
     except HeaderError as e:
-        return malformed(str(e), 8 + e.offset)
+        return _malformed(frame, size, truncated, str(e), 8 + e.offset)
     code, language, version, opaque, flag, remark, ext, json_extra, json_keys, json_tail = parts
-    command = RemotingCommand(size=size, serialize_type=kind, header_length=header_length,
-                              code=code, language=language, version=version, opaque=opaque,
-                              flag=flag, remark=remark, ext=ext,
-                              body=frame[8 + header_length : 4 + size], truncated=truncated,
-                              json_extra=json_extra, json_keys=json_keys,
-                              json_tail=json_tail)  # fmt: skip
-    command.fields = named_fields(command)
+    # (by position: a dataclass's __init__ by keyword costs twice as much, once a frame)
+    command = RemotingCommand(size, kind, header_length, code, language, version, opaque, flag,
+                              remark, ext, frame[8 + header_length : 4 + size],
+                              _fields_of(code, flag, ext), None, None, None, None, None,
+                              truncated, None, json_extra, json_keys, json_tail)  # fmt: skip
     if not truncated:
         _read_body(command, 8 + header_length)
     return command
+
+
+def _malformed(frame: bytes, size: int, truncated: bool, reason: str, offset: int) -> Malformed:
+    """(Not a closure in decode_frame: one would be made a frame, and its variables cells.)"""
+    return Malformed(size, reason, offset, frame[: spec.MALFORMED_KEPT], truncated)
 
 
 # --- headers -------------------------------------------------------------------------------
@@ -151,17 +154,47 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
             raise HeaderError(f"header is not JSON: {e}", 0) from None
     if not isinstance(obj, dict):
         raise HeaderError("JSON header is not an object", 0)
-    code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)
-    if code is None:
-        raise HeaderError("JSON header has no code", 0)
-    ext = obj.get("extFields") or {}
-    remark = obj.get("remark")
+    get = obj.get
+    code, opaque, version, flag = get("code"), get("opaque", 0), get("version"), get("flag", 0)
+    if not (code.__class__ is int and opaque.__class__ is int and flag.__class__ is int
+            and (version is None or version.__class__ is int)):  # fmt: skip
+        # (not all plain ints: each read by _number, in its order, for the error it gives)
+        code, opaque = _number(obj, "code"), _number(obj, "opaque", 0)
+        if code is None:
+            raise HeaderError("JSON header has no code", 0)
+        version = flag = None  # (after the ext fields and remark are checked)
+    ext = get("extFields") or {}
+    remark = get("remark")
     if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
-    extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS}
-    return (code, obj.get("language"), _number(obj, "version"), opaque, _number(obj, "flag", 0),
-            remark, ext, extra or None, tuple(obj),
+    if flag is None:
+        version, flag = _number(obj, "version"), _number(obj, "flag", 0)
+    keys, rpc_key = _KEY_ORDERS.get(keys := tuple(obj)) or _key_order(keys)
+    if rpc_key is None:  # (keys not all known: any of them may be extra)
+        extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS} or None
+    else:  # (the known keys' only extra one: serializeTypeCurrentRPC, the Java client's)
+        extra = {_RPC_KEY: obj[_RPC_KEY]} if rpc_key else None
+    return (code, get("language"), version, opaque, flag, remark, ext, extra, keys,
             header[len(header.rstrip()):].decode() or None)  # fmt: skip
+
+
+# the key orders of JSON headers whose keys are all known (spec.JSON_KEYS: nothing a hostile
+# header names is kept): each one tuple for all the headers with it, and whether it holds
+# the one known key that is json_extra
+_KEY_ORDERS: dict[tuple, tuple[tuple, bool]] = {}
+MAX_KEY_ORDERS = 256  # (a capture's clients write a few orders; hostile headers: no more)
+(_RPC_KEY,) = _ALL_JSON_KEYS - _HEADER_KEYS
+
+
+def _key_order(keys: tuple) -> tuple[tuple, bool | None]:
+    """A JSON header's keys in their order, and whether _RPC_KEY is among them (None: not
+    known, the keys not being all known); kept for the next header with them."""
+    if not _ALL_JSON_KEYS.issuperset(keys):
+        return keys, None
+    order = keys, _RPC_KEY in keys
+    if len(_KEY_ORDERS) < MAX_KEY_ORDERS:
+        _KEY_ORDERS[keys] = order
+    return order
 
 
 def _binary_header(header: bytes) -> HeaderParts:
@@ -242,14 +275,19 @@ _RESPONSE_KNOWN = _known_keys(spec.RESPONSE_HEADER)
 def named_fields(command: RemotingCommand) -> dict[str, Any]:
     """The ext fields its header knows, by name and typed (a value of another type is left
     out here and stays in `ext`)."""
-    if command.flag & spec.RESPONSE_FLAG:
+    return _fields_of(command.code, command.flag, command.ext)
+
+
+def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
+    """named_fields of a command of this code, flag and ext fields."""
+    if flag & spec.RESPONSE_FLAG:
         known = _RESPONSE_KNOWN
     else:
-        known = _REQUEST_KNOWN.get(command.code)
+        known = _REQUEST_KNOWN.get(code)
         if known is None:
             return {}
     out = {}
-    for key, value in command.ext.items():
+    for key, value in ext.items():
         f = known.get(key)
         if f is not None:
             name, kind = f
@@ -264,6 +302,9 @@ def named_fields(command: RemotingCommand) -> dict[str, Any]:
                         except ValueError:
                             pass
                     continue
+                if value == "false" or value == "true":  # (BOOL's usual text)
+                    out[name] = value == "true"
+                    continue
             typed = _typed(value, kind)
             if typed is not None:
                 out[name] = typed
@@ -274,14 +315,14 @@ def named_fields(command: RemotingCommand) -> dict[str, Any]:
 
 
 def _read_body(command: RemotingCommand, body_at: int) -> None:
-    body, fields = command.body, command.fields
+    body, fields, code = command.body, command.fields, command.code
+    response = command.flag & spec.RESPONSE_FLAG  # (command.response, without its call)
     try:
-        if not command.response and command.code in spec.MESSAGE_BODY_CODES:
+        if not response and code in spec.MESSAGE_BODY_CODES:
             command.messages = [sent_message(body, fields)]
-        elif not command.response and command.code == spec.BATCH_CODE:
+        elif not response and code == spec.BATCH_CODE:
             command.messages = batch_messages(body, fields.get("topic"), fields.get("queueId"))
-        elif (command.response and command.code == 0
-              and spec.PULL_RESPONSE_KEYS <= command.ext.keys()):
+        elif response and code == 0 and spec.PULL_RESPONSE_KEYS <= command.ext.keys():
             command.messages = stored_messages(body, lazy=True)
         elif body[:1] in (b"{", b"["):
             command.body_json = fastjson.parse(body)

@@ -150,7 +150,7 @@ class RocketMQFramer(Framer):
     named by (protocol.RocketMQProtocol.framer)."""
 
     HEAD_KEPT = 64 * 1024  # (a frame above a negotiated max: RocketMQ negotiates none)
-    __slots__ = ("connection_framers", "naming_deferred", "requests")
+    __slots__ = ("connection_framers", "lane", "naming_deferred", "requests")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -161,6 +161,10 @@ class RocketMQFramer(Framer):
         # the bulk engine walks one direction of a block after the other: the commands are
         # named after both, in time order (plain_walk.RocketMQPlainWalk.end_connection)
         self.naming_deferred = False
+        # the state's (frame counts, connection, direction), when the protocol made it: what
+        # the plain walk emits a command with while naming is deferred (its emit then is the
+        # state's alone)
+        self.lane: tuple | None = None
 
     def name(self, record: RemotingCommand) -> None:
         """A command of this direction: a request remembered, a response named by its

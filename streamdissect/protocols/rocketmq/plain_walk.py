@@ -2,10 +2,12 @@
 
 The walk finds a direction's frames; the JSON ones are taken off it (their places among the
 block's events kept) and read together when the direction's walk is done: their headers
-parsed by one call (codec.json_headers), each record then made by decode_frame from its
-parsed header, reported and emitted by the framer as its own decoding would, in the frames'
-order (a framer class that overrides `_decode`, to watch its frames, has every frame its
-own way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
+parsed by one call for every TOGETHER frames (codec.json_headers), each record then made by
+decode_frame from its parsed header and emitted in its slot as the framer would emit it (a
+clean command straight, with the state's count, while its naming waits for the connection's
+end_connection; a malformed one reported and emitted by the framer), in the frames' order
+(a framer class that overrides `_decode`, to watch its frames, has every frame its own
+way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
 that does not parse) is read alone, as the framer reads it. Nothing changes but the cost:
 the events are the framer's (tests/test_rocketmq_plain_walk.py holds it, on the recorded
 captures and made-worse copies).
@@ -26,6 +28,10 @@ _word = struct.Struct(">I").unpack_from
 # The walk's key of a frame is the high half of its header-length word: 0, a JSON header
 # under 64 KiB (a longer one, or a ROCKETMQ header, goes the framer's way at once).
 _JSON_SMALL = frozenset((spec.JSON << 8,))
+# Frames whose headers are parsed by one call: the parsed headers live until their frames are
+# decoded, so a few dozen at a time (a block's thousands at once would be scanned and
+# promoted by the garbage collector before they are freed)
+TOGETHER = 64
 
 
 class RocketMQPlainWalk(PlainFrames):
@@ -47,15 +53,29 @@ class RocketMQPlainWalk(PlainFrames):
     def end_connection(owner: Any, items: list, start: int) -> None:
         """The block's commands of the connection named in time order, as the reference
         engine names them frame by frame (a direction walked first would name its
-        responses before the other direction's requests of the same block are seen)."""
+        responses before the other direction's requests of the same block are seen):
+        a request remembered by its direction, a response named by the other's
+        (framing.name_response, for both framers at once)."""
         framers = owner.framers
         for framer in framers:
             framer.naming_deferred = False
-        side = {owner.direction(0): 0, owner.direction(1): 1}
+        if any(type(f).name is not RocketMQFramer.name or f.connection_framers is not framers
+               for f in framers):  # fmt: skip
+            side = {owner.direction(0): 0, owner.direction(1): 1}
+            for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+                record = getattr(event, "record", None)
+                if record.__class__ is RemotingCommand:
+                    framers[side[event.direction]].name(record)
+            return
+        own = {owner.direction(k): framers[k].requests for k in (0, 1)}
+        peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
         for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
             record = getattr(event, "record", None)
             if record.__class__ is RemotingCommand:
-                framers[side[event.direction]].name(record)
+                if record.flag & spec.RESPONSE_FLAG:
+                    record.request_code = peer[event.direction].answered(record.opaque)
+                else:
+                    own[event.direction].asked(record)
 
 
 class RocketMQDirection:
@@ -75,15 +95,37 @@ class RocketMQDirection:
         items = self.deferred_items
         if not items:
             return
+        framer, events = self.framer, self.events
+        if framer.lane is not None and framer.naming_deferred and (
+                type(framer).emit_decoded is RocketMQFramer.emit_decoded):  # fmt: skip
+            # what emit_decoded does for a command read whole (nothing to report; the
+            # protocol's naming deferred: the state's emit alone), without its calls
+            lane = (*framer.lane, self.segments.side, events.frame_class, events.items)
+        else:
+            lane = None
+        for first in range(0, len(items), TOGETHER):
+            self._read(items[first : first + TOGETHER], lane)
+
+    def _read(self, items: list, lane: tuple | None) -> None:
+        """These deferred frames decoded (their headers parsed together) and emitted in
+        their slots."""
         mv, read = self.segments.mv, self.segments.read
         frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
                   for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
         headers = _parsed_headers(frames)
         framer, place_out = self.framer, self.events.place_out
+        if lane is not None:
+            counts, connection, direction, side, make, slots = lane
         for (start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed in zip(
                 items, frames, headers):  # fmt: skip
-            framer.emit_decoded(start, ts, decode_frame(frame, parsed_header=parsed), size)
-            place_out(row, slot)
+            record = decode_frame(frame, parsed_header=parsed)
+            if lane is not None and record.__class__ is RemotingCommand and (
+                    record.body_error is None):  # fmt: skip
+                counts[side] += 1
+                slots[slot] = (row, slot, make(ts, connection, direction, start, record))
+            else:
+                framer.emit_decoded(start, ts, record, size)
+                place_out(row, slot)
 
 
 def _parsed_headers(frames: list[bytes]) -> list:

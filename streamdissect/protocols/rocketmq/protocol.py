@@ -79,6 +79,7 @@ class RocketMQProtocol(Protocol):
 
         framer = super().framer(named_emit, report, options, framers, framer_class)
         framer.connection_framers = framers
+        framer.lane = getattr(emit, "lane", None)
         return framer
 
     def sent_by_server(self, data: bytes) -> bool:

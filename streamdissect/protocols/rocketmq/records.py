@@ -19,7 +19,8 @@ from streamdissect.protocols.rocketmq.wire import inflate, parse_properties
 @dataclass(slots=True)
 class Message:
     """A message in a body: a stored one (pull response: every field), or a sent one (a
-    SEND_MESSAGE body, a SEND_BATCH_MESSAGE item: the fields that travel)."""
+    SEND_MESSAGE body, a SEND_BATCH_MESSAGE item: the fields that travel). (Made by
+    position by messages.sent_message, slot by slot by messages._lazy_message.)"""
 
     body: bytes  # as on the wire (compressed when `compressed`)
     properties: dict[str, str]
@@ -111,9 +112,13 @@ LAZY = ("properties", "topic", "crc_ok", "born_host", "store_host", "offset_msg_
 # way); RocketMQ's frames carry no password (ACL sends an access key and a signature only).
 
 
+_RESPONSE_FLAG, _ONEWAY_FLAG = spec.RESPONSE_FLAG, spec.ONEWAY_FLAG
+
+
 @dataclass(slots=True)
 class RemotingCommand:
-    """One frame: the envelope, the header, the body and what the body was read as."""
+    """One frame: the envelope, the header, the body and what the body was read as. (The
+    codec makes it by position, codec.decode_frame: a field added goes there too.)"""
 
     size: int  # the total length field (what follows it)
     serialize_type: int  # spec.JSON or spec.ROCKETMQ
@@ -139,12 +144,12 @@ class RemotingCommand:
     json_tail: str | None = None  # blanks after a JSON header (the C++ client's newline)
 
     @property
-    def response(self) -> bool:
-        return bool(self.flag & spec.RESPONSE_FLAG)
+    def response(self) -> bool:  # (read for every frame by the analyses: no call in it)
+        return self.flag & _RESPONSE_FLAG != 0
 
     @property
     def oneway(self) -> bool:
-        return bool(self.flag & spec.ONEWAY_FLAG)
+        return self.flag & _ONEWAY_FLAG != 0
 
     @property
     def code_name(self) -> str:
