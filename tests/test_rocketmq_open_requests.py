@@ -93,3 +93,22 @@ def test_oneway_requests_are_not_kept():
     request = make_command(CODES[2], oneway=True, opaque=1)
     name_response(request, client, None)
     assert client.calls == {}
+
+
+def test_a_framer_restored_has_its_open_requests_as_they_were():
+    """The bulk engine undoes a connection's block by a framer's snapshot: the open requests
+    of the undone walk must not stay behind (a response would be named by a request the
+    restored framer never saw, or a request asked twice)."""
+    from streamdissect.protocols.base import FramerOptions
+    from streamdissect.protocols.rocketmq.protocol import RocketMQProtocol
+
+    options = FramerOptions(1 << 20, False, None, True)
+    framer = RocketMQProtocol().framer(lambda *a: None, lambda *a: None, options, [])
+    ask(framer.requests, CODES[0], 1)
+    saved = [(name, value) for name, value in framer.snapshot() if name == "requests"]
+    ask(framer.requests, CODES[1], 2)  # (the walk that is undone)
+    framer.restore(saved)
+    assert framer.requests.calls == {1: CODES[0]}
+    ask(framer.requests, CODES[2], 3)  # (and the snapshot is not the live one)
+    framer.restore(saved)
+    assert framer.requests.calls == {1: CODES[0]}

@@ -534,5 +534,6 @@ _SLOTS: dict[type, tuple[str, ...]] = {}
 
 
 def _copied(value: object) -> object:
-    """A copy of what a framer changes in place (its parts list, its resync buffer)."""
-    return value.copy() if value.__class__ in (list, bytearray) else value
+    """A copy of what a framer changes in place (its parts list, its resync buffer, a
+    protocol's own state with a `copy` method: RocketMQ's open requests)."""
+    return value.copy() if hasattr(value.__class__, "copy") else value

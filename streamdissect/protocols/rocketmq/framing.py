@@ -125,6 +125,12 @@ class OpenRequests:
                 if len(calls) > MAX_OPEN_CALLS:
                     del calls[next(iter(calls))]
 
+    def copy(self) -> OpenRequests:
+        """(A framer's snapshot: the bulk engine may undo a block's walk.)"""
+        other = OpenRequests()
+        other.calls, other.grown = dict(self.calls), self.grown
+        return other
+
     def answered(self, opaque: int) -> int | None:
         """The code of this direction's request that `opaque` answers, forgotten now."""
         calls = self.calls
