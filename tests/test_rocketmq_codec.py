@@ -123,6 +123,8 @@ def test_bad_envelopes_are_malformed():
     _malformed(struct.pack(">ii", 8, 4) + b"[1] ", "not an object")
     _malformed(struct.pack(">ii", 16, 12) + b'{"code":"x"}', "code is not an integer")
     _malformed(struct.pack(">ii", 6, 2) + b"{}", "has no code")
+    # (a null flag: no command whose response bit cannot be read, where a crash was)
+    _malformed(struct.pack(">ii", 27, 23) + b'{"code":10,"flag":null}', "flag is not an integer")
     _malformed(b"\x00\x00", "shorter than its 8-byte head")
 
 

@@ -252,8 +252,10 @@ def _header_by_the_rules(obj: dict):
         ext, remark = obj.get("extFields") or {}, obj.get("remark")
         if not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
             return "error", "extFields or remark"
-        return "value", (code, opaque, codec._number(obj, "version"),
-                         codec._number(obj, "flag", 0))  # fmt: skip
+        version, flag = codec._number(obj, "version"), codec._number(obj, "flag", 0)
+        if flag is None:  # (null: a command needs its flag's bits)
+            return "error", "JSON header's flag is not an integer: None"
+        return "value", (code, opaque, version, flag)
     except codec.HeaderError as e:
         return "error", str(e)
 

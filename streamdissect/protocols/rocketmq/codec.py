@@ -169,6 +169,8 @@ def _json_header(header: bytes, parsed: Any = NOT_PARSED) -> HeaderParts:
         raise HeaderError("JSON header's extFields is not an object or its remark no text", 0)
     if flag is None:
         version, flag = _number(obj, "version"), _number(obj, "flag", 0)
+        if flag is None:  # (null: every reader of a command takes its flag's bits)
+            raise HeaderError("JSON header's flag is not an integer: None", 0)
     keys, rpc_key = _KEY_ORDERS.get(keys := tuple(obj)) or _key_order(keys)
     if rpc_key is None:  # (keys not all known: any of them may be extra)
         extra = {k: v for k, v in obj.items() if k not in _HEADER_KEYS} or None
