@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from array import array
-from collections.abc import Sequence
 from functools import partial
 from itertools import chain, repeat
 from json.encoder import encode_basestring_ascii

@@ -20,7 +20,12 @@ from typing import Any
 
 from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.codec import JSON_START, NOT_PARSED, decode_frame, json_headers
+from streamdissect.protocols.rocketmq.codec import (
+    JSON_START,
+    NOT_PARSED,
+    decode_frame,
+    json_headers,
+)
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
