@@ -183,3 +183,32 @@ def test_a_standalone_cluster_reads_what_local_spark_reads(spark, standalone_clu
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_the_ports_option_means_what_the_command_lines_port_does(tmp_path):
+    """The reader's `ports` are the Stream's as `--port` names them (registry.named_ports, the
+    rule of analyze, frames and the Spark job): with heuristic false, the named protocol's
+    ports alone (no RocketMQ on 9876/10911); a Stream port on RocketMQ's 9876 is the Stream's,
+    not RocketMQ's; no `ports` given, every protocol's defaults. (No session needed: the
+    reader's own file function, on a capture of both protocols.)"""
+    from rocketmq_support import both_protocols
+
+    from streamdissect.spark.source import CaptureReader, _batches
+
+    both = str(both_protocols(tmp_path / "both.pcap",
+                              worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap",
+                              worsen.CAPTURES / "rocketmq" / "rmq-java-json.pcap"))  # fmt: skip
+
+    def servers(table: str, options: dict) -> set[int]:
+        reader = CaptureReader(table, options)
+        rows = [r for b in _batches(both, table, reader.ports, reader.heuristic)
+                for r in b.to_pylist()]  # fmt: skip
+        return {int(r["connection"].split("#")[0].rsplit(":", 1)[1]) for r in rows}
+
+    assert servers("frames", {}) == {5552}
+    assert servers("rocketmq_frames", {}) == {9876, 10911}
+    assert servers("rocketmq_frames", {"heuristic": "false"}) == {9876, 10911}
+    assert servers("rocketmq_frames", {"ports": "5552", "heuristic": "false"}) == set()
+    assert servers("connections", {"ports": "5552", "heuristic": "false"}) == {5552}
+    # 9876 named for the Stream: a Stream server there, not RocketMQ's default
+    assert servers("frames", {"ports": "5552,9876", "heuristic": "false"}) == {5552, 9876}

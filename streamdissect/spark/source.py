@@ -7,7 +7,8 @@ Options:
 - `table` `messages`: one row a message, as `analyze --messages` makes them, with
   `maxBody` (the bytes of a body previewed, default 256) and `bodies` (true/false, default
   true);
-- `ports` (comma-separated, default 5552), `heuristic` (true/false, default true);
+- `ports` (comma-separated: the Stream's, as `--port` names them, default 5552; with
+  `heuristic` false, the Stream's alone), `heuristic` (true/false, default true);
 - `mode`, as Spark's file sources have it: `PERMISSIVE` (default: a file that cannot be read
   as a capture, an empty one, or one damaged part way, goes on; the anomalies table has a
   row naming it and why), `DROPMALFORMED` (such files give no rows at all), `FAILFAST` (the
@@ -26,7 +27,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from streamdissect.protocols.registry import PROTOCOLS, tcp_port
+from streamdissect.protocols.registry import PROTOCOLS, named_ports, tcp_port
 from streamdissect.spark.files import list_files, pack
 from streamdissect.spark.types import for_spark, spark_ddl
 from streamdissect.tables import schema
@@ -74,7 +75,8 @@ class CaptureReader(DataSourceReader):
         self.mode = self.options.get("mode", "PERMISSIVE").upper()
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        self.ports = tuple(tcp_port(p) for p in self.options.get("ports", "5552").split(",") if p)
+        # (the Stream's ports as named, none: its default; _batches makes the map of them)
+        self.ports = tuple(tcp_port(p) for p in self.options.get("ports", "").split(",") if p)
         self.heuristic = self.options.get("heuristic", "true").lower() != "false"
         self.messages = {"max_body": int(self.options.get("maxbody", "256")),
                          "bodies": self.options.get("bodies", "true").lower() != "false"}
@@ -139,12 +141,13 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool,
     `messages`: analyze()'s max_body and bodies for the messages table."""
     import pyarrow as pa
 
+    # (`ports` are the Stream's as the user names them: each protocol's, as the command
+    # line's --port makes them, in every table)
+    named = named_ports({PROTOCOLS[0].name: ports}, heuristic)
+
     if table in FRAMES_TABLES:
         from streamdissect.tables.batches import frame_batches
 
-        # (`ports` are the Stream's: named, so that a run of another protocol alone keeps
-        # its own default ports and never takes these)
-        named = {p.name: ports if k == 0 else p.ports for k, p in enumerate(PROTOCOLS)}
         yield from frame_batches(path, ports=named, heuristic=heuristic, helper_process=False,
                                  protocol=FRAMES_TABLES[table])  # fmt: skip
         return
@@ -153,7 +156,7 @@ def _batches(path: str, table: str, ports: tuple[int, ...], heuristic: bool,
     # (the Stream's report tables are all a report_only run makes; another protocol's
     # table of a row a call needs the full run)
     wanted = {"messages": True, **(messages or {})} if table == "messages" else {}
-    analysis = analyze(path, ports=ports, heuristic=heuristic,
+    analysis = analyze(path, ports=named, heuristic=heuristic,
                        report_only=table in ("connections", "anomalies", "messages"),
                        helper_process=False, **wanted)  # fmt: skip
     try:
