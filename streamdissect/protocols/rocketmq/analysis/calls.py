@@ -7,7 +7,7 @@ frame first, and `answered` is then the request the current response answers (an
 what the collectors read of its event and record; None for a request, or a response whose
 request the capture does not hold), and `asked` the current request (an Asked; None for a
 response or a oneway request). A collector that keeps something per open call keys it by the
-Asked's `key`.
+Asked's `key`; a PerCall collector keeps its rows on the Asked itself (`kept`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Asked:
     dicts, body and messages (a capture of one direction keeps MAX_OPEN_CALLS of these). It
     stands for the event and, as its `record`, for the record."""
 
-    __slots__ = ("code", "connection", "direction", "flag", "group", "key", "opaque",
+    __slots__ = ("code", "connection", "direction", "flag", "group", "key", "kept", "opaque",
                  "queue_id", "topic", "ts_ns")  # fmt: skip
 
     def __init__(self, ev: Any, rec: Any) -> None:
@@ -55,6 +55,9 @@ class Asked:
         self.topic = fields.get("topic")
         self.group = fields.get("consumerGroup")
         self.queue_id = fields.get("queueId")
+        # the (index, row) a PerCall collector made for this call (a request's code goes to
+        # one PerCall collector at most), awaiting its response
+        self.kept: list | None = None
 
     @property
     def record(self) -> Asked:
@@ -71,7 +74,7 @@ class Asked:
 
 
 class OpenCalls:
-    """What a collector keeps per open call (a row index), bounded as the framer bounds its
+    """What the call collector keeps per open call, bounded as the framer bounds its
     open calls: past MAX_OPEN_CALLS the oldest is forgotten (its row stays unanswered)."""
 
     def __init__(self) -> None:
@@ -96,11 +99,15 @@ class PerCall:
     """A collector whose rows are made at a request and completed at its response: `new_row`
     makes one, `keep` notes the request's rows (unless it is oneway); a response of a kept
     call goes to `answered(request event, its rows, response event)`. The rows are kept in
-    a RowTable (`rows()`: the table)."""
+    a RowTable (`rows()`: the table).
+
+    A call's rows wait on its Asked (`kept`), not in a dict of this collector's own: they are
+    answered when the call collector pairs the call, as before they were only then too (a
+    call it forgot past MAX_OPEN_CALLS, or whose opaque a later request reused, leaves them
+    unanswered; they are written as the table's window passes them)."""
 
     def __init__(self, calls: Any) -> None:
         self._calls = calls
-        self._open = OpenCalls()
         self._table = RowTable(len(self.row_class.columns))
         self._made: list[tuple[int, Any]] = []  # (index, row) of the request's rows so far
 
@@ -126,9 +133,7 @@ class PerCall:
         if request_event.record.flag & ONEWAY_FLAG:
             self._done(made)
             return
-        previous = self._open.opened(self._calls.asked.key, made)
-        if previous is not None:  # (an opaque reused)
-            self._done(previous)
+        self._calls.asked.kept = made
 
     def _done(self, made: Any) -> None:
         completed = self._table.completed
@@ -139,8 +144,9 @@ class PerCall:
         request = self._calls.answered
         if request is None:
             return
-        kept = self._open.closed(request.key)
+        kept = request.kept
         if kept is not None:
+            request.kept = None
             self.answered(request, [row for _, row in kept], ev)
             self._done(kept)
 
