@@ -69,10 +69,28 @@ def test_rows_answered_as_the_bounded_pairing_answers_calls(monkeypatch, seed):
         if code != HEARTBEAT:
             expected[code, ts] = None
     for code, collector in ((SEND, collectors.sends), (PULL, collectors.pulls)):
-        columns = collector.row_class.columns
+        columns = collector.shape.columns
         at_request = columns.index("request_ts_ns")
         at_response = columns.index("response_ts_ns")
         got = {(code, row[at_request]): row[at_response] for row in collector.rows()}
         assert got == {k: v for k, v in expected.items() if k[0] == code}
     answered = sum(v is not None for v in expected.values())
     assert 0 < answered < len(expected)  # (both kinds occur)
+
+
+def test_a_row_made_by_a_shape_holds_each_value_at_its_column():
+    from streamdissect.protocols.rocketmq.analysis.rows import RowShape
+    from streamdissect.protocols.rocketmq.tables import SENDS
+
+    shape = RowShape(SENDS)
+    names = [c.name for c in SENDS]
+    rng = random.Random(5)
+    for _ in range(20):
+        given = rng.sample(names, rng.randrange(len(names) + 1))
+        row = shape.maker(*given)(*(f"value of {n}" for n in given))
+        assert row == [f"value of {n}" if n in given else None for n in names]
+        assert all(row[getattr(shape, n)] == f"value of {n}" for n in given)
+    with pytest.raises(TypeError):
+        shape.maker("status", "no_such_column")
+    with pytest.raises(TypeError):
+        shape.maker("status", "status")
