@@ -45,8 +45,8 @@ class Asked:
     dicts, body and messages (a capture of one direction keeps MAX_OPEN_CALLS of these). It
     stands for the event and, as its `record`, for the record."""
 
-    __slots__ = ("code", "connection", "direction", "flag", "group", "kept", "key", "opaque",
-                 "queue_id", "topic", "ts_ns")  # fmt: skip
+    __slots__ = ("code", "connection", "direction", "flag", "group", "keeper", "kept", "key",
+                 "opaque", "queue_id", "topic", "ts_ns")  # fmt: skip
 
     def __init__(self, ev: Any, rec: Any) -> None:
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
@@ -59,8 +59,8 @@ class Asked:
         self.topic = fields.get("topic")
         self.group = fields.get("consumerGroup")
         self.queue_id = fields.get("queueId")
-        # the (index, row) a PerCall collector made for this call (a request's code goes to
-        # one PerCall collector at most), awaiting its response
+        # the (index, row) a PerCall collector (`keeper`, set with it) made for this call,
+        # awaiting its response
         self.kept: list | None = None
 
     @property
@@ -129,7 +129,8 @@ class PerCall:
         if request_event.record.flag & ONEWAY_FLAG:
             self._done(made)
             return
-        self._calls.asked.kept = made
+        asked = self._calls.asked
+        asked.kept, asked.keeper = made, self
 
     def _done(self, made: Any) -> None:
         completed = self._table.completed
@@ -141,7 +142,10 @@ class PerCall:
         if request is None:
             return
         kept = request.kept
-        if kept is not None:
+        # (its own rows only: the framer names a response by the request it holds under the
+        # opaque, as this pairs it, so by the call's code; should they differ, a collector
+        # must not take another's rows)
+        if kept is not None and request.keeper is self:
             request.kept = None
             self.answered(request, [row for _, row in kept], ev)
             self._done(kept)
