@@ -107,16 +107,6 @@ def test_replaced_rows_read_back_as_replaced(spill, monkeypatch):
     assert [list(v) for v, _ in table.columns()][1] == [row[1] for row in expected]
 
 
-class _Row:
-    """A row as RowTable takes it (row_type's `values`), its one value changed by the test."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def values(self) -> tuple:
-        return (self.value,)
-
-
 @pytest.mark.parametrize("window", [0, 1, 2, 5])
 @pytest.mark.parametrize("seed", range(6))
 def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeypatch):
@@ -133,7 +123,7 @@ def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeyp
     table, rows, still_open, written = RowTable(1), [], set(), 0
     for step in range(300):
         if rng.random() < 0.5 or not still_open:
-            row = _Row(step)
+            row = [step]  # (a row as RowTable takes it: a list of its values)
             complete = rng.random() < 0.2
             assert table.begin(row, complete=complete) == len(rows)
             rows.append(row)
@@ -141,11 +131,11 @@ def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeyp
                 still_open.add(len(rows) - 1)
         else:
             index = rng.choice(sorted(still_open))
-            rows[index].value = -step  # (its response: the row's last change)
+            rows[index][0] = -step  # (its response: the row's last change)
             still_open.discard(index)
             table.completed(index, rows[index])
         while written < len(rows) and (len(rows) - written > window or written not in still_open):
             written += 1
         assert table._written == len(table._table) == written
         assert len(table) == len(rows)
-    assert list(table.rows()) == [row.values() for row in rows]
+    assert list(table.rows()) == [tuple(row) for row in rows]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
-from streamdissect.protocols.rocketmq.analysis.rows import row_type
+from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.rows import RowShape
 from streamdissect.protocols.rocketmq.tables import BROKER_REGISTRATIONS
 
 
@@ -18,24 +18,29 @@ def _topic_names(body: Any) -> list[str] | None:
     return sorted(str(name) for name in table) if isinstance(table, dict) else None
 
 
-RegistrationRow = row_type("RegistrationRow", BROKER_REGISTRATIONS)
+B = RowShape(BROKER_REGISTRATIONS)
+_registration_row = B.maker("connection", "server", "request_ts_ns", "request_name",
+                            "cluster_name", "broker_name", "broker_addr", "broker_id",
+                            "ha_server_addr", "topics", "topic_names")  # fmt: skip
 
 
 class BrokerCollector(PerCall):
-    row_class = RegistrationRow
+    shape = B
 
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
         topics = _topic_names(rec.body_json)
-        self.new_row(ev, request_name=rec.code_name, cluster_name=fields.get("clusterName"),
-                     broker_name=fields.get("brokerName"), broker_addr=fields.get("brokerAddr"),
-                     broker_id=fields.get("brokerId"), ha_server_addr=fields.get("haServerAddr"),
-                     topics=None if topics is None else len(topics),
-                     topic_names=None if topics is None else ",".join(topics))  # fmt: skip
+        connection = ev.connection
+        self.add_row(_registration_row(
+            connection, server_of(connection), ev.ts_ns, rec.code_name,
+            fields.get("clusterName"), fields.get("brokerName"), fields.get("brokerAddr"),
+            fields.get("brokerId"), fields.get("haServerAddr"),
+            None if topics is None else len(topics),
+            None if topics is None else ",".join(topics)))  # fmt: skip
         self.keep(ev)
 
     def answered(self, request: Any, rows: list, ev: Any) -> None:
         (row,) = rows
-        answer(row, request, ev)
-        row.master_addr = ev.record.fields.get("masterAddr")
+        answer(row, B, request, ev)
+        row[B.master_addr] = ev.record.fields.get("masterAddr")

@@ -7,7 +7,7 @@ frame first, and `answered` is then the request the current response answers (an
 what the collectors read of its event and record; None for a request, or a response whose
 request the capture does not hold), and `asked` the current request (an Asked; None for a
 response or a oneway request). A collector that keeps something per open call keys it by the
-Asked's `key`.
+Asked's `key`; a PerCall collector keeps its rows on the Asked itself (`kept`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ from typing import Any
 
 from streamdissect.analysis.percentiles import ExactSample, summarize_sample
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.rows import RowTable, row_type, shared
+from streamdissect.protocols.rocketmq.analysis.rows import RowShape, RowTable, shared
 from streamdissect.protocols.rocketmq.framing import MAX_OPEN_CALLS
 from streamdissect.protocols.rocketmq.tables import REQUESTS
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 RESPONSE_FLAG, ONEWAY_FLAG = spec.RESPONSE_FLAG, spec.ONEWAY_FLAG
-RequestRow = row_type("RequestRow", REQUESTS)
+R = RowShape(REQUESTS)
+_asked_row = R.maker("connection", "server", "direction", "opaque", "request_code", "request_name",
+                     "topic", "request_ts_ns", "status")  # fmt: skip
+_orphan_row = R.maker("connection", "server", "direction", "opaque", "request_code",
+                      "request_name", "response_ts_ns", "code", "code_name", "remark", "status")  # fmt: skip
 
 
 @lru_cache(maxsize=4096)
@@ -41,8 +45,8 @@ class Asked:
     dicts, body and messages (a capture of one direction keeps MAX_OPEN_CALLS of these). It
     stands for the event and, as its `record`, for the record."""
 
-    __slots__ = ("code", "connection", "direction", "flag", "group", "key", "opaque",
-                 "queue_id", "topic", "ts_ns")  # fmt: skip
+    __slots__ = ("code", "connection", "direction", "flag", "group", "keeper", "kept", "key",
+                 "opaque", "queue_id", "topic", "ts_ns")  # fmt: skip
 
     def __init__(self, ev: Any, rec: Any) -> None:
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
@@ -55,6 +59,9 @@ class Asked:
         self.topic = fields.get("topic")
         self.group = fields.get("consumerGroup")
         self.queue_id = fields.get("queueId")
+        # the (index, row) a PerCall collector (`keeper`, set with it) made for this call,
+        # awaiting its response
+        self.kept: list | None = None
 
     @property
     def record(self) -> Asked:
@@ -71,7 +78,7 @@ class Asked:
 
 
 class OpenCalls:
-    """What a collector keeps per open call (a row index), bounded as the framer bounds its
+    """What the call collector keeps per open call, bounded as the framer bounds its
     open calls: past MAX_OPEN_CALLS the oldest is forgotten (its row stays unanswered)."""
 
     def __init__(self) -> None:
@@ -93,42 +100,37 @@ class OpenCalls:
 
 
 class PerCall:
-    """A collector whose rows are made at a request and completed at its response: `new_row`
-    makes one, `keep` notes the request's rows (unless it is oneway); a response of a kept
-    call goes to `answered(request event, its rows, response event)`. The rows are kept in
-    a RowTable (`rows()`: the table)."""
+    """A collector whose rows are made at a request and completed at its response: `add_row`
+    appends one (a list of its `shape`, its request's connection, server and time in it),
+    `keep` notes the request's rows (unless it is oneway); a response of a kept call goes to
+    `answered(request event, its rows, response event)`. The rows are kept in a RowTable
+    (`rows()`: the table).
+
+    A call's rows wait on its Asked (`kept`), not in a dict of this collector's own: they are
+    answered when the call collector pairs the call, as before they were only then too (a
+    call it forgot past MAX_OPEN_CALLS, or whose opaque a later request reused, leaves them
+    unanswered; they are written as the table's window passes them)."""
 
     def __init__(self, calls: Any) -> None:
         self._calls = calls
-        self._open = OpenCalls()
-        self._table = RowTable(len(self.row_class.columns))
+        self._table = RowTable(len(self.shape.columns))
         self._made: list[tuple[int, Any]] = []  # (index, row) of the request's rows so far
 
-    row_class: type  # its table's rows (rows.row_type)
+    shape: RowShape  # its table's rows
 
-    def new_row(self, request_event: Any, **values: Any) -> Any:
-        """A row of the request, appended: its connection, server and time, and `values`."""
-        return self.add_row(request_event, self.row_class(**values))
-
-    def add_row(self, request_event: Any, row: Any) -> Any:
-        """`row` (of row_class) as a row of the request, appended, its connection, server
-        and time set (a row a message sent: its values given as one call's keywords)."""
-        connection = row.connection = request_event.connection
-        row.server = server_of(connection)
-        row.request_ts_ns = request_event.ts_ns
+    def add_row(self, row: list) -> None:
+        """`row` (a list of `shape`) as a row of the current request, appended."""
         self._made.append((self._table.begin(row), row))
-        return row
 
     def keep(self, request_event: Any) -> None:
-        """The rows new_row made for this request await its response (a oneway one's are
+        """The rows add_row appended for this request await its response (a oneway one's are
         complete)."""
         made, self._made = self._made, []
         if request_event.record.flag & ONEWAY_FLAG:
             self._done(made)
             return
-        previous = self._open.opened(self._calls.asked.key, made)
-        if previous is not None:  # (an opaque reused)
-            self._done(previous)
+        asked = self._calls.asked
+        asked.kept, asked.keeper = made, self
 
     def _done(self, made: Any) -> None:
         completed = self._table.completed
@@ -139,8 +141,12 @@ class PerCall:
         request = self._calls.answered
         if request is None:
             return
-        kept = self._open.closed(request.key)
-        if kept is not None:
+        kept = request.kept
+        # (its own rows only: the framer names a response by the request it holds under the
+        # opaque, as this pairs it, so by the call's code; should they differ, a collector
+        # must not take another's rows)
+        if kept is not None and request.keeper is self:
+            request.kept = None
             self.answered(request, [row for _, row in kept], ev)
             self._done(kept)
 
@@ -152,15 +158,15 @@ class PerCall:
         return self._table.rows()
 
 
-def answer(row: Any, request_event: Any, response_event: Any) -> None:
-    """A row's response columns (rows.row_type) from its response, and the latency."""
+def answer(row: list, shape: RowShape, request_event: Any, response_event: Any) -> None:
+    """A row's response columns (of its shape) from its response, and the latency."""
     rec = response_event.record
-    row.response_ts_ns = ts_ns = response_event.ts_ns
-    row.latency_ms = (ts_ns - request_event.ts_ns) / 1e6
-    row.code = rec.code
-    row.remark = shared(rec.remark)
-    if row.names_codes:
-        row.code_name = rec.code_name
+    row[shape.response_ts_ns] = ts_ns = response_event.ts_ns
+    row[shape.latency_ms] = (ts_ns - request_event.ts_ns) / 1e6
+    row[shape.code] = rec.code
+    row[shape.remark] = shared(rec.remark)
+    if shape.names_codes:
+        row[shape.code_name] = rec.code_name
 
 
 class CallCollector:
@@ -204,17 +210,9 @@ class CallCollector:
         group["oneway" if oneway else "calls"] += 1
         row = index = None
         if self._keep_rows:
-            row = RequestRow(
-                connection=ev.connection,
-                server=group["server"],
-                direction=ev.direction,
-                opaque=rec.opaque,
-                request_code=rec.code,
-                request_name=group["request_name"],
-                topic=rec.topic,
-                request_ts_ns=ev.ts_ns,
-                status="oneway" if oneway else "open",
-            )
+            row = _asked_row(ev.connection, group["server"], ev.direction, rec.opaque, rec.code,
+                             group["request_name"], rec.topic, ev.ts_ns,
+                             "oneway" if oneway else "open")  # fmt: skip
             index = self._table.begin(row, complete=bool(oneway))
         if oneway:
             return
@@ -223,7 +221,7 @@ class CallCollector:
         if previous is not None:
             previous[3]["duplicate_ids"] += 1
             if previous[0] is not None:
-                previous[0].status = "duplicate"
+                previous[0][R.status] = "duplicate"
                 self._table.completed(previous[1], previous[0])
 
     def _on_response(self, ev: Any, rec: Any) -> None:
@@ -234,30 +232,18 @@ class CallCollector:
             group = self._group(rec.request_code, ev.connection, key[1])[0]
             group["orphan_responses"] += 1
             if self._keep_rows:
-                self._table.begin(
-                    RequestRow(
-                        connection=ev.connection,
-                        server=group["server"],
-                        direction=key[1],
-                        opaque=rec.opaque,
-                        request_code=rec.request_code,
-                        request_name=group["request_name"],
-                        response_ts_ns=ev.ts_ns,
-                        code=rec.code,
-                        code_name=rec.code_name,
-                        remark=rec.remark,
-                        status="orphan_response",
-                    ),
-                    complete=True,
-                )
+                row = _orphan_row(ev.connection, group["server"], key[1], rec.opaque,
+                                  rec.request_code, group["request_name"], ev.ts_ns, rec.code,
+                                  rec.code_name, rec.remark, "orphan_response")  # fmt: skip
+                self._table.begin(row, complete=True)
             return
         row, index, asked, group, sample = found
         self.answered = asked
         group["answered"] += 1
         sample.append((ev.ts_ns - asked.ts_ns) / 1e6)
         if row is not None:
-            answer(row, asked, ev)
-            row.status = "answered"
+            answer(row, R, asked, ev)
+            row[R.status] = "answered"
             self._table.completed(index, row)
 
     def rows(self) -> Any:

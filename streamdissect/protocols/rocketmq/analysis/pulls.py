@@ -8,37 +8,40 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer
-from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
+from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
+from streamdissect.protocols.rocketmq.analysis.rows import RowShape, shared
 from streamdissect.protocols.rocketmq.tables import PULLS
 
-PullRow = row_type("PullRow", PULLS)
+P = RowShape(PULLS)
+_pull_row = P.maker("connection", "server", "request_ts_ns", "opaque", "consumer_group", "topic",
+                    "queue_id", "queue_offset", "max_msg_nums", "long_poll",
+                    "suspend_timeout_ms")  # fmt: skip
 
 
 class PullCollector(PerCall):
-    row_class = PullRow
+    shape = P
 
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
-        self.new_row(ev, opaque=rec.opaque, consumer_group=shared(fields.get("consumerGroup")),
-                     topic=shared(rec.topic), queue_id=rec.queue_id,
-                     queue_offset=fields.get("queueOffset"),
-                     max_msg_nums=fields.get("maxMsgNums"),
-                     long_poll=bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
-                     suspend_timeout_ms=fields.get("suspendTimeoutMillis"))  # fmt: skip
+        connection = ev.connection
+        self.add_row(_pull_row(connection, server_of(connection), ev.ts_ns, rec.opaque,
+                               shared(fields.get("consumerGroup")), shared(rec.topic),
+                               rec.queue_id, fields.get("queueOffset"), fields.get("maxMsgNums"),
+                               bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
+                               fields.get("suspendTimeoutMillis")))  # fmt: skip
         self.keep(ev)
 
     def answered(self, request: Any, rows: list, ev: Any) -> None:
         rec = ev.record
         fields = rec.fields
         (row,) = rows
-        answer(row, request, ev)
+        answer(row, P, request, ev)
         messages = rec.messages or ()
-        row.messages = len(messages)
-        row.bytes = sum(len(m.body) for m in messages)
-        row.next_begin_offset = fields.get("nextBeginOffset")
-        row.min_offset, row.max_offset = fields.get("minOffset"), fields.get("maxOffset")
-        row.suggested_broker_id = fields.get("suggestWhichBrokerId")
-        if row.long_poll:
-            row.held_ms = row.latency_ms
+        row[P.messages] = len(messages)
+        row[P.bytes] = sum(len(m.body) for m in messages)
+        row[P.next_begin_offset] = fields.get("nextBeginOffset")
+        row[P.min_offset], row[P.max_offset] = fields.get("minOffset"), fields.get("maxOffset")
+        row[P.suggested_broker_id] = fields.get("suggestWhichBrokerId")
+        if row[P.long_poll]:
+            row[P.held_ms] = row[P.latency_ms]

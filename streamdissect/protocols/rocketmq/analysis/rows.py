@@ -1,15 +1,12 @@
-"""A row type per table: its columns as slots, read by name (`row.status`, `row["status"]`)
-and by position in the table's column order, as the table converters read tuples; and
-RowTable, where the rows of a table of a row per message or call are kept: as tuples in
+"""A row shape per table: its rows as lists in the table's column order, written by the
+column's position (`row[SHAPE.status]`), as the table converters read tuples; and RowTable, where the rows of a table of a row per message or call are kept: as tuples in
 CompactRows (columns, spilled to a file past a few MB), once they can no longer change."""
 
 from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import make_dataclass
-from operator import attrgetter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamdissect.analysis.compact import CompactRows
@@ -21,38 +18,36 @@ def shared(value: Any) -> Any:
     return sys.intern(value) if value.__class__ is str else value
 
 
-def row_type(name: str, columns: Sequence[Any]) -> type:
-    """A class whose instances are rows of a table of these columns (tables.columns.Column);
-    a column not given is None, one not in the table a TypeError. (Its __init__ is the one
-    dataclasses writes for keyword fields: a row a message sent is made 100,000 times on
-    the benchmark capture, and a loop over the columns took four times as long.)"""
-    names = tuple(c.name for c in columns)
-    every = attrgetter(*names)
+class RowShape:
+    """The rows of a table of these columns (tables.columns.Column) as lists in its column
+    order, as the table converters read them: each column's position by its name
+    (`shape.status`), and `maker`, a function making a row from some columns' values. (A row
+    a message sent is made 100,000 times on the benchmark capture: a list made by one call
+    and written as a tuple costs a sixth of a slots object made by keyword and read by an
+    attrgetter.)"""
 
-    def values(self) -> tuple:
-        """The row as a tuple in the table's column order."""
-        return every(self)
+    def __init__(self, columns: Sequence[Any]) -> None:
+        self.columns = names = tuple(c.name for c in columns)
+        taken = {"columns", "names_codes", "maker"} & set(names)
+        if taken:
+            raise ValueError(f"columns named as RowShape's own attributes: {sorted(taken)}")
+        for at, name in enumerate(names):
+            setattr(self, name, at)
+        self.names_codes = "code_name" in names  # (calls.answer sets code_name where held)
 
-    def __getitem__(self, key: int | str) -> Any:
-        return getattr(self, key if key.__class__ is str else names[key])
-
-    def __len__(self) -> int:
-        return len(names)
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is self.__class__ and tuple(self) == tuple(other)
-
-    def __repr__(self) -> str:
-        return f"{name}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
-
-    return make_dataclass(name, [(column, Any, None) for column in names], kw_only=True,
-                          slots=True, eq=False, repr=False,
-                          namespace={"__getitem__": __getitem__, "__len__": __len__,
-                                     "__eq__": __eq__, "__hash__": None, "__repr__": __repr__,
-                                     "columns": names,
-                                     # (calls.answer sets code_name where the table has it)
-                                     "names_codes": "code_name" in names,
-                                     "values": values})  # fmt: skip
+    def maker(self, *names: str) -> Callable[..., list]:
+        """A function of these columns' values, by position, making a row (the other
+        columns None). Its source is written for these names once (a loop over the columns
+        a row would cost as much as the row), as dataclasses writes an __init__."""
+        unknown = [n for n in names if n not in self.columns]
+        if unknown or len(set(names)) != len(names):
+            raise TypeError(f"not the table's columns once each: {names}")
+        given = {self.columns.index(name): f"v{i}" for i, name in enumerate(names)}
+        items = ", ".join(given.get(at, "None") for at in range(len(self.columns)))
+        source = f"def make_row({', '.join(given.values())}):\n    return [{items}]\n"
+        namespace: dict[str, Any] = {}
+        exec(source, namespace)  # noqa: S102 (only v0.. and None in it: no name comes in)
+        return namespace["make_row"]
 
 
 class RowTable:
@@ -61,7 +56,7 @@ class RowTable:
     is complete and every row begun before it is written, or once WINDOW rows were begun
     after it (a request never answered holds back no more than that). A row written while
     still open and completed later (a long poll held past WINDOW other requests) is kept
-    as an object until the table is read, or until more than WINDOW such rows wait, and
+    as a list until the table is read, or until more than WINDOW such rows wait, and
     replaces its tuple then."""
 
     WINDOW = 4096
@@ -81,7 +76,7 @@ class RowTable:
     # or the window grew past WINDOW, and _write is called only then.
 
     def begin(self, row: Any, complete: bool = False) -> int:
-        """Add a row (row_type's) that may change until completed(); its index."""
+        """Add a row (a list, RowShape's) that may change until completed(); its index."""
         window = self._window
         index = self._written + len(window)
         window.append(row)
@@ -111,7 +106,7 @@ class RowTable:
         written = self._written
         while window and (len(window) > keep or written not in still):
             still.discard(written)
-            append(window.popleft().values())
+            append(tuple(window.popleft()))
             written += 1
         self._written = written
 
@@ -124,5 +119,5 @@ class RowTable:
 
     def _replace_late(self) -> None:
         if self._late:
-            self._table.replace({i: row.values() for i, row in self._late.items()})
+            self._table.replace({i: tuple(row) for i, row in self._late.items()})
             self._late = {}

@@ -10,37 +10,46 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis.calls import ONEWAY_FLAG, PerCall, answer
-from streamdissect.protocols.rocketmq.analysis.rows import row_type, shared
+from streamdissect.protocols.rocketmq.analysis.calls import (
+    ONEWAY_FLAG,
+    PerCall,
+    answer,
+    server_of,
+)
+from streamdissect.protocols.rocketmq.analysis.rows import RowShape, shared
 from streamdissect.protocols.rocketmq.tables import SENDS
 
-SendRow = row_type("SendRow", SENDS)
+S = RowShape(SENDS)
+_request_row = S.maker("connection", "server", "request_ts_ns", "opaque", "request_name",
+                       "batch_index", "status", "producer_group", "topic", "queue_id",
+                       "wire_length")  # fmt: skip
+_message_row = S.maker("connection", "server", "request_ts_ns", "opaque", "request_name",
+                       "batch_index", "status", "producer_group", "topic", "queue_id",
+                       "msg_id", "tags", "keys", "compressed", "size", "wire_length")  # fmt: skip
 
 
 class SendCollector(PerCall):
-    row_class = SendRow
+    shape = S
 
     def on_request(self, ev: Any) -> None:
         rec = ev.record
         status = "oneway" if rec.flag & ONEWAY_FLAG else "no_response"
         opaque, name = rec.opaque, rec.code_name
         group = shared(rec.fields.get("producerGroup"))
+        connection, ts_ns = ev.connection, ev.ts_ns
+        server = server_of(connection)
         # (every value given at once: a row may be written as soon as it is made)
         if not rec.messages:  # (a body not read: the frame cut short)
-            self.add_row(ev, SendRow(opaque=opaque, request_name=name, batch_index=0,
-                                     status=status, producer_group=group,
-                                     topic=shared(rec.topic), queue_id=rec.queue_id,
-                                     wire_length=len(rec.body)))  # fmt: skip
+            self.add_row(_request_row(connection, server, ts_ns, opaque, name, 0, status, group,
+                                      shared(rec.topic), rec.queue_id, len(rec.body)))  # fmt: skip
         for index, message in enumerate(rec.messages or ()):
             wire = len(message.body)
             compressed = message.compressed
-            self.add_row(ev, SendRow(opaque=opaque, request_name=name, batch_index=index,
-                                     status=status, producer_group=group,
-                                     topic=shared(message.topic), queue_id=message.queue_id,
-                                     msg_id=message.msg_id, tags=shared(message.tags),
-                                     keys=message.keys, compressed=compressed,
-                                     size=message.inflated_length if compressed else wire,
-                                     wire_length=wire))  # fmt: skip
+            self.add_row(_message_row(connection, server, ts_ns, opaque, name, index, status,
+                                      group, shared(message.topic), message.queue_id,
+                                      message.msg_id, shared(message.tags), message.keys,
+                                      compressed, message.inflated_length if compressed
+                                      else wire, wire))  # fmt: skip
         self.keep(ev)
 
     def answered(self, request: Any, rows: list, ev: Any) -> None:
@@ -51,11 +60,11 @@ class SendCollector(PerCall):
         queue_id = fields.get("queueId")
         queue_offset = fields.get("queueOffset")
         for index, row in enumerate(rows):
-            answer(row, request, ev)
-            row.status = status
+            answer(row, S, request, ev)
+            row[S.status] = status
             if queue_id is not None:
-                row.queue_id = queue_id
+                row[S.queue_id] = queue_id
             if queue_offset is not None:
-                row.queue_offset = queue_offset + index
+                row[S.queue_offset] = queue_offset + index
             if index < len(offset_ids) and offset_ids[index]:
-                row.offset_msg_id = offset_ids[index]
+                row[S.offset_msg_id] = offset_ids[index]
