@@ -182,6 +182,17 @@ NOT_CAPTURED = re.compile(r"^\[Packet size limited during capture: (\d+) bytes f
                           re.MULTILINE)  # fmt: skip
 
 
+def not_captured_said(plugin, cut) -> dict[int, tuple[int, int]]:
+    """Packet number -> (byte, bytes) of each "not captured" note tshark shows for `cut`."""
+    text = tshark_pdml.run(plugin, cut, "-V", "-o", "rabbitmq_stream.ports:5552,5553")
+    said = {}
+    for frame in re.split(r"^(?=Frame \d+: )", text, flags=re.MULTILINE)[1:]:
+        number = int(frame.split(":", 1)[0].split()[1])
+        for length, start in NOT_CAPTURED.findall(frame):
+            said[number] = (int(start), int(length))
+    return said
+
+
 @pytest.mark.parametrize("snap", [96, 128])
 def test_frames_past_the_snap_length_are_said_as_wireshark_says_a_cut(plugin, tmp_path, snap):
     """A segment cut before some of its frames start: those frames are said not captured, in
@@ -192,12 +203,30 @@ def test_frames_past_the_snap_length_are_said_as_wireshark_says_a_cut(plugin, tm
         linktype, packets = worsen.read_pcap(path)
         cut = worsen.write_pcap(tmp_path / f"{path.stem}-s{snap}.pcap", linktype,
                                 worsen.snaplen(packets, snap))  # fmt: skip
-        text = tshark_pdml.run(plugin, cut, "-V", "-o", "rabbitmq_stream.ports:5552,5553")
-        said = {}
-        for frame in re.split(r"^(?=Frame \d+: )", text, flags=re.MULTILINE)[1:]:
-            number = int(frame.split(":", 1)[0].split()[1])
-            for length, start in NOT_CAPTURED.findall(frame):
-                said[number] = (int(start), int(length))
+        said = not_captured_said(plugin, cut)
         assert said == frames_lost_past_the_cut(packets, snap), path.name
         said_somewhere += len(said)
     assert said_somewhere  # (a cut that lost no frame start would prove nothing)
+
+
+def test_a_segment_inside_a_frame_is_not_walked_as_frames(plugin, tmp_path):
+    """The rest of a large Deliver (its segment starts 32 KiB into the frame) whose message
+    bytes there read as a chain of small sizes ending past the snap length: no frame starts
+    in that segment, so nothing is said not captured; of seven Heartbeats in one segment cut
+    after the sixth's size field, the seventh is (it starts past the cut)."""
+    snap, split = 98, 32768  # (connection_capture splits a frame every 32 KiB)
+    kept = snap - 54  # (Ethernet, IPv4 and TCP headers)
+    chain = (struct.pack(">I", 8) + b"\xa5" * 8) * 3 + struct.pack(">I", 200)  # ends at 240
+    head = len(_deliver_with(b"")) + 4  # (the entry's own size field too)
+    data = b"\xa5" * (split - head) + chain + b"\xa5" * 1000
+    deliver = _deliver_with(struct.pack(">I", len(data)) + data)
+    assert deliver[split : split + len(chain)] == chain
+    heartbeats = _frame(0x0017, 1, b"") * 7  # (8 bytes each)
+    clean = connection_capture(tmp_path / "clean.pcap", [("c2s", heartbeats), ("s2c", deliver)])
+    linktype, packets = worsen.read_pcap(clean)
+    cut = worsen.write_pcap(tmp_path / "cut.pcap", linktype, worsen.snaplen(packets, snap))
+    rest = worsen.tcp_of(packets[4][1])  # (SYN, SYN-ACK, Heartbeats, the Deliver's head)
+    assert rest.payload_len > 240 > kept and packets[4][1][rest.payload_at :].startswith(chain)
+    truth = frames_lost_past_the_cut(packets, snap)
+    assert truth == {3: (48, 8)}
+    assert not_captured_said(plugin, cut) == truth

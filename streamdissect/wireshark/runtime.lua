@@ -716,18 +716,31 @@ local function frame_length(tvb, pinfo, offset)
     return size + 4
 end
 
+-- A frame header of the table: size in range, a known key and version.
+local function plausible_header(tvb, pos)
+    local size, key, version = tvb(pos, 4):uint(), tvb(pos + 4, 2):uint(), tvb(pos + 6, 2):uint()
+    local message = MESSAGES[key]
+    return size >= 4 and size <= proto.prefs.max_frame and message ~= nil
+        and message.versions[version] ~= nil
+end
+
 -- A segment the capture cut (snap length) before a frame's start: that frame, and any after
 -- it, is not shown (tcp_dissect_pdus stops at the captured end); said as Wireshark says a
 -- packet cut short, in Info and the tree, no expert info (Wireshark's own "Packet size
 -- limited during capture": a snap length is no fault of the packet). A frame whose own
 -- bytes the cut ends in is said by dissect_frame (expert info `truncated`).
+-- A segment may start inside a frame (the rest of a large Deliver or Publish), where message
+-- bytes read as sizes: the walk trusts a step only if its header is one of the table's (size,
+-- key and version, as the heuristic checks); a step whose key the cut leaves out is trusted
+-- on its size, but not at byte 0, where nothing else says a frame starts.
 local function frames_not_captured(tvb, pinfo, tree)
     local have, reported = tvb:len(), tvb:reported_len()
-    if have >= reported then return end
+    if have >= reported or have < 8 then return end
     local pos = 0
     while pos + 4 <= have do
         local size = tvb(pos, 4):uint()
         if size < 4 or size > proto.prefs.max_frame then return end
+        if pos + 8 <= have and not plausible_header(tvb, pos) then return end
         pos = pos + size + 4
     end
     if pos < have or pos >= reported then return end
@@ -759,13 +772,6 @@ local function well_formed(tvb, size, key, version)
     local ok, err = pcall(read_message, ctx, message, layout, NO_TREE)
     if not ok and getmetatable(err) ~= DecodeError then error(err, 0) end
     return ok and ctx.pos == ctx.stop
-end
-
-local function plausible_header(tvb, pos)
-    local size, key, version = tvb(pos, 4):uint(), tvb(pos + 4, 2):uint(), tvb(pos + 6, 2):uint()
-    local message = MESSAGES[key]
-    return size >= 4 and size <= proto.prefs.max_frame and message ~= nil
-        and message.versions[version] ~= nil
 end
 
 local function looks_like_stream(tvb)
