@@ -34,3 +34,23 @@ def cut(path: Path, pieces: int, out_dir: Path, offset: int = 0) -> list[Path]:
         piece.write_bytes(header + b"".join(packets[bounds[k] : bounds[k + 1]]))
         paths.append(piece)
     return paths
+
+
+def timestamp_ns(record: bytes, endian: str = "<") -> int:
+    """A packet record's time (microsecond pcap)."""
+    seconds, micros = struct.unpack_from(endian + "II", record, 0)
+    return seconds * 1_000_000_000 + micros * 1000
+
+
+def cut_at(path: Path, bounds: list[int], out_dir: Path) -> list[Path]:
+    """`path` cut before each packet index in `bounds` (ascending); the pieces' paths."""
+    data = path.read_bytes()
+    header, packets = data[:HEADER], records(data)
+    edges = [0, *bounds, len(packets)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k in range(len(edges) - 1):
+        piece = out_dir / f"{path.stem}.pcap{k or ''}"
+        piece.write_bytes(header + b"".join(packets[edges[k] : edges[k + 1]]))
+        paths.append(piece)
+    return paths

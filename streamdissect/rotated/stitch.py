@@ -224,6 +224,9 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
     end_seq = end_offset = None  # where the direction stopped so far (global offset)
     fin = False  # and whether a FIN came after it
     since = 0  # the first piece whose Tunes across a cut the state may not know
+    # the last part with bytes of this direction: later parts (the other direction's last
+    # packets) carry nothing of it on, and one run's framer finishes at the set's end
+    last = max((n for n, (_, p) in enumerate(parts) if p.sides[direction].started), default=-1)
     for n, (i, part) in enumerate(parts):
         side = part.sides[direction]
         if not side.started:
@@ -240,7 +243,7 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
                 state = (with_limit(state[0], tuned), state[1])
             carried = state[0].get("negotiated") if state is not None else None
             state = _across(chain, i, part, direction, side, state, shift, end_offset, result,
-                            tunes, finished if n + 1 == len(parts) else None)  # fmt: skip
+                            tunes)  # fmt: skip
             carried = _latest_tune(tunes, i, i) or carried  # (this direction's, at the cut)
             if carried is not None and state[0].get("negotiated") is None:
                 # the piece never saw the Tune: the limit goes on across the cut, for this
@@ -260,31 +263,30 @@ def _stitch_direction(chain: Chain, parts: list[tuple[int, PartFacts]], directio
             if cut["cur_start"] >= 0:
                 result.dropped.add((i, part.local_id, direction, "truncated",
                                     cut["cur_start"] + state[1] - shift))  # fmt: skip
+        all_head = result.replaced.get((i, part.local_id, direction)) == (0, 1 << 62)
+        if n == last and (all_head or n + 1 < len(parts)) and state is not None:
+            _finish(chain, parts[-1][0], direction, state, finished, result)
     return end_offset or 0
 
 
 def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: SideFacts,
             state: tuple[dict, int] | None, shift: int, end_offset: int, result: Plan,
-            tunes: list[tuple[int, int, int]], finished: int | None = None,
-            ) -> tuple[dict, int]:  # fmt: skip
+            tunes: list[tuple[int, int, int]]) -> tuple[dict, int]:  # fmt: skip
     """The frames across one cut: the earlier framer fed the later head. Returns the state
-    that carries on (framer state, its offset shift). `finished`: the part is the chain's
-    last, and one run's framers finish then (the set's last packet)."""
+    that carries on (framer state, its offset shift); a part that is all head, when its
+    direction goes on no further, is finished by _finish."""
     if state is None or side.head is None:
         return side.end_state, shift
     made: list[FrameEvent] = []
+    found: list[Anomaly] = []
 
-    def emit(offset: int, ts_ns: int, record: Any) -> None:
-        made.append(FrameEvent(ts_ns, chain.name, direction, offset, record))
+    def tuned(ts_ns: int, record: Any) -> None:
         # (a Stream Tune: another protocol's records have no `key`)
         if getattr(record, "key", None) == TUNE_KEY and getattr(record, "frame_max", None):
             framer.negotiated_frame_max(record.frame_max)  # (as engine.state's emit does)
             tunes.append((ts_ns, piece, record.frame_max))
 
-    found: list[Anomaly] = []
-
-    def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
-        found.append(Anomaly(ts_ns, chain.name, direction, kind, offset, length, detail))
+    emit, report = _catchers(chain.name, direction, made, found, tuned)
 
     if side.head_overflow:
         result.anomalies.append(Anomaly(
@@ -295,8 +297,6 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
     framer = restore_framer(state[0], state[1], emit, report)
     _feed(framer, side, shift, end_offset, report)
     if side.head_state is None:  # the piece found no frame start before its end: all head
-        if finished is not None:  # (and nothing follows: the capture's end decides, as in
-            framer.finish(finished)  # one run: a candidate taken without a next head)
         result.replaced[(piece, part.local_id, direction)] = (0, 1 << 62)
         result.dropped.add((piece, part.local_id, direction, "resync", 0))
         result.anomalies.extend(found)
@@ -319,6 +319,37 @@ def _across(chain: Chain, piece: int, part: PartFacts, direction: str, side: Sid
     result.anomalies.extend(found)
     chain.frames.extend((piece, f) for f in made)
     return side.end_state, shift
+
+
+def _catchers(name: str, direction: str, made: list[FrameEvent], found: list[Anomaly],
+              on_record: Any = None) -> tuple[Any, Any]:  # fmt: skip
+    """A restored framer's emit and report: its frames into `made` (each also to
+    `on_record(ts, record)`), its anomalies into `found`."""
+    def emit(offset: int, ts_ns: int, record: Any) -> None:
+        made.append(FrameEvent(ts_ns, name, direction, offset, record))
+        if on_record is not None:
+            on_record(ts_ns, record)
+
+    def report(kind: str, ts_ns: int, offset: int, length: int, detail: str) -> None:
+        found.append(Anomaly(ts_ns, name, direction, kind, offset, length, detail))
+
+    return emit, report
+
+
+def _finish(chain: Chain, piece: int, direction: str, state: tuple[dict, int],
+            finished: int | None, result: Plan) -> None:  # fmt: skip
+    """The end of a direction whose last part is not where its framer finished in one run
+    (a later part has none of its bytes, or its part was all head): its framer, restored,
+    finishes at the set's last packet (`finished`), as one run's does; what the piece
+    decided at its own end was dropped (tail, truncated)."""
+    if finished is None:
+        return
+    made: list[FrameEvent] = []
+    found: list[Anomaly] = []
+    framer = restore_framer(state[0], state[1], *_catchers(chain.name, direction, made, found))
+    framer.finish(finished)
+    result.anomalies.extend(found)
+    chain.frames.extend((piece, f) for f in made)
 
 
 def with_limit(state: dict, frame_max: int) -> dict:
