@@ -43,6 +43,11 @@ JSON_START = b'{"'
 _JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's settings)
 JOINT = b",null,"  # between the headers json_headers reads together
 NOT_PARSED = object()  # (decode_frame: the header is read from the frame)
+# spec's constants read once a frame or more: bound here (a global, not a module attribute)
+_STR, _INT, _RESPONSE = spec.STR, spec.INT, spec.RESPONSE_FLAG
+_SERIALIZE_NAMES, _LENGTH_MASK, _JSON = spec.SERIALIZE_NAMES, spec.HEADER_LENGTH_MASK, spec.JSON
+_MESSAGE_BODY_CODES, _BATCH_CODE = spec.MESSAGE_BODY_CODES, spec.BATCH_CODE
+_PULL_RESPONSE_KEYS = spec.PULL_RESPONSE_KEYS
 
 
 class HeaderError(ValueError):
@@ -63,11 +68,11 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
     total, word = _HEAD.unpack_from(frame)
     size = total if declared_size is None else declared_size
     truncated = len(frame) < 4 + size
-    kind, header_length = (word >> 24) & 0xFF, word & spec.HEADER_LENGTH_MASK
+    kind, header_length = (word >> 24) & 0xFF, word & _LENGTH_MASK
 
     if size >= 2**31:
         return _malformed(frame, size, truncated, f"negative total length {size - 2**32}", 0)
-    if word < 0 or kind not in spec.SERIALIZE_NAMES:
+    if word < 0 or kind not in _SERIALIZE_NAMES:
         return _malformed(frame, size, truncated, f"unknown header serialization {kind}", 4)
     if header_length > size - 4:
         return _malformed(frame, size, truncated,
@@ -77,7 +82,7 @@ def decode_frame(frame: bytes, *, declared_size: int | None = None,
         return _malformed(frame, size, truncated,
                           f"header cut short: {len(header)} of {header_length} bytes", 8)
     try:
-        if kind == spec.JSON:
+        if kind == _JSON:
             parts = _json_header(header, parsed_header)
         else:
             parts = _binary_header(header)
@@ -282,22 +287,23 @@ def named_fields(command: RemotingCommand) -> dict[str, Any]:
 
 def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
     """named_fields of a command of this code, flag and ext fields."""
-    if flag & spec.RESPONSE_FLAG:
+    if flag & _RESPONSE:
         known = _RESPONSE_KNOWN
     else:
         known = _REQUEST_KNOWN.get(code)
         if known is None:
             return {}
     out = {}
+    lookup = known.get
     for key, value in ext.items():
-        f = known.get(key)
+        f = lookup(key)
         if f is not None:
             name, kind = f
             if value.__class__ is str:  # (most are: _typed's cases for text, inline)
-                if kind == spec.STR:
+                if kind == _STR:
                     out[name] = value
                     continue
-                if kind == spec.INT:
+                if kind == _INT:
                     if len(value) < _INT_TEXT:
                         try:
                             out[name] = int(value)
@@ -318,13 +324,13 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
 
 def _read_body(command: RemotingCommand, body_at: int) -> None:
     body, fields, code = command.body, command.fields, command.code
-    response = command.flag & spec.RESPONSE_FLAG  # (command.response, without its call)
+    response = command.flag & _RESPONSE  # (command.response, without its call)
     try:
-        if not response and code in spec.MESSAGE_BODY_CODES:
+        if not response and code in _MESSAGE_BODY_CODES:
             command.messages = [sent_message(body, fields)]
-        elif not response and code == spec.BATCH_CODE:
+        elif not response and code == _BATCH_CODE:
             command.messages = batch_messages(body, fields.get("topic"), fields.get("queueId"))
-        elif response and code == 0 and spec.PULL_RESPONSE_KEYS <= command.ext.keys():
+        elif response and code == 0 and _PULL_RESPONSE_KEYS <= command.ext.keys():
             command.messages = stored_messages(body, lazy=True)
         elif body[:1] in (b"{", b"["):
             command.body_json = fastjson.parse(body)
