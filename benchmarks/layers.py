@@ -2,6 +2,7 @@
 """Where `streamdissect analyze --format json FILE` spends its CPU, layer by layer.
 
     PYTHONPATH=TREE python benchmarks/layers.py FILE [--runs 3] [--json PATH]
+        [--wrap MODULE:ATTRIBUTE]...
 
 Runs the command in this process (stdout to /dev/null) with the layers' entry points
 wrapped by CPU-time counters (time.process_time: CPU, not wall, so other work on the
@@ -118,7 +119,7 @@ def _count_hot_handlers(sums: dict) -> None:
     collectors.Collectors.hot_handlers = counted
 
 
-def one_run(argv: list[str]) -> None:
+def one_run(argv: list[str], extra: list[str] = ()) -> None:
     """(In a child process.) The command once, its layers' CPU as one JSON line on stderr;
     the helper's as another."""
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -136,6 +137,9 @@ def one_run(argv: list[str]) -> None:
     helper: dict = {}
     for layer in MAIN_LAYERS:
         _wrap(main, *layer)
+    for spec in extra:
+        module, attribute = spec.split(":")
+        _wrap(main, "wrapped: " + spec, module, attribute)
     for layer in HELPER_LAYERS:
         _wrap(helper, *layer)
     from streamdissect.capture import blocks
@@ -175,15 +179,18 @@ def main(argv=None) -> int:
     ap.add_argument("file")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", metavar="PATH", help="also write the figures here")
+    ap.add_argument("--wrap", action="append", default=[], metavar="MODULE:ATTRIBUTE",
+                    help="a further function to count in the main process (repeatable)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     command = ["analyze", "--format", "json", args.file]
     if args.one:
-        one_run(command)
+        one_run(command, args.wrap)
         return 0
     best: dict = {}
     for _ in range(args.runs):
-        out = subprocess.run([sys.executable, __file__, "--one", args.file],
+        wraps = [word for spec in args.wrap for word in ("--wrap", spec)]
+        out = subprocess.run([sys.executable, __file__, "--one", args.file, *wraps],
                              capture_output=True, text=True, check=True).stderr  # fmt: skip
         for tag, text in re.findall(r"^(LAYERS-\w+) (.*)$", out, re.MULTILINE):
             for name, value in json.loads(text).items():

@@ -20,7 +20,7 @@ import numpy as np
 from streamdissect.capture.packet_columns import PAYLOAD_HEAD
 from streamdissect.framing.framer import HEADER, Framer
 from streamdissect.framing.walk import Walk
-from streamdissect.protocols.stream import layouts
+from streamdissect.protocols.stream import layouts, native
 from streamdissect.tcp.vectorized import InOrder
 
 _size_key = layouts.SIZE_KEY.struct().unpack_from
@@ -44,8 +44,8 @@ class HotWalk:
     each ends; `big`: indexes into `starts` of frames above LimitCheck.low (within the frame
     limit)."""
 
-    __slots__ = ("big", "ends", "equal", "events", "filling", "framer", "keys", "low", "runs",
-                 "segments", "segs", "starts")  # fmt: skip
+    __slots__ = ("big", "ends", "equal", "events", "filling", "framer", "keys", "low", "mask",
+                 "native", "runs", "segments", "segs", "starts")  # fmt: skip
 
     def __init__(self, keys: frozenset, segments: InOrder, framer: Framer, w: Walk,
                  frame_heads: np.ndarray) -> None:  # fmt: skip
@@ -62,10 +62,29 @@ class HotWalk:
         self.low = w.check.low
         self.equal = EqualRuns(segments, frame_heads, self.starts, self.segs)
         self.filling = SegmentRuns(segments, self.starts, self.segs, keys, self.low)
+        self.native = native.loaded
+        self.mask = _mask(keys) if self.native is not None else None
 
     def run(self, pos: int, jj: int) -> tuple[int, int]:
         """The hot frames from stream offset `pos` (segment jj) noted; where the walk goes on
         (the framer's offset moved there) and its segment."""
+        if self.native is None:
+            return self._run(pos, jj)
+        segments, starts = self.segments, self.starts
+        p, noted, segs, big = self.native.hot_run(
+            segments.buf, segments.so, segments.lo, segments.po, segments.heads, segments.send,
+            pos, jj,
+            self.mask, self.low, self.framer.frame_limit)  # fmt: skip
+        if p == pos:
+            return pos, jj
+        if big:
+            self.big.extend(len(starts) + k for k in big)
+        starts.frombytes(noted)
+        self.segs.frombytes(segs)
+        return self._ran(p, len(noted) >> 3, jj)
+
+    def _run(self, pos: int, jj: int) -> tuple[int, int]:
+        """run, in Python (the reference of _native.hot_run)."""
         segments = self.segments
         buf, so, lo, po, read, send = (segments.buf, segments.so, segments.lo, segments.po,
                                        segments.read, segments.send)  # fmt: skip
@@ -132,12 +151,26 @@ class HotWalk:
             p = end
         if p == pos:
             return pos, jj
-        count = len(starts) - noted
+        return self._ran(p, len(starts) - noted, jj)
+
+    def _ran(self, p: int, count: int, jj: int) -> tuple[int, int]:
+        """A run of `count` hot frames up to `p` noted: its place among the events."""
+        so = self.segments.so
         self.ends.append(p)  # (a run's frames follow each other: their sizes)
         self.runs.append((len(self.events), count))
         self.events.extend(repeat(None, count))  # their places among the events
         self.framer.offset = p
         return p, bisect_right(so, p - 1, jj) - 1
+
+
+_masks: dict = {}
+
+
+def _mask(keys: frozenset) -> bytes:
+    """native.hot_mask of these keys, made once."""
+    if keys not in _masks:
+        _masks[keys] = native.hot_mask(keys)
+    return _masks[keys]
 
 
 class SegmentRuns:
