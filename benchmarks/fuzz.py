@@ -109,6 +109,8 @@ from streamdissect.tables.batches import frames_arrow
 from streamdissect.tables.convert import dataframe, release_free_memory
 
 from fuzz_memory import sampled  # noqa: E402  (beside this file)
+from fuzz_native import Mismatch, check_native_walk  # noqa: E402  (beside this file)
+from streamdissect.protocols.stream import native
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -900,6 +902,10 @@ def run_stream(stream: bytes) -> None:
     for options in ({}, {"deliver_keep_limit": 0}):
         check_splits(stream, rng, lambda collect: _framer(collect, **options), str(options))
     check_gaps(stream, rng, _framer, FUZZ_MAX_FRAME)
+    try:
+        check_native_walk(stream, rng)  # (the compiled walk against the Python one)
+    except Mismatch as mismatch:
+        raise Finding(str(mismatch)) from None
 
 
 def check_splits(stream: bytes, rng: random.Random, make_framer: Callable[[_Collect], Any],
@@ -971,6 +977,17 @@ def _report(path: str, engine: str, columns: bool = False) -> str:
     return "".join(parts)
 
 
+def _report_walked(path: str, compiled: Any) -> str:
+    """The columns report (_report) with the compiled walk (native.loaded) or the Python one
+    (None)."""
+    kept = native.loaded
+    native.loaded = compiled
+    try:
+        return _report(path, "auto", columns=True)
+    finally:
+        native.loaded = kept
+
+
 def _engine_runs(paths: list[str], engines: tuple, what: str = "") -> list:
     """(dissector, events or None for a file refused) for each engine, checked equal."""
     runs = []
@@ -1014,12 +1031,14 @@ def run_pcap(data: bytes, path: str) -> None:
         return
     if len(runs) == 2:
         reference = _report(path, "stream")
-        made = _report(path, "auto", columns=True)
-        if made != reference:
-            first = next(i for i, (x, y) in enumerate(zip(made, reference)) if x != y)
-            raise Finding(f"the columns report differs at character {first}: "
-                          f"{made[first - 40 : first + 80]!r} vs "
-                          f"{reference[first - 40 : first + 80]!r}")  # fmt: skip
+        for compiled in {native.loaded, None}:  # (the compiled walk and the Python one)
+            made = _report_walked(path, compiled)
+            if made != reference:
+                first = next(i for i, (x, y) in enumerate(zip(made, reference)) if x != y)
+                raise Finding(f"the columns report differs ({'compiled' if compiled else 'Python'} "
+                              f"walk) at character {first}: "
+                              f"{made[first - 40 : first + 80]!r} vs "
+                              f"{reference[first - 40 : first + 80]!r}")  # fmt: skip
         check_runs(path, events, runs[1][0])
     text = io.StringIO()
     last: dict[tuple[str, str], int] = {}

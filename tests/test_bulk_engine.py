@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 import worsen
+from native_modes import walk_mode  # noqa: F401 (a fixture)
 
 from streamdissect.capture import blocks, packet_columns
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.framing.walk import PlainFrames
+
+# every test both ways: the compiled walk and the Python one (native_modes)
+pytestmark = pytest.mark.usefixtures("walk_mode")
 
 
 def outcome(path: Path, engine: str, **options) -> tuple[list, list, list]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import random
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 from test_fuzz_harness import load
 
 from streamdissect.protocols import stream as protocol
+from streamdissect.protocols.stream import native
 
 fuzz = load()
 
@@ -102,6 +104,23 @@ def test_a_columns_report_that_differs_is_a_finding(tmp_path, monkeypatch):
     monkeypatch.setattr(hot, "decode", off_by_one)
     with pytest.raises(fuzz.Finding, match="columns report differs"):
         fuzz.run_pcap(data, str(tmp_path / "planted.pcap"))
+
+
+@pytest.mark.skipif(native.loaded is None, reason="the C extension is not built or not wanted")
+def test_a_compiled_walk_that_differs_is_a_finding(monkeypatch):
+    """The stream target holds the compiled walk (protocols/stream/_native.c) to the Python
+    one: a compiled walk that notes one frame too few is seen."""
+    compiled = native.loaded
+
+    def one_short(*args):
+        end, starts, segs, big = compiled.hot_run(*args)
+        return end, starts[:-8], segs[:-8], big
+
+    stream = max(fuzz.corpus_streams(), key=len)[: 64 * 1024]  # (hot frames in it)
+    fuzz.run_stream(stream)  # the real code: no finding
+    monkeypatch.setattr(native, "loaded", SimpleNamespace(hot_run=one_short))
+    with pytest.raises(fuzz.Finding, match="compiled walk differs"):
+        fuzz.run_stream(stream)
 
 
 def test_a_framer_that_depends_on_segmentation_is_a_finding(monkeypatch):

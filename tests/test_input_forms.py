@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import worsen
+from native_modes import walk_mode  # noqa: F401 (a fixture)
 from test_bulk_engine import WORSE, outcome_of
 
 from streamdissect.analysis.driver import analyze_events
@@ -28,6 +29,9 @@ from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import jsonl_writer
 from streamdissect.engine import bulk
 from streamdissect.engine.dissect import Dissector
+
+# every test both ways: the compiled walk and the Python one (native_modes)
+pytestmark = pytest.mark.usefixtures("walk_mode")
 
 SMALL_BLOCK = 9_000
 

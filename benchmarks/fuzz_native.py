@@ -1,0 +1,104 @@
+"""The fuzz campaign's check of the compiled walk (protocols/stream/_native.c) against the
+Python walk it replaces (hot_walk.HotWalk's own run), on one direction's stream cut into
+segments laid out in a block buffer between bytes of no segment (as packet headers are).
+
+benchmarks/fuzz.py calls `check_native_walk` on every input of its stream target; the pcap
+target compares the analyze report made with either walk to the reference engine's.
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from streamdissect.capture.blocks import sliding
+from streamdissect.protocols.stream import hot, native
+from streamdissect.protocols.stream.hot_walk import HotWalk
+from streamdissect.tcp.vectorized import InOrder, _ints
+
+LOWS = (4, 16, 60, 1000, 1 << 20)  # LimitCheck.low: frames above it are `big`
+KEYS = (hot.HOT_KEYS, hot.HOT_KEYS - {hot.PUBLISH_KEY})
+
+
+class Mismatch(Exception):
+    """The two walks noted different frames (the campaign reports it as a finding)."""
+
+
+def segments_of(stream: bytes, rng: random.Random) -> InOrder:
+    """`stream` cut into segments of random sizes (sometimes at its frames' ends), each put
+    into one buffer after 0-40 bytes of other data, with PAD bytes after it all."""
+    cuts, pos = [], 0
+    while pos < len(stream):
+        step = rng.choice((1, 2, 3, 7, 8, 9, 13, 64, 200, 1460))
+        if rng.random() < 0.5 and pos + 4 <= len(stream):  # (a frame's end)
+            size = int.from_bytes(stream[pos : pos + 4], "big")
+            step = size + 4 if 0 < size + 4 <= len(stream) - pos else step
+        cuts.append((pos, min(step, len(stream) - pos)))
+        pos += step
+    buf = bytearray()
+    so, lo, po = [], [], []
+    for start, length in cuts:
+        buf += rng.randbytes(rng.randrange(0, 41))
+        so.append(start)
+        lo.append(length)
+        po.append(len(buf))
+        buf += stream[start : start + length]
+    buf += bytes(hot.PAD + 8)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    po_a = np.array(po, dtype=np.int64)
+    heads = sliding(data, 0, len(data), 8)[po_a].view(np.int64)
+    so_a, lo_a = np.array(so, dtype=np.int64), np.array(lo, dtype=np.int64)
+    rows = np.arange(len(so), dtype=np.int64)
+    return InOrder(0, _ints(so_a), _ints(lo_a), _ints(po_a), so_a, lo_a, po_a, rows, rows,
+                   heads, buf, memoryview(buf))  # fmt: skip
+
+
+def _walk(segments: InOrder, keys: frozenset, low: int, limit: int, compiled: Any) -> tuple:
+    """The hot runs of the whole stream, as HotWalk notes them (a frame it does not take is
+    stepped over by its size, as the frame walk would after decoding it)."""
+    framer = SimpleNamespace(frame_limit=limit, offset=0)
+    w = SimpleNamespace(events=SimpleNamespace(items=[]), check=SimpleNamespace(low=low))
+    data = np.frombuffer(segments.buf, dtype=np.uint8)
+    walk = HotWalk(keys, segments, framer, w, sliding(data, 0, len(data), hot.HEAD_BYTES))
+    walk.native = compiled
+    if compiled is not None and walk.mask is None:
+        from streamdissect.protocols.stream.hot_walk import _mask
+
+        walk.mask = _mask(keys)
+    send, pos, j, stops = segments.send, 0, 0, []
+    while pos < send:
+        pos, j = walk.run(pos, j)
+        stops.append((pos, j))
+        if pos + 8 > send:
+            break
+        size = int.from_bytes(segments.read(pos, pos + 4), "big")
+        if size < 4:
+            break
+        pos += 4 + size
+        if pos >= send:
+            break
+        j = int(np.searchsorted(segments.so_a, pos, side="right")) - 1
+    return (stops, walk.starts.tolist(), walk.segs.tolist(), walk.big, walk.ends, walk.runs)
+
+
+def check_native_walk(stream: bytes, rng: random.Random) -> bool:
+    """Both walks over `stream` (random segments, frame limits, hot keys) note the same
+    frames; False when the extension is not there to compare."""
+    compiled = native.loaded
+    if compiled is None or not stream:
+        return False
+    segments = segments_of(stream, rng)
+    low = rng.choice(LOWS)
+    limit = max(low, rng.choice(LOWS))
+    keys = rng.choice(KEYS)
+    python = _walk(segments, keys, low, limit, None)
+    made = _walk(segments, keys, low, limit, compiled)
+    if made != python:
+        names = ("stops", "starts", "segs", "big", "ends", "runs")
+        which = [name for name, a, b in zip(names, made, python) if a != b]
+        raise Mismatch(f"the compiled walk differs from the Python one in {which} (low {low}, "
+                       f"limit {limit}, {len(segments.so)} segments)")
+    return True

@@ -1,0 +1,26 @@
+"""Both walks of the Stream fast path: the compiled loops (protocols/stream/_native.c) and
+the pure-Python code they replace (the reference). A test module that holds the bulk engine
+equal to the per-packet path runs each test in both modes:
+
+    pytestmark = pytest.mark.usefixtures("walk_mode")   # with `from native_modes import walk_mode`
+
+Without the extension built, only "python" runs (test_native.py says whether it should have
+been built)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamdissect.protocols.stream import native
+
+MODES = ["native", "python"] if native.loaded is not None else ["python"]
+
+
+@pytest.fixture(params=MODES)
+def walk_mode(request, monkeypatch):
+    """The mode's walk: "python" sets native.loaded to None (this process) and
+    STREAMDISSECT_NATIVE=0 (the processes a test starts)."""
+    if request.param == "python":
+        monkeypatch.setattr(native, "loaded", None)
+        monkeypatch.setenv(native.ENV, "0")
+    return request.param
