@@ -109,7 +109,11 @@ from streamdissect.tables.batches import frames_arrow
 from streamdissect.tables.convert import dataframe, release_free_memory
 
 from fuzz_memory import sampled  # noqa: E402  (beside this file)
-from fuzz_native import Mismatch, check_native_walk  # noqa: E402  (beside this file)
+from fuzz_native import (  # noqa: E402  (beside this file)
+    Mismatch,
+    check_native_decode,
+    check_native_walk,
+)
 from streamdissect.protocols.stream import native
 
 CAPTURES = ROOT / "captures"
@@ -902,8 +906,9 @@ def run_stream(stream: bytes) -> None:
     for options in ({}, {"deliver_keep_limit": 0}):
         check_splits(stream, rng, lambda collect: _framer(collect, **options), str(options))
     check_gaps(stream, rng, _framer, FUZZ_MAX_FRAME)
-    try:
-        check_native_walk(stream, rng)  # (the compiled walk against the Python one)
+    try:  # (the compiled loops against the Python ones)
+        check_native_walk(stream, rng)
+        check_native_decode(stream, rng)
     except Mismatch as mismatch:
         raise Finding(str(mismatch)) from None
 

@@ -1,9 +1,12 @@
-"""The fuzz campaign's check of the compiled walk (protocols/stream/_native.c) against the
-Python walk it replaces (hot_walk.HotWalk's own run), on one direction's stream cut into
-segments laid out in a block buffer between bytes of no segment (as packet headers are).
+"""The fuzz campaign's check of the compiled loops (protocols/stream/_native.c) against the
+Python code they replace: the walk (hot_walk.HotWalk's own run) on one direction's stream
+cut into segments laid out in a block buffer between bytes of no segment (as packet headers
+are), and the hot frames' decode (hot_native.decode against hot.decode) of every frame of
+the stream.
 
-benchmarks/fuzz.py calls `check_native_walk` on every input of its stream target; the pcap
-target compares the analyze report made with either walk to the reference engine's.
+benchmarks/fuzz.py calls `check_native_walk` and `check_native_decode` on every input of
+its stream target; the pcap target compares the analyze report made with either walk to the
+reference engine's.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from streamdissect.capture.blocks import sliding
-from streamdissect.protocols.stream import hot, native
+from streamdissect.protocols.stream import hot, hot_native, native
 from streamdissect.protocols.stream.hot_walk import HotWalk
 from streamdissect.tcp.vectorized import InOrder, _ints
 
@@ -101,4 +104,44 @@ def check_native_walk(stream: bytes, rng: random.Random) -> bool:
         which = [name for name, a, b in zip(names, made, python) if a != b]
         raise Mismatch(f"the compiled walk differs from the Python one in {which} (low {low}, "
                        f"limit {limit}, {len(segments.so)} segments)")
+    return True
+
+
+def _columns(c: hot.HotColumns) -> tuple:
+    """What a HotColumns says, comparable (a frame's ids by its start and count)."""
+    ids = [c.id_values[a : a + n].tolist() if n >= 0 else None
+           for a, n in zip(c.id_starts.tolist(), c.id_counts.tolist())]  # fmt: skip
+    fields = {name: (values.dtype.str, values.tolist(), valid.tolist())
+              for name, (values, valid) in c.fields.items()}  # fmt: skip
+    return (c.key.tolist(), c.version.tolist(), c.size.tolist(), c.accepted.tolist(), fields,
+            ids, c.id_values.tolist(), c.crc.tolist())  # fmt: skip
+
+
+def check_native_decode(stream: bytes, rng: random.Random) -> bool:
+    """Both decodes of the stream's whole frames (each at its start in a padded buffer, with
+    a random CRC limit and with or without the whole chunk header) give the same columns;
+    False when the extension is not there or the stream has no whole frame."""
+    compiled = native.loaded
+    if compiled is None:
+        return False
+    starts, pos = [], 0
+    while pos + 8 <= len(stream):
+        end = pos + 4 + int.from_bytes(stream[pos : pos + 4], "big")
+        if end > len(stream) or end < pos + 8:
+            break
+        starts.append(pos)
+        pos = end
+    if not starts:
+        return False
+    data = np.frombuffer(stream[:pos] + bytes(hot.PAD), dtype=np.uint8)
+    at = np.array(starts, dtype=np.int64)
+    crc_limit = rng.choice((None, 0, 100, 1 << 20))
+    whole_chunk = rng.random() < 0.5
+    python = _columns(hot.decode(data, at, crc_limit, {}, whole_chunk, {}))
+    made = _columns(hot_native.decode(compiled, data, at, crc_limit, {}, whole_chunk, {}))
+    if made != python:
+        names = ("key", "version", "size", "accepted", "fields", "ids", "id pool", "crc")
+        which = [name for name, a, b in zip(names, made, python) if a != b]
+        raise Mismatch(f"the compiled decode differs from the Python one in {which} "
+                       f"({len(starts)} frames, crc_limit {crc_limit})")
     return True

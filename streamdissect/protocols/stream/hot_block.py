@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from streamdissect.framing.framer import DELIVER_HEAD, DELIVER_KEY, HEADER, Framer
 from streamdissect.framing.walk import BlockEvents, LimitCheck
-from streamdissect.protocols.stream import hot, layouts
+from streamdissect.protocols.stream import hot, hot_native, layouts, native
 from streamdissect.protocols.stream.hot_walk import HotWalk
 from streamdissect.tcp.vectorized import InOrder
 
@@ -259,8 +260,10 @@ class HotBlock:
             crcs.update((first + k, crc) for k, crc in note.crcs.items())
             messages.update((first + k, where) for k, where in note.messages.items())
             first += len(note.at)
-        columns = hot.decode(data, np.concatenate([note.at for note in notes]), self.keep_limit,
-                             crcs, self.whole_chunk, messages)  # fmt: skip
+        compiled = native.loaded
+        decode = hot.decode if compiled is None else partial(hot_native.decode, compiled)
+        columns = decode(data, np.concatenate([note.at for note in notes]), self.keep_limit, crcs,
+                         self.whole_chunk, messages)  # fmt: skip
         accepted = columns.accepted
         chunks = []
         first = 0
