@@ -170,3 +170,26 @@ def test_hot_decode_declines_a_frame_past_the_data():
     args = _decode_args(starts=np.array([1 << 40], dtype=np.int64))
     COMPILED.hot_decode(*args.values())
     assert args["accepted"].tolist() == [False]
+
+
+@needs_build
+def test_copy_ranges_copies_across_segments():
+    buf = bytearray(b"..abc...defg" + bytes(16))
+    so, lo, po = array("q", [0, 3]), array("q", [3, 4]), array("q", [2, 8])
+    starts, ends = array("q", [1, 0]), array("q", [6, 2])
+    COMPILED.copy_ranges(buf, so, lo, po, starts, ends, 14)
+    assert bytes(buf[14:21]) == b"bcdefab"
+
+
+@needs_build
+@pytest.mark.parametrize(("starts", "ends", "dest"), [
+    ([0], [8], 14),  # past the segments' end
+    ([0], [3], 27),  # a copy past the buffer's end
+    ([2], [1], 14),  # a range that ends before it starts
+    ([0, 1], [2], 14),  # starts and ends of different lengths
+], ids=["past-segments", "past-buffer", "backwards", "lengths"])  # fmt: skip
+def test_copy_ranges_refuses_inconsistent_input(starts, ends, dest):
+    buf = bytearray(b"..abc...defg" + bytes(16))
+    so, lo, po = array("q", [0, 3]), array("q", [3, 4]), array("q", [2, 8])
+    with pytest.raises(ValueError):
+        COMPILED.copy_ranges(buf, so, lo, po, array("q", starts), array("q", ends), dest)

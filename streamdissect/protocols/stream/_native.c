@@ -3,6 +3,8 @@
  *
  * hot_run: HotWalk.run's walk over one direction's in-order segments of a block, a frame
  * at a time, noting the hot frames' stream offsets and segments.
+ * hot_decode: hot.decode's gathers and checks, every frame's head read once.
+ * copy_ranges: HotBlock._patch's copies of the frames that cross segments.
  *
  * Every input is checked: segment arrays of one length, buffer positions inside the buffer
  * (a ValueError otherwise, where the Python code's struct read would raise); the notes grow
@@ -612,9 +614,77 @@ done:
     return result;
 }
 
+/* copy_ranges(buf, so, lo, po, starts, ends, dest)
+ *
+ * HotBlock._patch's copies: the stream bytes [starts[i], ends[i]) of a walk's segments, one
+ * range after the other into buf from position `dest` (the block buffer's patch area, after
+ * its data: no range overlaps it). Every byte read and written is checked inside buf. */
+static PyObject *copy_ranges(PyObject *self, PyObject *args) {
+    PyObject *obuf, *oso, *olo, *opo, *ostarts, *oends;
+    long long dest;
+    if (!PyArg_ParseTuple(args, "OOOOOOL", &obuf, &oso, &olo, &opo, &ostarts, &oends, &dest))
+        return NULL;
+    Held buf = {0}, so = {0}, lo = {0}, po = {0}, starts = {0}, ends = {0};
+    PyObject *result = NULL;
+    if (hold(obuf, &buf, 0, "buf", 1) < 0 || hold(oso, &so, 8, "so", 0) < 0 ||
+        hold(olo, &lo, 8, "lo", 0) < 0 || hold(opo, &po, 8, "po", 0) < 0 ||
+        hold(ostarts, &starts, 8, "starts", 0) < 0 || hold(oends, &ends, 8, "ends", 0) < 0)
+        goto done;
+    Segs s;
+    if (segs_of(&s, &so, &lo, &po, &buf) < 0)
+        goto done;
+    Py_ssize_t n = starts.view.len / 8;
+    if (ends.view.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends of different lengths");
+        goto done;
+    }
+    const int64_t *a = starts.view.buf, *b = ends.view.buf;
+    uint8_t *out = buf.view.buf;
+    int64_t to = dest;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t length = b[i] - a[i];
+        if (length < 0 || to < 0 || to > s.buflen - length) {
+            PyErr_SetString(PyExc_ValueError, "a range past the buffer's end");
+            goto done;
+        }
+        /* (read_stream checks every source byte; the patch area lies after the data) */
+        uint8_t *target = out + to;
+        int64_t at = a[i], left = length;
+        Py_ssize_t j = bisect_right(&s, at, 0) - 1;
+        while (left > 0) {
+            if (j < 0 || j >= s.n || at < s.so[j] || at >= s.so[j] + s.lo[j]) {
+                PyErr_SetString(PyExc_ValueError, "stream bytes outside the segments");
+                goto done;
+            }
+            int64_t take = s.so[j] + s.lo[j] - at;
+            if (take > left)
+                take = left;
+            const uint8_t *src = at_buffer(&s, s.po[j] + at - s.so[j], take);
+            if (src == NULL)
+                goto done;
+            memmove(target, src, (size_t)take);
+            target += take;
+            at += take;
+            left -= take;
+            j++;
+        }
+        to += length;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(&buf);
+    release(&so);
+    release(&lo);
+    release(&po);
+    release(&starts);
+    release(&ends);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"hot_run", hot_run, METH_VARARGS, "A run of hot frames walked (HotWalk.run)."},
     {"hot_decode", hot_decode, METH_VARARGS, "A block's hot frames decoded (hot.decode)."},
+    {"copy_ranges", copy_ranges, METH_VARARGS, "Stream ranges copied (HotBlock._patch)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -204,6 +204,14 @@ class HotBlock:
         so_a, lo_a, po_a = segments.so_a, segments.lo_a, segments.po_a
         lengths = ends - starts
         before = np.cumsum(lengths) - lengths  # (where each copy goes in the patch)
+        first = self.patch_start + self.patch_used
+        compiled = native.loaded
+        if compiled is not None:  # (the same copies, range by range)
+            compiled.copy_ranges(self.mv, segments.so, segments.lo, segments.po,
+                                 np.ascontiguousarray(starts, dtype=np.int64),
+                                 np.ascontiguousarray(ends, dtype=np.int64), first)  # fmt: skip
+            self.patch_used += int(lengths.sum())
+            return first + before
         first_seg = np.searchsorted(so_a, starts, side="right") - 1
         last_seg = np.searchsorted(so_a, ends - 1, side="right") - 1
         pieces = last_seg - first_seg + 1
@@ -217,7 +225,6 @@ class HotBlock:
         target = before[frame] + lo - starts[frame]  # its place in the patch
         total = int(lengths.sum())
         index = np.repeat(source - target, size) + np.arange(total, dtype=np.int64)
-        first = self.patch_start + self.patch_used
         patch = np.frombuffer(self.mv[first : first + total], dtype=np.uint8)
         patch[:] = np.frombuffer(self.buf, dtype=np.uint8)[index]
         self.patch_used += total
