@@ -106,7 +106,8 @@ static const uint8_t *at_buffer(const Segs *s, int64_t at, int64_t n) {
     return s->buf + at;
 }
 
-/* The stream bytes [a, a + n) into out, segment by segment as InOrder.read does. */
+/* The stream bytes [a, a + n) into out, segment by segment as InOrder.read does (out may
+ * be in the same buffer, not overlapping them). */
 static int read_stream(const Segs *s, int64_t a, int64_t n, uint8_t *out) {
     Py_ssize_t j = bisect_right(s, a, 0) - 1;
     while (n > 0) {
@@ -125,7 +126,7 @@ static int read_stream(const Segs *s, int64_t a, int64_t n, uint8_t *out) {
         const uint8_t *src = at_buffer(s, s->po[j] + within, take);
         if (src == NULL)
             return -1;
-        memcpy(out, src, (size_t)take);
+        memmove(out, src, (size_t)take);
         out += take;
         a += take;
         n -= take;
@@ -648,26 +649,8 @@ static PyObject *copy_ranges(PyObject *self, PyObject *args) {
             goto done;
         }
         /* (read_stream checks every source byte; the patch area lies after the data) */
-        uint8_t *target = out + to;
-        int64_t at = a[i], left = length;
-        Py_ssize_t j = bisect_right(&s, at, 0) - 1;
-        while (left > 0) {
-            if (j < 0 || j >= s.n || at < s.so[j] || at >= s.so[j] + s.lo[j]) {
-                PyErr_SetString(PyExc_ValueError, "stream bytes outside the segments");
-                goto done;
-            }
-            int64_t take = s.so[j] + s.lo[j] - at;
-            if (take > left)
-                take = left;
-            const uint8_t *src = at_buffer(&s, s.po[j] + at - s.so[j], take);
-            if (src == NULL)
-                goto done;
-            memmove(target, src, (size_t)take);
-            target += take;
-            at += take;
-            left -= take;
-            j++;
-        }
+        if (read_stream(&s, a[i], length, out + to) < 0)
+            goto done;
         to += length;
     }
     result = Py_NewRef(Py_None);
