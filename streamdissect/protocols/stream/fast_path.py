@@ -86,11 +86,11 @@ class StreamFastPath:
         one's record goes to its place)."""
         if not self.hot.notes:
             return events.ordered()
-        chunks = self.hot.decode(events)
+        placed = self.hot.decode(events)
         items = events.sorted_items()
-        if not chunks:
+        if placed is None:
             return [ev for _, _, ev in items]
-        return hot.place(chunks, items, None if self.columns == "lines" else events.frame_class)
+        return hot.place(*placed, items, None if self.columns == "lines" else events.frame_class)
 
 
 class StreamDirection:

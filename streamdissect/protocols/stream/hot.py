@@ -372,11 +372,13 @@ def _frames(c: HotColumns, a: int, b: int) -> HotColumns:
     )  # fmt: skip
 
 
-def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> list:
-    """The block's events ((row, slot, event), sorted) and hot chunks merged in order: the
-    events, with a HotFrames for the hot frames between two of them. With `cut_by` (the frame
-    event class), an event of another kind (an anomaly) does not cut a run: it comes right
-    after the run it falls in."""
+def order_keys(row: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """The order of hot frames (and events) in a block: by packet row, then event slot."""
+    return (row.astype(np.int64) << 40) + (slot.astype(np.int64) << 10)
+
+
+def in_order(chunks: list[HotChunk]) -> tuple[HotFrames, np.ndarray]:
+    """The chunks' frames as one HotFrames in the block's order, and their order keys."""
     names: dict[str, int] = {}
     conn_parts, dir_parts = [], []
     for c in chunks:
@@ -385,7 +387,7 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
         dir_parts.append(np.full(len(c.row), c.direction, dtype=np.int8))
     row = np.concatenate([c.row for c in chunks])
     slot = np.concatenate([c.slot for c in chunks])
-    order_key = (row.astype(np.int64) << 40) + (slot.astype(np.int64) << 10)
+    order_key = order_keys(row, slot)
     order = np.argsort(order_key, kind="stable")
     cols = [c.columns for c in chunks]
     # the chunks' id pools (one, when they come from one block's decode) as one
@@ -408,7 +410,14 @@ def place(chunks: list[HotChunk], events: list[tuple], cut_by: type | None) -> l
                 joined([c.fields[name][1] for c in cols])) for name in cols[0].fields},
         joined([c.id_counts for c in cols]), id_starts, id_values, joined([c.crc for c in cols]),
     )  # fmt: skip
-    keys = order_key[order]
+    return every, order_key[order]
+
+
+def place(every: HotFrames, keys: np.ndarray, events: list[tuple], cut_by: type | None) -> list:
+    """The block's events ((row, slot, event), sorted) and its hot frames (`every`, in order,
+    `keys` their order_keys) merged in order: the events, with a HotFrames for the hot frames
+    between two of them. With `cut_by` (the frame event class), an event of another kind (an
+    anomaly) does not cut a run: it comes right after the run it falls in."""
     event_keys = np.fromiter(((r << 40) + int(s * 1024) for r, s, _ in events), np.int64,
                              len(events))  # fmt: skip
     before = np.searchsorted(keys, event_keys).tolist()

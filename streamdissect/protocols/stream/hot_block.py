@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from functools import partial
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -251,10 +250,12 @@ class HotBlock:
             j += 1
         return crc
 
-    def decode(self, events: BlockEvents) -> list[hot.HotChunk]:
+    def decode(self, events: BlockEvents) -> tuple[hot.HotFrames, np.ndarray] | None:
         """The block's hot frames decoded at once from the block buffer (crossing frames:
         from its patch area); a frame that fails a check, or was spilled, is decoded as a
-        record, in its place. The chunks that hot.place merges with the events."""
+        record, in its place. The accepted ones as one HotFrames in the block's order and
+        their order keys (hot.in_order), which hot.place merges with the events; None when
+        none is accepted."""
         notes, self.notes = self.notes, []
         self.patch_used = 0
         data = np.frombuffer(self.buf, dtype=np.uint8)
@@ -262,35 +263,88 @@ class HotBlock:
         for note in notes:  # (decoded as records below)
             for k in note.spilled:
                 note.at[k] = 0
+        at = np.concatenate([note.at for note in notes])
         crcs, messages, first = {}, {}, 0
         for note in notes:
             crcs.update((first + k, crc) for k, crc in note.crcs.items())
             messages.update((first + k, where) for k, where in note.messages.items())
             first += len(note.at)
         compiled = native.loaded
-        decode = hot.decode if compiled is None else partial(hot_native.decode, compiled)
-        columns = decode(data, np.concatenate([note.at for note in notes]), self.keep_limit, crcs,
-                         self.whole_chunk, messages)  # fmt: skip
-        accepted = columns.accepted
+        if compiled is not None:
+            return self._decoded_in_order(compiled, notes, data, starts, at, crcs, messages,
+                                          events)  # fmt: skip
+        columns = hot.decode(data, at, self.keep_limit, crcs, self.whole_chunk, messages)
         chunks = []
         first = 0
-        for note in notes:
-            n = len(note.at)
-            good = accepted[first : first + n]
-            for k in note.spilled:
-                good[k] = False
-            frames, connection, direction = note.framer.emit.lane
-            for k in np.flatnonzero(~good).tolist():
-                _record(note, k, data[int(starts[first + k]):], events)
-            kept = int(good.sum())
-            frames[note.side] += kept
-            if kept:
+        for note, good in zip(notes, self._kept(notes, columns.accepted, data, starts, events)):
+            if good.any():
+                frames, connection, direction = note.framer.emit.lane
                 chunks.append(hot.HotChunk(note.row[good], note.slot[good], note.ts[good],
                                            note.offsets[good], connection,
                                            hot.DIRECTIONS.index(direction),
                                            hot.select(columns, first, good)))  # fmt: skip
+            first += len(note.at)
+        return hot.in_order(chunks) if chunks else None
+
+    @staticmethod
+    def _kept(notes: list[HotNote], accepted: np.ndarray, data: np.ndarray, starts: np.ndarray,
+              events: BlockEvents) -> list[np.ndarray]:  # fmt: skip
+        """Each note's frames accepted (`accepted`: of all the notes' frames, in their order)
+        and not spilled; the others decoded as records in their places, each note's kept
+        frames counted on its lane."""
+        kept_of = []
+        first = 0
+        for note in notes:
+            n = len(note.at)
+            good = accepted[first : first + n].copy()
+            for k in note.spilled:
+                good[k] = False
+            frames, _, _ = note.framer.emit.lane
+            for k in np.flatnonzero(~good).tolist():
+                _record(note, k, data[int(starts[first + k]):], events)
+            frames[note.side] += int(good.sum())
+            kept_of.append(good)
             first += n
-        return chunks
+        return kept_of
+
+    def _decoded_in_order(self, compiled: Any, notes: list[HotNote], data: np.ndarray,
+                          starts: np.ndarray, at: np.ndarray, crcs: dict, messages: dict,
+                          events: BlockEvents) -> tuple[hot.HotFrames, np.ndarray] | None:  # fmt: skip
+        """decode by the compiled loop, the frames taken in the block's order (their packet
+        row, then event slot: what hot.in_order sorts them by) so that its columns come out
+        in that order, not gathered again: hot.in_order's result for the chunks the Python
+        decode makes (the ids' pool in another order: each frame's ids the same)."""
+        order_key = hot.order_keys(np.concatenate([note.row for note in notes]),
+                                   np.concatenate([note.slot for note in notes]))  # fmt: skip
+        order = np.argsort(order_key, kind="stable")
+        placed = np.empty_like(order)  # (each frame's place in that order)
+        placed[order] = np.arange(len(order))
+        columns = hot_native.decode(
+            compiled, data, at.take(order), self.keep_limit,
+            {int(placed[k]): crc for k, crc in crcs.items()}, self.whole_chunk,
+            {int(placed[k]): where for k, where in messages.items()})  # fmt: skip
+        kept_of = self._kept(notes, columns.accepted.take(placed), data, starts, events)
+        names: dict[str, int] = {}  # (numbered in the notes' order, as hot.in_order does)
+        numbers, directions = [], []
+        for note, good in zip(notes, kept_of):
+            _, connection, direction = note.framer.emit.lane
+            number = names.setdefault(connection, len(names)) if good.any() else -1
+            numbers.append(np.full(len(good), number, dtype=np.int64))
+            directions.append(np.full(len(good), hot.DIRECTIONS.index(direction), dtype=np.int8))
+        if not names:
+            return None
+        keep = np.concatenate(kept_of).take(order)
+        rows = order if keep.all() else order[keep]
+
+        def of_notes(parts: list) -> np.ndarray:
+            return np.concatenate(parts).take(rows)
+
+        c = columns if keep.all() else hot.select(columns, 0, keep)
+        every = hot.HotFrames(
+            of_notes([note.ts for note in notes]), of_notes(numbers), list(names),
+            of_notes(directions), of_notes([note.offsets for note in notes]), c.key, c.version,
+            c.size, c.fields, c.id_counts, c.id_starts, c.id_values, c.crc)  # fmt: skip
+        return every, order_key.take(rows)
 
 
 def _record(note: HotNote, k: int, data: np.ndarray, events: BlockEvents) -> None:
