@@ -16,6 +16,9 @@ fi
 # .pyc files as a wheel install has them (an editable install under
 # PYTHONDONTWRITEBYTECODE=1 would compile every module again in every CLI test's process)
 python3 -m compileall -q streamdissect
+# the compiled loops (setup.py's optional extension) must have been built: the tests run both
+# them and the Python code, and without this a failed build would leave only the latter
+export STREAMDISSECT_NATIVE=1
 bash scripts/brokers.sh start
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$(command -v python3)"
 status=0
