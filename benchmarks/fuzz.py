@@ -88,6 +88,7 @@ from streamdissect.protocols.stream import (
     decode_frame,
     decompress,
     encode_record,
+    native,
     record_from_dict,
 )
 from streamdissect.protocols.stream.amqp import to_json as amqp_to_json
@@ -114,7 +115,6 @@ from fuzz_native import (  # noqa: E402  (beside this file)
     check_native_decode,
     check_native_walk,
 )
-from streamdissect.protocols.stream import native
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"

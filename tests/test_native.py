@@ -43,7 +43,8 @@ def test_extension_loaded_when_built():
 @pytest.mark.parametrize(("wanted", "expected"), [("0", "None"), ("", NAME), ("1", NAME)])
 @needs_build
 def test_environment_variable_chooses(wanted, expected):
-    code = "from streamdissect.protocols.stream import native as n; print(getattr(n.loaded, '__name__', None))"
+    code = ("from streamdissect.protocols.stream import native as n; "
+            "print(getattr(n.loaded, '__name__', None))")
     env = {**os.environ, native.ENV: wanted}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()  # fmt: skip

@@ -156,8 +156,9 @@ static int segs_of(Segs *s, Held *so, Held *lo, Held *po, Held *buf) {
  * `send`, 4 <= size <= low; or, within the frame limit (size <= limit), one above `low`
  * (its index in `big`). `heads`: each segment's first 8 bytes as the packet parser read them
  * (packet_columns.Parsed.phead): a frame at a segment's start is read there, not from the
- * block, whose bytes are a cache miss away (hot_block reads them once, at the block's end). `starts` and `segs` (int64 bytes): each frame's stream offset and
- * the segment it starts in. `end`: where the first other frame (or the stream) starts. */
+ * block, whose bytes are a cache miss away (hot_block reads them once, at the block's end).
+ * `starts` and `segs` (int64 bytes): each frame's stream offset and the segment it starts
+ * in. `end`: where the first other frame (or the stream) starts. */
 static PyObject *hot_run(PyObject *self, PyObject *args) {
     PyObject *obuf, *oso, *olo, *opo, *oheads, *ohot;
     long long send, pos, jj, low, limit;

@@ -278,7 +278,7 @@ class HotBlock:
         first = 0
         for note, good in zip(notes, self._kept(notes, columns.accepted, data, starts, events)):
             if good.any():
-                frames, connection, direction = note.framer.emit.lane
+                _, connection, direction = note.framer.emit.lane
                 chunks.append(hot.HotChunk(note.row[good], note.slot[good], note.ts[good],
                                            note.offsets[good], connection,
                                            hot.DIRECTIONS.index(direction),
@@ -309,11 +309,12 @@ class HotBlock:
 
     def _decoded_in_order(self, compiled: Any, notes: list[HotNote], data: np.ndarray,
                           starts: np.ndarray, at: np.ndarray, crcs: dict, messages: dict,
-                          events: BlockEvents) -> tuple[hot.HotFrames, np.ndarray] | None:  # fmt: skip
+                          events: BlockEvents) -> tuple | None:  # fmt: skip
         """decode by the compiled loop, the frames taken in the block's order (their packet
         row, then event slot: what hot.in_order sorts them by) so that its columns come out
-        in that order, not gathered again: hot.in_order's result for the chunks the Python
-        decode makes (the ids' pool in another order: each frame's ids the same)."""
+        in that order, not gathered again: hot.in_order's result (a HotFrames and its order
+        keys, or None) for the chunks the Python decode makes (the ids' pool in another
+        order: each frame's ids the same)."""
         order_key = hot.order_keys(np.concatenate([note.row for note in notes]),
                                    np.concatenate([note.slot for note in notes]))  # fmt: skip
         order = np.argsort(order_key, kind="stable")
