@@ -51,11 +51,24 @@ def test_text_report_has_a_section_per_rocketmq_table_with_rows():
         assert response["remark"].splitlines()[0].strip() in errors
 
 
-def test_stream_sections_say_none_for_a_rocketmq_capture():
+STREAM_TITLES = {"Connections", "Request latency (ms)", "Publish confirms", "Credit",
+                 "Credit stalls", "Consumer lag (per subscription)",
+                 "Throughput (per second of capture)", "Errors"}  # fmt: skip
+
+
+def test_a_rocketmq_capture_is_not_given_the_stream_sections():
     shown = sections(analyze(str(CAPTURES / "rmq-long-poll.pcap")))
-    assert shown["Request latency (ms)"].endswith("(none)")
-    assert shown["Errors"].endswith("(none)")
+    assert not STREAM_TITLES & shown.keys()
     assert "PULL_MESSAGE" in shown["RocketMQ request latency (ms)"]
+    assert "Anomalies" in shown  # (every protocol's)
+
+
+def test_a_capture_of_no_protocol_says_none_under_the_stream_sections(tmp_path):
+    link, _ = worsen.read_pcap(STREAM_CAPTURE)
+    empty = worsen.write_pcap(tmp_path / "empty.pcap", link, [])
+    shown = sections(analyze(str(empty)))
+    assert STREAM_TITLES <= shown.keys()
+    assert all(shown[title].endswith("(none)") for title in STREAM_TITLES)
 
 
 def test_json_report_carries_the_rocketmq_tables():

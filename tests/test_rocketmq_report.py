@@ -36,6 +36,23 @@ def test_a_rocketmq_capture_gets_the_rocketmq_sections(errors_page):
     assert all(f"#{anchor}" in errors_page.links for anchor in ROCKETMQ_SECTIONS)
 
 
+def test_a_rocketmq_capture_is_not_given_the_stream_sections(errors_page):
+    stream = [s.anchor for s in report.SECTIONS]
+    assert not [anchor for anchor in stream if anchor in errors_page.ids]
+    assert not [anchor for anchor in stream if f"#{anchor}" in errors_page.links]
+    assert "anomalies" in errors_page.ids
+
+
+def test_a_capture_of_both_protocols_gets_both_protocols_sections(tmp_path):
+    link, stream_packets = worsen.read_pcap(worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap")
+    _, rmq = worsen.read_pcap(CAPTURES / "rmq-errors.pcap")
+    mixed = worsen.write_pcap(tmp_path / "mixed.pcap", link,
+                              sorted(stream_packets + rmq, key=lambda p: p[0]))  # fmt: skip
+    page, _ = make_report(tmp_path, str(mixed))
+    anchors = [s.anchor for s in report.SECTIONS] + list(ROCKETMQ_SECTIONS)
+    assert all(anchor in page.ids for anchor in anchors)
+
+
 def test_the_errors_table_is_what_the_clients_got(errors_page):
     rows = errors_page.rows("rocketmq_errors")
     got = sorted((int(r["code"]), r["remark"]) for r in rows)

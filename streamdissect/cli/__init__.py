@@ -51,7 +51,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; `only`: with that subcommand alone (the one being run:
     importing every other, numpy and pyarrow users among them, is ~0.02-0.03 s of a start)."""
     parser = argparse.ArgumentParser(
-        prog="streamdissect", description="Dissect and analyse RabbitMQ Stream captures."
+        prog="streamdissect", description="Dissect and analyse captures of RabbitMQ Stream (TCP 5552) and RocketMQ "
+        "remoting (9876, 10911) traffic."
     )
     parser.add_argument("--version", action=_Version)
     subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")

@@ -355,8 +355,32 @@ def _section(title: str, df: pd.DataFrame, columns: list[str] | None = None,
 def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool = False) -> str:
     """The report as text tables: capture times as wall-clock times (UTC, or `local`),
     durations in ms; `messages`: the messages table's first rows too."""
+    others = protocol_sections(a)
+    parts = _default_sections(a, max_rows, local) if len(a.connections) or not others else []
+    for section, rows in others:
+        shown = rows[:max_rows] if section.one_row_an_event else rows
+        df = _first_lines(dataframe(section.table, shown))
+        columns = None if section.columns is None else list(section.columns)
+        parts.append(_section(section.title, df, columns, local=local))
+    parts.append(_section("Anomalies", dataframe("anomalies", a.rows("anomalies")[:max_rows]),
+                          local=local))  # fmt: skip
+    if messages:
+        first = a.messages.head(max_rows)
+        # (topic, tags and keys when a row has them: a protocol whose messages have them)
+        named = [name for name in ("topic", "tags", "keys") if first[name].notna().any()]
+        parts.append(_section(f"Messages (the first {max_rows})", first, [
+            "ts_ns", "connection", "direction", "frame", "command", "publishing_id", "offset",
+            "stream", *named, "size", "subject", "application_properties", "body_size",
+            "body_preview"], local=local))  # fmt: skip
+    return "\n".join(parts)
+
+
+def _default_sections(a: Analysis, max_rows: int, local: bool) -> list[str]:
+    """The default protocol's sections (RabbitMQ Stream): shown when the capture has a
+    connection of it, or no other protocol's rows (an empty capture says "(none)" under each);
+    a capture of another protocol alone is not given eight empty sections."""
     lag_summary = _lag_summary(a.rows("deliveries"))
-    parts = [
+    return [
         _section("Connections", a.connections, [
             "connection", "start_ns", "handshake_ms", "user", "vhost", "frame_max", "heartbeat",
             "frames_c2s", "frames_s2c", "heartbeats_c2s", "heartbeats_s2c",
@@ -376,22 +400,6 @@ def to_text(a: Analysis, max_rows: int = 50, local: bool = False, messages: bool
                  local=local),
         _section("Errors", a.errors, local=local),
     ]
-    for section, rows in protocol_sections(a):
-        shown = rows[:max_rows] if section.one_row_an_event else rows
-        df = _first_lines(dataframe(section.table, shown))
-        columns = None if section.columns is None else list(section.columns)
-        parts.append(_section(section.title, df, columns, local=local))
-    parts.append(_section("Anomalies", dataframe("anomalies", a.rows("anomalies")[:max_rows]),
-                          local=local))  # fmt: skip
-    if messages:
-        first = a.messages.head(max_rows)
-        # (topic, tags and keys when a row has them: a protocol whose messages have them)
-        named = [name for name in ("topic", "tags", "keys") if first[name].notna().any()]
-        parts.append(_section(f"Messages (the first {max_rows})", first, [
-            "ts_ns", "connection", "direction", "frame", "command", "publishing_id", "offset",
-            "stream", *named, "size", "subject", "application_properties", "body_size",
-            "body_preview"], local=local))  # fmt: skip
-    return "\n".join(parts)
 
 
 CUT_NOTE = ("cut_frames: frames the capture cut (snap length; anomaly not_captured), counted"

@@ -23,7 +23,8 @@ from streamdissect.protocols.view import DEFAULT_MAX_BODY
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze",
-        help="latency, confirm lag, credit stalls, consumer lag, lifecycle, errors",
+        help="latency, confirm lag, credit stalls, consumer lag, lifecycle, errors; RocketMQ "
+        "calls, sends, pulls and lag",
         description="Analyse one capture; several files (a rotated set) are read as one "
         "capture in time order.",
     )

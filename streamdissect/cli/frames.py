@@ -56,7 +56,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "frames",
         help="one line (text) or JSON object (jsonl) per frame, like tshark",
-        description="List every RabbitMQ Stream frame of a capture (pcap, pcapng, gzip'd). "
+        description="List every frame of a capture (pcap, pcapng, gzip'd): RabbitMQ Stream and RocketMQ "
+        "remoting. "
         "Anomalies go to stderr (text) or inline with command 'Anomaly' (jsonl).",
     )
     parser.add_argument(

@@ -146,9 +146,13 @@ def render(data: Any, tz: Any = None, title: str | None = None,
 
 
 def _shown(data: Any) -> tuple:
-    """The sections shown for these tables: the Stream's, and another protocol's where the
-    capture has its traffic."""
-    return SECTIONS + tuple(s for s in OTHER_SECTIONS if s.shown is None or s.shown(data))
+    """The sections shown for these tables: another protocol's where the capture has its
+    traffic, and the Stream's unless the capture has another protocol's traffic alone (a
+    capture of neither gets the Stream's, each saying it has nothing)."""
+    others = tuple(s for s in OTHER_SECTIONS if s.shown is None or s.shown(data))
+    if others and not len(data.table("connections")):
+        return others
+    return SECTIONS + others
 
 
 def write(data: Any, path: str, **options) -> int:
