@@ -472,7 +472,9 @@ local conversations = {}
 local links = {}
 -- (frames_not_captured's walk of each direction's frame starts, below)
 local directions = {}  -- "stream:src>dst" -> {next_start = seq or false, seen_to = seq}
-local segment_starts = {}  -- "packet:seq" -> its first frame start's offset, "inside", false
+-- "packet:seq" of a cut segment -> its first frame start's offset, "inside", false (what a
+-- later pass, or a click on the packet, says again: the walk itself has gone past it)
+local segment_starts = {}
 
 function proto.init()
     conversations, links, directions, segment_starts = {}, {}, {}, {}
@@ -793,7 +795,7 @@ local function known_frame_start(tvb, pinfo)
         start = "inside"
     end
     d.seen_to = math.max(d.seen_to, nxt)
-    segment_starts[id] = start
+    if tvb:len() < reported then segment_starts[id] = start end  -- (only a cut one's counts)
     return start or nil
 end
 
