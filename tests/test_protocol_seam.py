@@ -327,6 +327,13 @@ def test_every_protocol_pickles_as_itself_before_and_after_use(tmp_path):
             assert copy.deepcopy(p) is p
 
     round_trips()
+    # (what a package serves through its module __getattr__ pickles by its own module)
+    from streamdissect.protocols import rocketmq, stream
+
+    for package, names in ((rocketmq, rocketmq.__all__), (stream, ("AmqpMessage",))):
+        for name in names:
+            served = getattr(package, name)
+            assert pickle.loads(pickle.dumps(served)) is served, name
     _use_every_lazy_part(tmp_path)
     # each now holds what it made lazily, modules among them (which pickle cannot take)
     held = {p.name: {type(v) for v in vars(p).values()} for p in registry.PROTOCOLS}
