@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import Tool, measure, streamdissect_cmd  # noqa: E402
+from run import Tool, measure, streamdissect_cmd
 
 LIMIT = 1.15
 FLAT = 1.10
@@ -39,7 +39,7 @@ def make_forms(path: Path, folder: Path, pieces: int) -> dict[str, list[str]]:
     stem = path.stem
     ng, gz = folder / f"{stem}.pcapng", folder / f"{stem}.pcap.gz"
     piece_dir = folder / f"{stem}-pieces{pieces}"
-    fresh = lambda p: p.exists() and p.stat().st_mtime >= path.stat().st_mtime  # noqa: E731
+    fresh = lambda p: p.exists() and p.stat().st_mtime >= path.stat().st_mtime
     if not fresh(ng):
         subprocess.run(["editcap", "-F", "pcapng", str(path), str(ng)], check=True)
     if not fresh(gz):

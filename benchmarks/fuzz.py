@@ -71,6 +71,9 @@ for _place in (str(ROOT), str(ROOT / "benchmarks")):  # (the project; fuzz_memor
     if _place not in sys.path:
         sys.path.insert(0, _place)
 
+from fuzz_memory import sampled
+from fuzz_native import Mismatch, check_native_decode, check_native_walk
+
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import CaptureError
 from streamdissect.cli._text_report import json_write, to_json
@@ -108,13 +111,6 @@ from streamdissect.scapy import StreamFrame, StreamMalformed, StreamUnknown
 from streamdissect.tables import schema
 from streamdissect.tables.batches import frames_arrow
 from streamdissect.tables.convert import dataframe, release_free_memory
-
-from fuzz_memory import sampled  # noqa: E402  (beside this file)
-from fuzz_native import (  # noqa: E402  (beside this file)
-    Mismatch,
-    check_native_decode,
-    check_native_walk,
-)
 
 CAPTURES = ROOT / "captures"
 REGRESSIONS = ROOT / "tests" / "regressions"
@@ -904,7 +900,7 @@ def run_stream(stream: bytes) -> None:
     bounded by the input)."""
     rng = random.Random(hashlib.sha1(stream).digest())
     for options in ({}, {"deliver_keep_limit": 0}):
-        check_splits(stream, rng, lambda collect: _framer(collect, **options), str(options))
+        check_splits(stream, rng, lambda collect, o=options: _framer(collect, **o), str(options))
     check_gaps(stream, rng, _framer, FUZZ_MAX_FRAME)
     try:  # (the compiled loops against the Python ones)
         check_native_walk(stream, rng)

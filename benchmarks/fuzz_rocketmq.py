@@ -43,22 +43,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
-import fuzz  # noqa: E402  (benchmarks/fuzz.py: the Stream's campaign and its machinery)
-from rocketmq_support import CAPTURES, NAMES, recorded_frames, rocketmq_registered  # noqa: E402
+import fuzz
+from rocketmq_support import CAPTURES, NAMES, recorded_frames, rocketmq_registered
 
-from streamdissect.analysis.driver import analyze_events  # noqa: E402
-from streamdissect.capture import CaptureError  # noqa: E402
-from streamdissect.engine.dissect import Dissector, FrameEvent  # noqa: E402
-from streamdissect.protocols.rocketmq import (  # noqa: E402
+from streamdissect.analysis.driver import analyze_events
+from streamdissect.capture import CaptureError
+from streamdissect.engine.dissect import Dissector, FrameEvent
+from streamdissect.protocols.rocketmq import (
     decode_frame,
     encode_command,
     make_command,
     spec,
 )
-from streamdissect.protocols.rocketmq.framing import RocketMQFramer  # noqa: E402
-from streamdissect.protocols.rocketmq.protocol import ROCKETMQ  # noqa: E402
-from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand  # noqa: E402
-from streamdissect.protocols.rocketmq.summary import frame_fields, frame_summary  # noqa: E402
+from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
+from streamdissect.protocols.rocketmq.records import Malformed, RemotingCommand
+from streamdissect.protocols.rocketmq.summary import frame_fields, frame_summary
 
 REGRESSIONS = HERE.parent / "tests" / "regressions" / "rocketmq"
 MAX_FRAME = 1 << 20  # the framer's cap here (the default is 8 MiB)

@@ -38,9 +38,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "captures" / "rocketmq")]
 
-from make_large import MSS, _parse, recut  # noqa: E402
-from pcapio import read_header, read_packets  # noqa: E402
-from record import BROKER, NAMESRV, PCAP_FILTER, Kit, tcpdump_start, tcpdump_stop  # noqa: E402
+from make_large import MSS, _parse, recut
+from pcapio import read_header, read_packets
+from record import BROKER, NAMESRV, PCAP_FILTER, Kit, tcpdump_start, tcpdump_stop
 
 SENDS = 100_000
 PARTS = 10

@@ -240,11 +240,11 @@ def pytest_runtest_makereport(item, call):
     or skip/skipif (xfail is no skip)."""
     report = (yield).get_result()
     allowed = (*RESOURCES, "skip", "skipif")
-    if report.skipped and not hasattr(report, "wasxfail"):
-        if not any(item.get_closest_marker(name) for name in allowed):
-            said = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-            report.outcome = "failed"
-            report.longrepr = f"skipped, but no marker says it may be ({said})"
+    if (report.skipped and not hasattr(report, "wasxfail")
+            and not any(item.get_closest_marker(name) for name in allowed)):
+        said = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but no marker says it may be ({said})"
 
 
 # --- the real capture, made worse by the tests ------------------------------------------------
@@ -347,8 +347,8 @@ def _cluster_booting(request, tmp_path_factory):
     from concurrent.futures import ThreadPoolExecutor
 
     import pyspark.sql  # noqa: F401 (imported here first: pyspark imported by two threads at
-    # once fails, "partially initialized module")
 
+    # once fails, "partially initialized module")
     from streamdissect.spark.cluster import LocalCluster
 
     cluster = LocalCluster(workers=2, cores=1, log_dir=str(tmp_path_factory.mktemp("cluster")))
@@ -443,10 +443,10 @@ def corpus_report(tmp_path_factory):
     @functools.cache
     def report_of(capture: Path) -> tuple[ReportPage, str, dict]:
         out, said = directory / f"{capture.stem}.html", io.StringIO()
-        with figures_kept() as figures, contextlib.redirect_stderr(said):
-            with contextlib.redirect_stdout(io.StringIO()):
-                code = main(["report", str(capture), "--port", "5552", "--port", "5553",
-                             "-o", str(out)])  # fmt: skip
+        with (figures_kept() as figures, contextlib.redirect_stderr(said),
+              contextlib.redirect_stdout(io.StringIO())):
+            code = main(["report", str(capture), "--port", "5552", "--port", "5553",
+                         "-o", str(out)])  # fmt: skip
         assert code == 0, said.getvalue()
         return ReportPage(out.read_text(encoding="utf-8")), said.getvalue(), figures
 

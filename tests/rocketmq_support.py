@@ -8,6 +8,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols import registry
@@ -72,7 +73,7 @@ class _KeepingFramer(RocketMQFramer):
     """The framer, keeping each whole frame's bytes (and which direction it came in)."""
 
     __slots__ = ()
-    kept: list = []
+    kept: ClassVar[list] = []
 
     def _decode(self, offset, ts_ns, frame, size, cut):
         _KeepingFramer.kept.append((id(self), frame))

@@ -93,7 +93,8 @@ def test_float_texts_are_float_repr():
                 continue
             assert all(taken_kind)
             taken += len(chunk)
-            assert ["%d%s" % pair for pair in zip(*parts)] == list(map(float.__repr__, chunk))
+            assert [f"{whole:d}{rest}" for whole, rest in zip(*parts)] == list(
+                map(float.__repr__, chunk))
     assert taken > 100_000  # (most chunks are its kind)
 
 

@@ -109,8 +109,8 @@ def properties_capture(tmp_path):
     ('message.properties.subject == "order"', lambda s, t, b: s == "order"),
     ("message.properties.creation_time > 1795308253000", lambda s, t, b: t > 1795308253000),
     ('message.body contains "timeout"', lambda s, t, b: b"timeout" in b),
-    ('message.properties.subject == "order" and message.properties.creation_time <= '
-     "1795308252000", lambda s, t, b: s == "order" and t <= 1795308252000),
+    (('message.properties.subject == "order" and message.properties.creation_time <= '
+      "1795308252000"), lambda s, t, b: s == "order" and t <= 1795308252000),
     ('message.properties.message_id matches "^id-[13]$"',
      lambda s, t, b: t in (1795308252000, 1795308254000)),
 ])  # fmt: skip

@@ -83,7 +83,7 @@ def test_every_message_shows_what_its_client_set(capture, capsys):
     for block, message in zip(out, sent, strict=True):
         assert ("not AMQP 1.0" in block["line"]) == (not message.amqp)
     entries = re.findall(r"publishing id \d+: (simple|sub-batch).*?(?:, filter value (.+))?$",
-                         text, re.M)  # fmt: skip
+                         text, re.MULTILINE)  # fmt: skip
     filter_values = [json.loads(value) if value else None for _, value in entries]
     if all(kind == "simple" for kind, _ in entries):  # (an entry a message)
         assert filter_values == [s.filter_value for s in sent]
@@ -175,7 +175,7 @@ def test_every_section_a_client_sets_is_shown_with_its_value():
         {"publishing_id": 5, "filter_value": "emea", "entry": message}])  # fmt: skip
     tree = frame_tree(decode_frame(encode_record(publish)))
     expected = [
-        'publishing id 5: simple, %d bytes, filter value "emea"' % len(message),
+        f'publishing id 5: simple, {len(message)} bytes, filter value "emea"',
         "header:", "durable: true", "priority: 7", "ttl: 60000", "first_acquirer: false",
         "delivery_count: 2",
         "delivery_annotations:", 'x-opt-trace: "abc"',

@@ -330,11 +330,13 @@ def test_a_broker_restarted_mid_round_trip_is_reported_and_the_stream_deleted():
         time.sleep(0.5)  # publishing by now
         assert proc.poll() is None
         stopped = subprocess.run(["bash", str(BROKERS_SCRIPT), "stop", "rabbit3"],
-                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+                                 capture_output=True, text=True, timeout=120,
+                                 check=False)  # fmt: skip
         assert stopped.returncode == 0, stopped.stderr
         wait_for_line(proc.stderr, "waiting up to", 60)
         started = subprocess.run(["bash", str(BROKERS_SCRIPT), "start", "rabbit3"],
-                                 capture_output=True, text=True, timeout=300)  # fmt: skip
+                                 capture_output=True, text=True, timeout=300,
+                                 check=False)  # fmt: skip
         restarted = True
         assert started.returncode == 0, started.stderr
         _, err = proc.communicate(timeout=120)

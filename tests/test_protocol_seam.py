@@ -290,3 +290,52 @@ def test_stream_pairing_is_the_latency_tables_pairing():
                 assert request == (response[0], False) and response[1]
                 answered += 1
     assert calls == keyed and answered > 100
+
+
+def _use_every_lazy_part(tmp_path: Path) -> None:
+    """Every registered protocol at work on real captures: `analyze` with the messages table
+    (framers, plain walk, pairing), each capture again on ports no protocol claims (the
+    heuristics), and `frames -V`'s view of each frame."""
+    from streamdissect.analysis import analyze
+
+    rocketmq = worsen.CAPTURES / "rocketmq" / "rmq-java-json.pcap"
+    for path, ports in ((STREAM_CAPTURE, (5552,)), (rocketmq, (9876, 10911))):
+        assert analyze(str(path), messages=True).messages is not None
+        link, packets = worsen.read_pcap(path)
+        for n, port in enumerate(ports):
+            packets = worsen.rewrite_port(packets, port, 30000 + n)
+        moved = worsen.write_pcap(tmp_path / path.name, link, packets)
+        analyze(str(moved), messages=True)
+        dissector = Dissector(engine="stream")
+        for e in dissector.run(str(moved)):
+            if isinstance(e, FrameEvent):
+                dissector.protocol_of[e.connection].frame_view(e.record)
+
+
+def test_every_protocol_pickles_as_itself_before_and_after_use(tmp_path):
+    """Spark's tasks and the multiprocessing helper may pickle a protocol object: before and
+    after a real run (whose lazily imported parts it then holds: a framer class, modules),
+    each one unpickles as the registered object itself."""
+    import copy
+    import pickle
+    from types import ModuleType
+
+    def round_trips() -> None:
+        for p in registry.PROTOCOLS:
+            for level in range(pickle.HIGHEST_PROTOCOL + 1):
+                assert pickle.loads(pickle.dumps(p, level)) is p, (p.name, level)
+            assert copy.deepcopy(p) is p
+
+    round_trips()
+    # (what a package serves through its module __getattr__ pickles by its own module)
+    from streamdissect.protocols import rocketmq, stream
+
+    for package, names in ((rocketmq, rocketmq.__all__), (stream, ("AmqpMessage",))):
+        for name in names:
+            served = getattr(package, name)
+            assert pickle.loads(pickle.dumps(served)) is served, name
+    _use_every_lazy_part(tmp_path)
+    # each now holds what it made lazily, modules among them (which pickle cannot take)
+    held = {p.name: {type(v) for v in vars(p).values()} for p in registry.PROTOCOLS}
+    assert all(ModuleType in kinds for kinds in held.values()), held
+    round_trips()

@@ -231,7 +231,7 @@ def test_the_broker_registers_as_its_log_says(decoded):
     assert request.fields == {**request.fields, "brokerName": said["brokerName"],
                               "clusterName": said["brokerClusterName"],
                               "brokerId": said["brokerId"],
-                              "brokerAddr": "127.0.0.1:%d" % said["listenPort"]}
+                              "brokerAddr": f"127.0.0.1:{said['listenPort']:d}"}
     topics = request.body_json["topicConfigSerializeWrapper"]["topicConfigTable"]
     assert set(topics) | {said["brokerClusterName"], said["brokerName"]} == set(
         said["topicsRegistered"])
@@ -253,7 +253,7 @@ def test_the_broker_unregisters_as_its_log_says(decoded):
     request, answer = calls[0]
     assert answer.code == 0 and request.fields == {
         "brokerName": said["brokerName"], "clusterName": said["brokerClusterName"],
-        "brokerId": said["brokerId"], "brokerAddr": "127.0.0.1:%d" % said["listenPort"]}
+        "brokerId": said["brokerId"], "brokerAddr": f"127.0.0.1:{said['listenPort']:d}"}
 
 
 def test_the_long_poll_is_held_as_the_client_saw_it(decoded):

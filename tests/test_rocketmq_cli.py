@@ -16,7 +16,8 @@ CLI = [sys.executable, "-m", "streamdissect"]
 
 
 def frames(*args: str) -> list[str]:
-    done = subprocess.run([*CLI, "frames", *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*CLI, "frames", *args], capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 

@@ -1,7 +1,8 @@
 """The codec's shortcuts (taken for speed on the benchmark capture's hot frames) give what the
 general code they stand in for gives: JSON headers read as json.loads reads them, stored
-hosts written as ipaddress writes them, known header fields named and typed as the field
-table and `_typed` say. Checked on every header of the recorded captures and on odd inputs."""
+hosts written as ipaddress writes them; known header fields are named as the field table
+says and typed by `_typed` alone (the one typing rule). Checked on every header of the
+recorded captures and on odd inputs."""
 
 from __future__ import annotations
 
@@ -88,8 +89,41 @@ def test_known_fields_named_and_typed_as_the_field_table_says(recorded):
     odd = [codec.make_command(10, ext={"topic": 5, "queueId": "x", "sysFlag": " 7 ",
                                        "unitMode": "TRUE", "batch": 1, "flag": True})]
     for command in commands + odd:
-        assert codec.named_fields(command) == _named_by_the_table(command)
-        assert list(codec.named_fields(command)) == list(_named_by_the_table(command))
+        assert command.fields == _named_by_the_table(command)
+        assert list(command.fields) == list(_named_by_the_table(command))
+
+
+@pytest.mark.parametrize("value,kind,typed", [
+    ("TopicTest", "str", "TopicTest"), (5, "str", None), (True, "str", None),
+    ("7", "int", 7), (" -7 ", "int", -7), ("x", "int", None), ("9" * 23, "int", int("9" * 23)),
+    ("9" * 24, "int", None), (7, "int", 7), (True, "int", None), (1.5, "int", None),
+    ("true", "bool", True), ("FALSE", "bool", False), ("yes", "bool", None),
+    (True, "bool", True), (1, "bool", None), (None, "bool", None),
+])  # fmt: skip
+def test_an_ext_value_is_typed_as_its_field_says(value, kind, typed):
+    """The typing rules of docs/protocol-rocketmq.md, section 3 (ext values are text on the
+    wire; a value that is not of its field's type stays in `ext` only)."""
+    got = codec._typed(value, kind)
+    assert got == typed and type(got) is type(typed)
+
+
+def test_the_decoder_types_every_known_field_by_typed_alone():
+    """One implementation: every known field a frame's header carries is typed by `_typed`
+    (no copy of its text cases in the decoder's loop)."""
+    seen, real = [], codec._typed
+
+    def spy(value, kind):
+        seen.append((value, kind))
+        return real(value, kind)
+
+    fields = {"topic": "TopicTest", "queueId": 3, "sysFlag": 0, "unitMode": False}
+    frame = codec.encode_command(codec.make_command(10, fields=fields))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_typed", spy)
+        command = codec.decode_frame(frame)
+    assert command.fields == fields
+    assert sorted(seen) == sorted([("TopicTest", "str"), ("3", "int"), ("0", "int"),
+                                   ("false", "bool")])  # (as the wire's text)
 
 
 def _stored_outcome(body: bytes):

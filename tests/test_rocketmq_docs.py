@@ -34,7 +34,7 @@ def test_the_languages_are_the_specs():
 
 def test_the_headers_are_the_specs():
     rows = re.findall(r"^\| (\d+) ([A-Z0-9_]+) \| (\w+) \| (.*) \|$", _section("## 3. Headers"),
-                      re.M)  # fmt: skip
+                      re.MULTILINE)  # fmt: skip
     documented = {}
     for code, name, class_name, fields in rows:
         assert spec.request_name(int(code)) == name

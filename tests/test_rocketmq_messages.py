@@ -458,7 +458,7 @@ def test_every_recorded_frame_has_its_tree(name, capsys):
     assert all(len(lines) >= 3 for _, _, lines in blocks(verbose))
 
 
-def test_a_protocol_that_gives_no_messages_adds_no_rows(with_toy, mixed):
+def test_a_protocol_that_gives_no_messages_adds_no_rows(with_toy, mixed):  # noqa: F811 (fixtures)
     """The seam's base MessageReader: a protocol that says nothing of messages (the seam
     test's toy) adds no row; the Stream's rows are those of its capture alone."""
     from test_protocol_seam import STREAM_CAPTURE

@@ -10,6 +10,7 @@ import json
 
 import pytest
 import rotate
+import worsen
 from rocketmq_support import CAPTURES, NAMES
 
 from streamdissect.analysis.driver import analyze
@@ -90,3 +91,37 @@ def test_calls_cut_between_files_keep_their_request(name, tmp_path):
         for table, rows in expected.items():
             mine = got[table].to_pylist() if table in got else []
             assert sorted(map(key, mine)) == rows, (cut, table)
+
+
+def test_a_frame_taken_at_the_end_of_a_file_keeps_its_own_packets_time(tmp_path):
+    """rmq-broker-stop starts inside a name-server connection: the last response of it
+    (s2c) is read after a mid-stream resync, and no frame after it confirms its start, so
+    it is taken at the end of the file that holds it. Cut by `editcap -c` so that file is
+    not the set's last (the connection's FIN and ACKs in the next), the stitched frames give
+    the response the time of the packet that carried it, as the whole file does."""
+    import subprocess
+
+    whole = CAPTURES / "rmq-broker-stop.pcap"
+    _, packets = worsen.read_pcap(whole)
+    carried = [(n, ts) for n, (ts, data, _) in enumerate(packets, 1)
+               if (tcp := worsen.tcp_of(data)).payload_len and tcp.flow[1] == 9876
+               and tcp.flow[3] == 41120]  # fmt: skip
+    (number, own_ts), last_ts = carried[-1], packets[-1][0]
+    assert own_ts < last_ts
+    name = "127.0.0.1:41120-127.0.0.1:9876"
+
+    def response_ts(frames: list[dict]) -> list[int]:
+        return [f["ts_ns"] for f in frames if f["connection"] == name and f["direction"] == "s2c"]
+
+    frames = frames_arrow(str(whole), protocol="rocketmq").to_pylist()
+    assert response_ts(frames) == [own_ts]
+    for count in (number, number + 1, number + 2, 20):  # (the response ends a file or not)
+        folder = tmp_path / str(count)
+        folder.mkdir()
+        subprocess.run(["editcap", "-c", str(count), str(whole), str(folder / "piece.pcap")],
+                       check=True, capture_output=True)  # fmt: skip
+        paths = sorted(str(p) for p in folder.iterdir())
+        assert len(paths) > (number - 1) // count + 1  # (its file is not the last)
+        got = analyze_servers(paths, "rocketmq", TABLES, frames=True)
+        assert response_ts(got["rocketmq_frames"].to_pylist()) == [own_ts], count
+        assert sorted(map(key, got["rocketmq_frames"].to_pylist())) == sorted(map(key, frames))

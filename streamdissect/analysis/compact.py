@@ -87,7 +87,8 @@ class CompactRows:
         """The chunks in memory to the temporary file, each as it is (none joined: no
         transient of SPILL_BYTES, whose many copies over a long run fragment the heap)."""
         if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")
+            # (open for the rows' life: closed by close())
+            self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")  # noqa: SIM115
         f = self._file
         f.seek(0, 2)
         first = len(self._chunks)  # (the chunks held are the last ones)

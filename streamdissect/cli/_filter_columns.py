@@ -90,7 +90,7 @@ def _int_lists(leaf: Leaf, column: IntLists) -> Any:
     return leaf.test([])
 
 
-def compare(values: np.ndarray, op: str, want: int | float) -> Any:
+def compare(values: np.ndarray, op: str, want: float) -> Any:
     """values OP want for a numpy integer array as Python compares ints with `want` (exactly:
     no rounding of either to a float, no wrap-around of `want` to the array's type)."""
     if want.__class__ is float:

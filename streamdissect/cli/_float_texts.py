@@ -27,7 +27,7 @@ def _fraction_texts() -> np.ndarray:
     global _fractions
     if _fractions is None:
         scale = 5**STEP_BITS  # k * 2**-12 == k * 5**12 * 10**-12
-        texts = ["." + ("%012d" % (k * scale)).rstrip("0") for k in range(1 << STEP_BITS)]
+        texts = ["." + f"{k * scale:012d}".rstrip("0") for k in range(1 << STEP_BITS)]
         texts[0] = ".0"
         _fractions = np.array(texts, dtype=object)
     return _fractions

@@ -468,8 +468,8 @@ def text_writer(out: TextIO, err: TextIO, show_secrets: bool,
         protocol = protocol_of(event.connection)
         stream = protocol is None or protocol is STREAM
         if message_lines is not None:
-            for text in message_lines(event):
-                out.write(LINE % (state["number"], seconds, side, text))
+            out.writelines(LINE % (state["number"], seconds, side, text)
+                           for text in message_lines(event))  # fmt: skip
             return not message_lines.done()  # type: ignore[attr-defined]
         if tree is not None:
             line, below = tree(event.record, None if stream else protocol)

@@ -85,6 +85,7 @@ class Framer:
         "offset",
         "rbuf",
         "rbuf_start",
+        "rbuf_ts",
         "report",
         "resync_max",
         "scan_from",
@@ -114,6 +115,7 @@ class Framer:
         self._reset_frame()
         self.rbuf = bytearray()  # unsynced bytes, from stream offset rbuf_start
         self.rbuf_start = 0
+        self.rbuf_ts = 0  # the time of the packet that brought rbuf's last bytes
         self.skipped = 0  # bytes passed over since sync was lost
         self.scan_from = 0
 
@@ -364,7 +366,10 @@ class Framer:
     def finish(self, ts_ns: int) -> None:
         """End of capture: say what was left unframed."""
         if not self.synced and self.rbuf:
-            self._scan(ts_ns, final=True)  # a candidate waiting for the next header
+            # a candidate waiting for the next header: taken now, its frames carry the time
+            # of the packet that brought their bytes, not the end of the capture (or of a
+            # file of a rotated set: the next file's run would read on)
+            self._scan(self.rbuf_ts, final=True)
         if self.cur_start >= 0:
             self.report(
                 "truncated",
@@ -459,6 +464,7 @@ class Framer:
         if self.synced:  # e.g. called after _learn_size gave up
             self._lose_sync(self.offset)
         self.rbuf += view
+        self.rbuf_ts = ts_ns
         self.offset = self.rbuf_start + len(self.rbuf)
         self._scan(ts_ns, final=False)
 

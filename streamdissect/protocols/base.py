@@ -17,6 +17,7 @@ analyses) are imported when they are asked for.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -208,3 +209,13 @@ class Protocol:
 
     def __repr__(self) -> str:
         return f"<protocol {self.name}: {self.title}, ports {self.ports}>"
+
+    def __reduce__(self) -> str | tuple:
+        """Pickled by reference (Spark's tasks, the multiprocessing helper): unpickling gives
+        the object its module holds (`ROCKETMQ`), never a copy, and none of what it made
+        lazily (cached framer classes, modules) is in the pickle. An object no module
+        holds by name is made anew from its class (a protocol keeps no state of its own)."""
+        for name, value in vars(sys.modules[type(self).__module__]).items():
+            if value is self:
+                return name
+        return type(self), ()

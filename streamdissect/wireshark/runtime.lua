@@ -470,9 +470,14 @@ end
 
 local conversations = {}
 local links = {}
+-- (frames_not_captured's walk of each direction's frame starts, below)
+local directions = {}  -- "stream:src>dst" -> {next_start = seq or false, seen_to = seq}
+-- "packet:seq" of a cut segment -> its first frame start's offset, "inside", false (what a
+-- later pass, or a click on the packet, says again: the walk itself has gone past it)
+local segment_starts = {}
 
 function proto.init()
-    conversations, links = {}, {}
+    conversations, links, directions, segment_starts = {}, {}, {}, {}
 end
 
 local function endpoint(address, port)
@@ -716,6 +721,21 @@ local function frame_length(tvb, pinfo, offset)
     return size + 4
 end
 
+-- Where each direction's frames start, in TCP sequence numbers, worked out the first time
+-- each segment is dissected (in capture order, on whichever pass dissects first): a
+-- direction whose handshake the capture holds starts a frame at its first byte, and each
+-- frame's size field, where the capture kept it, says where the next one starts. A lost
+-- segment, a retransmission or a size field the snap length cut leaves the direction's
+-- next start unknown from there on.
+local tcp_stream, tcp_seq = Field.new("tcp.stream"), Field.new("tcp.seq")
+local tcp_nxtseq, tcp_completeness = Field.new("tcp.nxtseq"), Field.new("tcp.completeness")
+local HANDSHAKE_SEEN = 3  -- tcp.completeness: the SYN and the SYN-ACK
+
+local function field_value(field)
+    local value = field()
+    return value and value.value
+end
+
 -- A frame header of the table: size in range, a known key and version.
 local function plausible_header(tvb, pos)
     local size, key, version = tvb(pos, 4):uint(), tvb(pos + 4, 2):uint(), tvb(pos + 6, 2):uint()
@@ -724,28 +744,80 @@ local function plausible_header(tvb, pos)
         and message.versions[version] ~= nil
 end
 
+-- Frame by frame from pos, while a size field is captured: where the walk stops (the first
+-- frame start whose size is not captured), or nil at a size no frame has. `checked`: a
+-- frame start not known, only guessed, so each step whose header the capture kept must be
+-- one of the table's (message bytes may read as sizes), as the heuristic checks.
+local function walk_frames(tvb, pos, checked)
+    local have = tvb:len()
+    while pos + 4 <= have do
+        local size = tvb(pos, 4):uint()
+        if size < 4 or size > proto.prefs.max_frame then return nil end
+        if checked and pos + 8 <= have and not plausible_header(tvb, pos) then return nil end
+        pos = pos + size + 4
+    end
+    return pos
+end
+
+-- The offset of tvb's first frame start as its direction's walk knows it ("inside": the
+-- segment lies inside one frame), or nil when the walk does not know (no handshake seen, a
+-- gap, a size cut off before). A tvb is its packet's segment, or TCP's own reassembly: a
+-- frame made whole (the walk went past it already: its segment is done when the frame
+-- ends it), then the segment's rest as its own tvb. (A cut segment is never reassembled.)
+local function known_frame_start(tvb, pinfo)
+    local seq, nxt = field_value(tcp_seq), field_value(tcp_nxtseq)
+    if seq == nil or nxt == nil then return nil end
+    local reported = tvb:reported_len()
+    local first = nxt - reported  -- (a segment's, or its rest's, first byte)
+    local key = tostring(field_value(tcp_stream)) .. ":" .. endpoint(pinfo.src, pinfo.src_port)
+        .. ">" .. endpoint(pinfo.dst, pinfo.dst_port)
+    local d = directions[key]
+    if first < seq then  -- a reassembled frame
+        if d ~= nil and d.seen_to == seq and d.next_start == nxt then d.seen_to = nxt end
+        return nil
+    end
+    local id = pinfo.number .. ":" .. first
+    if segment_starts[id] ~= nil then return segment_starts[id] or nil end
+    if d == nil then
+        local handshake = bits.band(field_value(tcp_completeness) or 0, HANDSHAKE_SEEN)
+        d = {next_start = handshake == HANDSHAKE_SEEN and seq == 1 and 1, seen_to = seq}
+        directions[key] = d
+    end
+    local start = d.next_start
+    if seq ~= d.seen_to or not start or start < first then
+        start = false  -- a gap or a retransmission: nothing known of this segment
+        if seq > d.seen_to then d.next_start = false end
+    elseif start < nxt then
+        local stop = walk_frames(tvb, start - first, false)
+        d.next_start = stop ~= nil and stop >= reported and first + stop
+        start = start - first
+    else
+        start = "inside"
+    end
+    d.seen_to = math.max(d.seen_to, nxt)
+    if tvb:len() < reported then segment_starts[id] = start end  -- (only a cut one's counts)
+    return start or nil
+end
+
 -- A segment the capture cut (snap length) before a frame's start: that frame, and any after
 -- it, is not shown (tcp_dissect_pdus stops at the captured end); said as Wireshark says a
 -- packet cut short, in Info and the tree, no expert info (Wireshark's own "Packet size
 -- limited during capture": a snap length is no fault of the packet). A frame whose own
 -- bytes the cut ends in is said by dissect_frame (expert info `truncated`).
--- A segment may start inside a frame (the rest of a large Deliver or Publish), where message
--- bytes read as sizes: the walk trusts a step only if its header is one of the table's (size,
--- key and version, as the heuristic checks); a step whose key the cut leaves out is trusted
--- on its size, but not at byte 0, where nothing else says a frame starts.
+-- Said for certain of a segment its direction's walk knows starts with a frame; nothing of
+-- one it knows starts elsewhere (the rest of a large Deliver, whose message bytes may look
+-- like frame headers); where the walk does not know, the segment's own bytes are read as
+-- frames from byte 0, and those past the cut are said "possibly" not captured.
 local function frames_not_captured(tvb, pinfo, tree)
+    local start = known_frame_start(tvb, pinfo)  -- (every segment: the walk goes on)
     local have, reported = tvb:len(), tvb:reported_len()
-    if have >= reported or have < 8 then return end
-    local pos = 0
-    while pos + 4 <= have do
-        local size = tvb(pos, 4):uint()
-        if size < 4 or size > proto.prefs.max_frame then return end
-        if pos + 8 <= have and not plausible_header(tvb, pos) then return end
-        pos = pos + size + 4
-    end
-    if pos < have or pos >= reported then return end
+    if have >= reported or have < 8 or (start ~= nil and start ~= 0) then return end
+    local pos = walk_frames(tvb, 0, start == nil)
+    if pos == nil or pos < have or pos >= reported then return end
+    local what = start == 0 and "not shown" or "possibly not shown (where this segment's "
+        .. "frames start is not known: read from its own bytes)"
     tree:add(proto, tvb(0, 0), string.format("[Packet size limited during capture: %d bytes "
-        .. "from byte %d not captured, the frames in them not shown]", reported - pos, pos))
+        .. "from byte %d not captured, the frames in them %s]", reported - pos, pos, what))
     pinfo.cols.info:append(" [Packet size limited during capture]")
 end
 

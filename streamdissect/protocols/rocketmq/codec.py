@@ -44,7 +44,7 @@ _JSON_DECODE = json.JSONDecoder().decode  # (json.loads's own default decoder's 
 JOINT = b",null,"  # between the headers json_headers reads together
 NOT_PARSED = object()  # (decode_frame: the header is read from the frame)
 # spec's constants read once a frame or more: bound here (a global, not a module attribute)
-_STR, _INT, _RESPONSE = spec.STR, spec.INT, spec.RESPONSE_FLAG
+_STR, _INT, _BOOL, _RESPONSE = spec.STR, spec.INT, spec.BOOL, spec.RESPONSE_FLAG
 _SERIALIZE_NAMES, _LENGTH_MASK, _JSON = spec.SERIALIZE_NAMES, spec.HEADER_LENGTH_MASK, spec.JSON
 _MESSAGE_BODY_CODES, _BATCH_CODE = spec.MESSAGE_BODY_CODES, spec.BATCH_CODE
 _PULL_RESPONSE_KEYS = spec.PULL_RESPONSE_KEYS
@@ -252,21 +252,23 @@ _INT_TEXT = 24  # an integer field's text is longer than no int64's
 
 
 def _typed(value: Any, kind: str) -> Any:
-    """An ext value as its field's type says, or None when it is not one."""
-    if kind == spec.STR:
-        return value if isinstance(value, str) else None
-    if isinstance(value, bool):
-        return value if kind == spec.BOOL else None
-    if kind == spec.INT:
-        if isinstance(value, int):
+    """An ext value as its field's type says, or None when it is not one. (Text first: the
+    JSON and binary headers carry most values as text.)"""
+    if isinstance(value, str):
+        if kind == _STR:
             return value
-        try:
-            return int(value) if isinstance(value, str) and len(value) < _INT_TEXT else None
-        except ValueError:
-            return None
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return None
+        if kind == _INT:
+            if len(value) >= _INT_TEXT:
+                return None
+            try:
+                return int(value)
+            except ValueError:
+                return None
+        lowered = value.lower()  # (a BOOL)
+        return lowered == "true" if lowered in ("true", "false") else None
+    if isinstance(value, bool):
+        return value if kind == _BOOL else None
+    return value if kind == _INT and isinstance(value, int) else None
 
 
 def _known_keys(header: spec.Header) -> dict[str, tuple[str, str]]:
@@ -279,14 +281,9 @@ _REQUEST_KNOWN = {code: _known_keys(header) for code, header in spec.REQUEST_HEA
 _RESPONSE_KNOWN = _known_keys(spec.RESPONSE_HEADER)
 
 
-def named_fields(command: RemotingCommand) -> dict[str, Any]:
-    """The ext fields its header knows, by name and typed (a value of another type is left
-    out here and stays in `ext`)."""
-    return _fields_of(command.code, command.flag, command.ext)
-
-
 def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
-    """named_fields of a command of this code, flag and ext fields."""
+    """The ext fields the header of a command of this code and flag knows, by name and typed
+    (`_typed`; a value of another type is left out here and stays in `ext`)."""
     if flag & _RESPONSE:
         known = _RESPONSE_KNOWN
     else:
@@ -298,24 +295,9 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
     for key, value in ext.items():
         f = lookup(key)
         if f is not None:
-            name, kind = f
-            if value.__class__ is str:  # (most are: _typed's cases for text, inline)
-                if kind == _STR:
-                    out[name] = value
-                    continue
-                if kind == _INT:
-                    if len(value) < _INT_TEXT:
-                        try:
-                            out[name] = int(value)
-                        except ValueError:
-                            pass
-                    continue
-                if value == "false" or value == "true":  # (BOOL's usual text)
-                    out[name] = value == "true"
-                    continue
-            typed = _typed(value, kind)
+            typed = _typed(value, f[1])
             if typed is not None:
-                out[name] = typed
+                out[f[0]] = typed
     return out
 
 
@@ -421,5 +403,5 @@ def make_command(code: int, *, response: bool = False, oneway: bool = False, opa
                               remark=remark, ext=wire, body=body)  # fmt: skip
     decoded = decode_frame(encode_command(command))
     if isinstance(decoded, Malformed):
-        raise ValueError(f"cannot be encoded: {decoded.reason}")
+        raise ValueError(f"cannot be encoded: {decoded.reason}")  # noqa: TRY004  (a value)
     return decoded

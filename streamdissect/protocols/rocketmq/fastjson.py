@@ -13,7 +13,7 @@ import re
 
 # a bare integer where a key goes: after { or , (and blanks), before :
 _BARE_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _quote_keys(text: bytes) -> bytes:

@@ -28,7 +28,7 @@ _head = struct.Struct(">II").unpack_from
 # judge waits for it), or a ROCKETMQ header's word (its length under 64 KiB) 4 bytes in; the
 # lookahead lets candidates overlap
 _CANDIDATE = re.compile(
-    rb"(?=[\x00-\xff]{4}(?:\x00[\x00-\xff]{3}(?:\{\"|\{\Z|\Z)|\x01\x00[\x00-\xff]{2}))", re.S)
+    rb"(?=[\x00-\xff]{4}(?:\x00[\x00-\xff]{3}(?:\{\"|\{\Z|\Z)|\x01\x00[\x00-\xff]{2}))", re.DOTALL)
 BINARY_MIN = 2 + 1 + 2 + 4 + 4 + 4 + 4
 
 

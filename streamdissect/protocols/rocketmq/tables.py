@@ -39,16 +39,16 @@ FRAMES = _cols(
     ("response", "bool"),
     ("oneway", "bool"),
     ("opaque", "int64", "the call's number: a response carries its request's"),
-    ("request_code", "int32", "a response: the code of the request it answers (same "
-                              "connection, other direction), when the capture had it"),
+    ("request_code", "int32", ("a response: the code of the request it answers (same "
+                               "connection, other direction), when the capture had it")),
     ("flag", "int32"),
     ("language", "string"),
     ("version", "int32"),
     ("remark", "string"),
     *((column_name(f), _KIND[_FIELD_TYPES[f]]) for f in FIELD_COLUMNS),
     ("message_count", "int32", "messages of a send, a batch, a pull response"),
-    ("msg_ids", "string", "their ids (UNIQ_KEY, else the offset id), comma-separated; a "
-                          "send response's msgId"),
+    ("msg_ids", "string", ("their ids (UNIQ_KEY, else the offset id), comma-separated; a "
+                           "send response's msgId")),
     ("body_length", "int64"),
     ("body_error", "string", "why the body could not be read (a Malformed frame: why not)"),
     ("truncated", "bool", "bytes of the frame missing from the capture"),

@@ -257,7 +257,7 @@ def message_fields(message: Message, max_body: int | None = DEFAULT_MAX_BODY,
         "message_annotations": to_json(amqp.message_annotations),
         "properties": None if amqp.properties is None else {
             name: to_json(value) for name, value in amqp.properties.items()
-            if value is not None},  # fmt: skip
+            if value is not None},
         "application_properties": to_json(amqp.application_properties),
         "body_kind": amqp.body_kind or "data",
         "body_size": amqp.body_size,

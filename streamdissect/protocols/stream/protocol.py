@@ -9,10 +9,10 @@ from typing import Any
 
 from streamdissect.framing.framer import Emit, Framer, Report
 from streamdissect.protocols.base import FramerOptions, Protocol
-from streamdissect.protocols.view import DEFAULT_MAX_BODY
 from streamdissect.protocols.stream.framing import StreamFramer, looks_like_stream, sent_by_server
 from streamdissect.protocols.stream.publish import id_run
 from streamdissect.protocols.stream.records import record_class
+from streamdissect.protocols.view import DEFAULT_MAX_BODY
 
 TUNE_KEY = 0x0014
 PUBLISH_KEY = 0x0002

@@ -118,8 +118,9 @@ CONFIRMS = _cols(
     ("errored", "int64"),
     ("unconfirmed", "int64", "never confirmed nor errored within the capture"),
     ("unmatched_confirms", "int64", "confirms for ids published before the capture began"),
-    ("cut_frames", "int64", "Publish/PublishConfirm frames cut by the capture (snap length): "
-     "counted from their headers, their cut ids unpaired; the row's figures are lower bounds"),
+    ("cut_frames", "int64",
+     ("Publish/PublishConfirm frames cut by the capture (snap length): "
+      "counted from their headers, their cut ids unpaired; the row's figures are lower bounds")),
     ("errors_by_code", "string", "JSON {code_name: count}"),
     ("p50_ms", "float64"),
     ("p75_ms", "float64"),
@@ -148,8 +149,9 @@ CREDIT = _cols(
     ("final_credit", "int64"),
     ("stall_count", "int64"),
     ("stalled_ms_total", "float64"),
-    ("cut_frames", "int64", "Subscribe/Deliver frames cut by the capture (snap length): counts "
-     "from their headers; a cut Subscribe's credit unknown, so no stalls; lower bounds"),
+    ("cut_frames", "int64",
+     ("Subscribe/Deliver frames cut by the capture (snap length): counts "
+      "from their headers; a cut Subscribe's credit unknown, so no stalls; lower bounds")),
 )
 
 STALLS = _cols(
