@@ -34,6 +34,9 @@ from reportlib import SLOW, ReportPage, figures_kept, make_report
 
 from streamdissect.engine.dissect import Dissector
 
+# the walk_mode fixture (both walks of the Stream fast path: native_modes.py)
+pytest_plugins = ["native_modes"]
+
 RESOURCES = ("broker", "spark", "browser", "live", "tshark")
 BROKER_PORTS = (5552, 5553, 5551, 5554)  # 3.10, 4.0, and their TLS listeners
 

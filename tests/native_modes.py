@@ -2,7 +2,7 @@
 the pure-Python code they replace (the reference). A test module that holds the bulk engine
 equal to the per-packet path runs each test in both modes:
 
-    pytestmark = pytest.mark.usefixtures("walk_mode")   # with `from native_modes import walk_mode`
+    pytestmark = pytest.mark.usefixtures("walk_mode")   # (conftest.py loads this plugin)
 
 Without the extension built, only "python" runs (test_native.py says whether it should have
 been built)."""

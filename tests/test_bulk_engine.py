@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import worsen
-from native_modes import walk_mode  # noqa: F401 (a fixture)
 
 from streamdissect.capture import blocks, packet_columns
 from streamdissect.engine import bulk

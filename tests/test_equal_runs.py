@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 import worsen
-from native_modes import walk_mode  # noqa: F401 (a fixture)
 from test_bulk_engine import WORSE
 from test_columns_report import report
 

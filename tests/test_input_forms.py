@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import worsen
-from native_modes import walk_mode  # noqa: F401 (a fixture)
 from test_bulk_engine import WORSE, outcome_of
 
 from streamdissect.analysis.driver import analyze_events
