@@ -1,7 +1,7 @@
 """The codec's shortcuts (taken for speed on the benchmark capture's hot frames) give what the
 general code they stand in for gives: JSON headers read as json.loads reads them, stored
 hosts written as ipaddress writes them, known header fields named and typed as the field
-table and `_typed` say. Checked on every header of the recorded captures and on odd inputs."""
+table and `typed_value` say. Checked on every header of the recorded captures and on odd inputs."""
 
 from __future__ import annotations
 
@@ -73,13 +73,13 @@ def test_stored_hosts_written_as_ipaddress_writes_them():
 
 
 def _named_by_the_table(command: RemotingCommand) -> dict:
-    """The known ext fields as spec's field table names them and `_typed` types them."""
+    """The known ext fields as spec's field table names them and `typed_value` types them."""
     header = codec.header_of(command.code, command.response)
     known = {} if header is None else header.by_key()
     out = {}
     for key, value in command.ext.items():
-        if key in known and codec._typed(value, known[key].type) is not None:
-            out[known[key].name] = codec._typed(value, known[key].type)
+        if key in known and codec.typed_value(value, known[key].type) is not None:
+            out[known[key].name] = codec.typed_value(value, known[key].type)
     return out
 
 

@@ -251,7 +251,7 @@ def header_of(code: int, response: bool) -> spec.Header | None:
 _INT_TEXT = 24  # an integer field's text is longer than no int64's
 
 
-def _typed(value: Any, kind: str) -> Any:
+def typed_value(value: Any, kind: str) -> Any:
     """An ext value as its field's type says, or None when it is not one."""
     if kind == spec.STR:
         return value if isinstance(value, str) else None
@@ -299,7 +299,7 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
         f = lookup(key)
         if f is not None:
             name, kind = f
-            if value.__class__ is str:  # (most are: _typed's cases for text, inline)
+            if value.__class__ is str:  # (most are: typed_value's cases for text, inline)
                 if kind == _STR:
                     out[name] = value
                     continue
@@ -313,7 +313,7 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
                 if value == "false" or value == "true":  # (BOOL's usual text)
                     out[name] = value == "true"
                     continue
-            typed = _typed(value, kind)
+            typed = typed_value(value, kind)
             if typed is not None:
                 out[name] = typed
     return out

@@ -1,0 +1,112 @@
+"""RocketMQ's hot frames as the analyses read them: light records made from a frame's parsed
+JSON header (plain_walk reads a block's headers together) in place of a RemotingCommand.
+
+When the bulk engine runs for the analyses alone (DissectionState `columns="analysis"`),
+the plain walk makes a SEND_MESSAGE_V2 request (a plain one: no flag bit, its message not
+compressed) into a `HotSend`, and every response into a `HotAnswer`: what the collectors
+read of them (analysis/collectors.py), typed as codec's `_fields_of` types them, without
+the command's header dicts, its message, the message's properties map. A frame is hot only
+when its record would be a clean command (the header checks `_json_header` makes, no body
+that could fail to read): anything else is decoded as before. A response's request is
+known only once the connection's block is named in time order (plain_walk's
+`end_connection`): one that answers no send is then decoded (`command`) as the framer
+decodes it, so that only the sends' responses stay light.
+
+The records the analyses then make are the record path's: tests/test_rocketmq_hot.py holds
+every table of the shipped captures and made-worse copies to it, fuzz targets too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.codec import decode_frame, typed_value
+from streamdissect.protocols.rocketmq.wire import parse_properties
+
+SEND_V2_CODE = 310
+_KEY = {f.name: f.key for f in spec.SEND_V2.fields}
+_GROUP, _TOPIC, _QUEUE, _SYSFLAG, _PROPERTIES = (
+    _KEY["producerGroup"], _KEY["topic"], _KEY["queueId"], _KEY["sysFlag"], _KEY["properties"])
+_STR, _INT, _RESPONSE = spec.STR, spec.INT, spec.RESPONSE_FLAG
+_UNIQ_KEY, _TAGS, _KEYS = spec.UNIQ_KEY, spec.TAGS, spec.KEYS
+_PULL_KEYS = spec.PULL_RESPONSE_KEYS
+SEND_CODES = spec.SEND_CODES
+
+
+class HotSend:
+    """A plain SEND_MESSAGE_V2 request: its header's producer group, topic and queue, its
+    message's ids (UNIQ_KEY), tags, keys and body length; `frame` and `parsed` (its header's
+    value) make the command again when asked (`command`)."""
+
+    __slots__ = ("frame", "group", "keys", "msg_id", "opaque", "parsed", "queue_id", "tags",
+                 "topic", "wire")  # fmt: skip
+    code = SEND_V2_CODE
+    flag = 0
+    oneway = False  # (framing.OpenRequests reads it)
+    code_name = spec.request_name(SEND_V2_CODE)
+
+    def command(self) -> Any:
+        """The RemotingCommand the framer makes of this frame."""
+        return decode_frame(self.frame, parsed_header=self.parsed)
+
+
+class HotAnswer:
+    """A response whose body cannot fail to read (no pull response's stored messages): its
+    code, opaque, remark and the send response's fields (msgId, queueId, queueOffset);
+    `request_code` set when the connection's block is named."""
+
+    __slots__ = ("code", "frame", "msg_id", "opaque", "parsed", "queue_id", "queue_offset",
+                 "remark", "request_code")  # fmt: skip
+    flag = _RESPONSE
+    oneway = False
+
+    @property
+    def code_name(self) -> str:
+        return spec.response_name(self.code)
+
+    def command(self) -> Any:
+        """The RemotingCommand the framer makes of this frame (its request code as named)."""
+        command = decode_frame(self.frame, parsed_header=self.parsed)
+        command.request_code = self.request_code
+        return command
+
+
+def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
+    """The light record of a whole frame (a JSON header within it) whose header parsed to
+    `obj`, or None: decode it as a command (codec.decode_frame)."""
+    if obj.__class__ is not dict:
+        return None
+    get = obj.get
+    code, opaque, version, flag = get("code"), get("opaque", 0), get("version"), get("flag", 0)
+    # (what codec._json_header accepts without a HeaderError, no less: else not hot)
+    if not (code.__class__ is int and opaque.__class__ is int and flag.__class__ is int
+            and (version is None or version.__class__ is int)):  # fmt: skip
+        return None
+    ext = get("extFields") or {}
+    remark = get("remark")
+    if ext.__class__ is not dict or not (remark is None or remark.__class__ is str):
+        return None
+    if flag == _RESPONSE:
+        if code == 0 and _PULL_KEYS <= ext.keys():  # (stored messages: decoded as ever)
+            return None
+        answer = HotAnswer()
+        answer.code, answer.opaque, answer.remark, answer.request_code = code, opaque, remark, None
+        answer.frame, answer.parsed = frame, obj
+        answer.msg_id = typed_value(ext.get("msgId"), _STR)
+        answer.queue_id = typed_value(ext.get("queueId"), _INT)
+        answer.queue_offset = typed_value(ext.get("queueOffset"), _INT)
+        return answer
+    if flag or code != SEND_V2_CODE or typed_value(ext.get(_SYSFLAG), _INT):
+        return None  # (a oneway send, a compressed message: decoded as ever)
+    send = HotSend()
+    send.opaque, send.frame, send.parsed = opaque, frame, obj
+    send.group = typed_value(ext.get(_GROUP), _STR)
+    send.topic = typed_value(ext.get(_TOPIC), _STR)
+    send.queue_id = typed_value(ext.get(_QUEUE), _INT)
+    properties = parse_properties(typed_value(ext.get(_PROPERTIES), _STR) or "")
+    send.msg_id = properties.get(_UNIQ_KEY) or None  # (messages.Message.msg_id)
+    send.tags, send.keys = properties.get(_TAGS), properties.get(_KEYS)
+    # (the frame is whole: its body is what follows the header, the word's low 3 bytes)
+    send.wire = len(frame) - 8 - int.from_bytes(frame[5:8], "big")
+    return send
