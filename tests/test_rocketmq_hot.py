@@ -12,13 +12,17 @@ import random
 
 import pytest
 import worsen
-from rocketmq_support import CAPTURES, NAMES, both_protocols, recorded_frames
+from rocketmq_support import (
+    CAPTURES,
+    NAMES,
+    analysis_tables,
+    both_protocols,
+    light_record_holds,
+    recorded_frames,
+)
 from test_rocketmq_plain_walk import REGRESSIONS, WORSE
 
-from streamdissect.analysis.driver import analyze
-from streamdissect.protocols.rocketmq import codec, hot, plain_walk, spec
-from streamdissect.protocols.rocketmq.records import RemotingCommand
-from streamdissect.tables import schema
+from streamdissect.protocols.rocketmq import codec, plain_walk, spec
 
 
 @pytest.fixture
@@ -38,25 +42,18 @@ def made_light(monkeypatch):
     return count
 
 
-def _tables(path, report_only: bool, **options) -> dict:
-    """Every table of the analysis (both protocols' and the anomalies) as CSV text."""
-    result = analyze(str(path), report_only=report_only, helper_process=False, **options)
-    names = [*schema.analysis_tables(), *result.other_tables()]
-    return {name: result.frame(name).to_csv() for name in names}
-
-
 def _same_three_ways(path, made_light, light: bool = True) -> None:
     """`light`: the walk must have read some frames light (a copy made worse may have
     none left: the cut ones, those after a hole go to the framer)."""
     for report_only in (False, True):
         before = made_light.get("HotSend", 0) + made_light.get("HotAnswer", 0)
-        hot_path = _tables(path, report_only)
+        hot_path = analysis_tables(path, report_only)
         after = made_light.get("HotSend", 0) + made_light.get("HotAnswer", 0)
         assert after > before or not light
         # a watcher reads the events: every frame a command (the record path)
-        records = _tables(path, report_only, watch=lambda events: events)
+        records = analysis_tables(path, report_only, watch=lambda events: events)
         assert made_light.get("HotSend", 0) + made_light.get("HotAnswer", 0) == after
-        reference = _tables(path, report_only, engine="stream")
+        reference = analysis_tables(path, report_only, engine="stream")
         assert hot_path == records == reference
         assert any(name.startswith("rocketmq_") and text.count("\n") > 1
                    for name, text in hot_path.items())  # fmt: skip
@@ -129,43 +126,8 @@ def _frame(header: dict | list | str | int | None, body: bytes) -> bytes:
     return (4 + len(text) + len(body)).to_bytes(4, "big") + len(text).to_bytes(4, "big") + text + body
 
 
-def _holds(frame: bytes) -> str:
-    """What hot_record made of the frame ("none", "send", "answer"), checked against the
-    command decode_frame makes of it."""
-    length = int.from_bytes(frame[5:8], "big")
-    try:
-        parsed = codec._json_loads(frame[8 : 8 + length])
-    except (ValueError, RecursionError):
-        return "unparsed"
-    record = hot.hot_record(frame, parsed)
-    if record is None:
-        return "none"
-    command = codec.decode_frame(frame, parsed_header=parsed)
-    # a light record is only ever made of a frame that makes a clean command
-    assert command.__class__ is RemotingCommand and command.body_error is None
-    assert not command.truncated
-    assert record.command() == command
-    assert (record.code, record.opaque, record.flag) == (command.code, command.opaque,
-                                                         command.flag)  # fmt: skip
-    assert record.code_name == command.code_name
-    if isinstance(record, hot.HotAnswer):
-        assert record.remark == command.remark and command.response
-        assert (record.msg_id, record.queue_id, record.queue_offset) == (
-            command.fields.get("msgId"), command.fields.get("queueId"),
-            command.fields.get("queueOffset"))  # fmt: skip
-        return "answer"
-    (message,) = command.messages
-    assert not message.compressed and not command.oneway
-    assert (record.group, record.topic, record.queue_id) == (
-        command.fields.get("producerGroup"), message.topic, message.queue_id)
-    assert (record.topic, record.queue_id) == (command.topic, command.queue_id)
-    assert (record.msg_id, record.tags, record.keys, record.wire) == (
-        message.msg_id, message.tags, message.keys, len(message.body))
-    return "send"
-
-
 def test_recorded_frames_read_light_as_their_commands():
-    seen = [_holds(frame) for frame in _recorded_frames()]
+    seen = [light_record_holds(frame) for frame in _recorded_frames()]
     assert seen.count("send") >= 10 and seen.count("answer") > 10 and seen.count("none") > 10
 
 
@@ -212,5 +174,5 @@ def test_changed_headers_read_light_only_as_their_commands():
         header, body = rng.choice(recorded)
         if rng.random() < 0.2:
             body = rng.choice(BODIES)
-        seen.append(_holds(_frame(_changed(rng, header), body)))
+        seen.append(light_record_holds(_frame(_changed(rng, header), body)))
     assert seen.count("send") > 100 and seen.count("answer") > 100 and seen.count("none") > 100
