@@ -116,7 +116,7 @@ def analysis_tables(path, report_only: bool, **options) -> dict:
 
 
 def light_record_holds(frame: bytes) -> str:
-    """What hot_record made of the frame ("none", "send", "answer"), checked against the
+    """What hot_record made of the frame ("none", "send", "answer", "pulled"), checked against the
     command decode_frame makes of it ("not walked": not a frame the walk reads so: a whole
     frame, its header JSON of under 64 KiB within it)."""
     if len(frame) < 10 or int.from_bytes(frame[:4], "big") != len(frame) - 4:
@@ -139,6 +139,18 @@ def light_record_holds(frame: bytes) -> str:
     assert (record.code, record.opaque, record.flag) == (command.code, command.opaque,
                                                          command.flag)  # fmt: skip
     assert record.code_name == command.code_name
+    if isinstance(record, hot.HotPulled):
+        messages = command.messages
+        assert command.response and command.code == 0 and record.remark == command.remark
+        assert (record.messages, record.bytes) == (len(messages),
+                                                   sum(len(m.body) for m in messages))
+        assert not any(m.compressed for m in messages)
+        names = {"next_begin_offset": "nextBeginOffset", "min_offset": "minOffset",
+                 "max_offset": "maxOffset", "offset": "offset",
+                 "suggested_broker_id": "suggestWhichBrokerId"}  # fmt: skip
+        for slot, name in names.items():
+            assert getattr(record, slot) == command.fields.get(name), name
+        return "pulled"
     if isinstance(record, hot.HotAnswer):
         assert record.remark == command.remark and command.response
         assert (record.msg_id, record.queue_id, record.queue_offset) == (

@@ -7,6 +7,7 @@ holds, on every recorded frame and on headers changed at random."""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 
@@ -42,17 +43,21 @@ def made_light(monkeypatch):
     return count
 
 
+def _light(made_light: dict) -> int:
+    return sum(made_light.get(name, 0) for name in ("HotSend", "HotAnswer", "HotPulled"))
+
+
 def _same_three_ways(path, made_light, light: bool = True) -> None:
     """`light`: the walk must have read some frames light (a copy made worse may have
     none left: the cut ones, those after a hole go to the framer)."""
     for report_only in (False, True):
-        before = made_light.get("HotSend", 0) + made_light.get("HotAnswer", 0)
+        before = _light(made_light)
         hot_path = analysis_tables(path, report_only)
-        after = made_light.get("HotSend", 0) + made_light.get("HotAnswer", 0)
+        after = _light(made_light)
         assert after > before or not light
         # a watcher reads the events: every frame a command (the record path)
         records = analysis_tables(path, report_only, watch=lambda events: events)
-        assert made_light.get("HotSend", 0) + made_light.get("HotAnswer", 0) == after
+        assert _light(made_light) == after
         reference = analysis_tables(path, report_only, engine="stream")
         assert hot_path == records == reference
         assert any(name.startswith("rocketmq_") and text.count("\n") > 1
@@ -71,6 +76,7 @@ def test_every_table_as_the_record_path_makes_it(name, made_light):
 def test_the_sends_of_the_java_capture_are_read_light(made_light):
     _same_three_ways(CAPTURES / "rmq-java-json.pcap", made_light)
     assert made_light["HotSend"] > 0 and made_light["HotAnswer"] > 0
+    assert made_light["HotPulled"] > 0
 
 
 def _responses_lost(packets: list) -> list:
@@ -129,6 +135,7 @@ def _frame(header: dict | list | str | int | None, body: bytes) -> bytes:
 def test_recorded_frames_read_light_as_their_commands():
     seen = [light_record_holds(frame) for frame in _recorded_frames()]
     assert seen.count("send") >= 10 and seen.count("answer") > 10 and seen.count("none") > 10
+    assert seen.count("pulled") >= 5
 
 
 VALUES = [None, True, False, 0, 1, -3, 2**70, 1.5, "", "0", "7", " 8", "1_0", "x", "true",
@@ -137,8 +144,24 @@ VALUES = [None, True, False, 0, 1, -3, 2**70, 1.5, "", "0", "7", " 8", "1_0", "x
 HEAD_KEYS = ["code", "opaque", "flag", "version", "remark", "language", "extFields",
              "serializeTypeCurrentRPC"]  # fmt: skip
 EXT_KEYS = [*spec.V2_KEYS, "msgId", "queueId", "queueOffset", "nextBeginOffset", "minOffset",
-            "maxOffset", "other"]  # fmt: skip
+            "maxOffset", "offset", "suggestWhichBrokerId", "other"]  # fmt: skip
 BODIES = [b"", b"msg", b"{", b'{"a":1}', b"[1", b"\x00" * 40]
+
+
+def _body_changed(rng: random.Random, body: bytes) -> bytes:
+    """A body cut, or a byte of it changed (a stored message's size, magic, flags: near the
+    start of one, at 0, 4, 36, 40 ... of the first), or a message's system flag compressed."""
+    what = rng.randrange(3)
+    if what == 0:
+        return body[: rng.randrange(len(body))]
+    changed = bytearray(body)
+    if what == 1:
+        at = rng.choice([0, 1, 3, 4, 7, 36, 39, 40, 43, 80, 83, rng.randrange(len(body))])
+        if at < len(changed):
+            changed[at] = rng.randrange(256)
+    elif len(changed) > 40:  # (the first stored message's system flag, its compressed bit)
+        changed[39] |= spec.SYSFLAG_COMPRESSED
+    return bytes(changed)
 
 
 def _changed(rng: random.Random, header: dict) -> dict | list | None:
@@ -155,7 +178,7 @@ def _changed(rng: random.Random, header: dict) -> dict | list | None:
         if rng.random() < 0.2:
             target.pop(key, None)
         else:
-            target[key] = rng.choice(VALUES)
+            target[key] = copy.deepcopy(rng.choice(VALUES))
     if rng.random() < 0.03:
         return rng.choice([None, [header], "text"])
     return header
@@ -170,9 +193,12 @@ def test_changed_headers_read_light_only_as_their_commands():
         if isinstance(header, dict):
             recorded.append((header, frame[8 + length :]))
     seen = []
-    for _ in range(6000):
+    for _ in range(12000):
         header, body = rng.choice(recorded)
         if rng.random() < 0.2:
             body = rng.choice(BODIES)
+        elif body and rng.random() < 0.3:
+            body = _body_changed(rng, body)
         seen.append(light_record_holds(_frame(_changed(rng, header), body)))
     assert seen.count("send") > 100 and seen.count("answer") > 100 and seen.count("none") > 100
+    assert seen.count("pulled") > 100

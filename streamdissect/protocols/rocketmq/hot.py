@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.codec import decode_frame, typed_value
+from streamdissect.protocols.rocketmq.codec import _INT_TEXT, decode_frame, typed_value
+from streamdissect.protocols.rocketmq.messages import plain_sizes
 from streamdissect.protocols.rocketmq.wire import parse_properties
 
 SEND_V2_CODE = 310
@@ -60,6 +61,7 @@ class HotAnswer:
                  "remark", "request_code")  # fmt: skip
     flag = _RESPONSE
     oneway = False
+    light_for = SEND_CODES  # the request codes whose collectors read it light
 
     @property
     def code_name(self) -> str:
@@ -70,6 +72,16 @@ class HotAnswer:
         command = decode_frame(self.frame, parsed_header=self.parsed)
         command.request_code = self.request_code
         return command
+
+
+class HotPulled(HotAnswer):
+    """A pull response (code 0, the pull's offsets) whose stored messages are all usual ones
+    (messages.plain_sizes), none compressed: how many and their bodies' bytes, the offsets
+    the pulls' and offsets' collectors read."""
+
+    __slots__ = ("bytes", "max_offset", "messages", "min_offset", "next_begin_offset",
+                 "offset", "suggested_broker_id")  # fmt: skip
+    light_for = frozenset((spec.PULL_CODE,))
 
 
 def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
@@ -87,26 +99,66 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     remark = get("remark")
     if ext.__class__ is not dict or not (remark is None or remark.__class__ is str):
         return None
+    # (a text field's value: the value when it is text, codec.typed_value for spec.STR; an
+    # integer field's by _integer)
     if flag == _RESPONSE:
-        if code == 0 and _PULL_KEYS <= ext.keys():  # (stored messages: decoded as ever)
-            return None
+        if code == 0 and _PULL_KEYS <= ext.keys():
+            return _pulled(frame, obj, opaque, remark, ext)
         answer = HotAnswer()
         answer.code, answer.opaque, answer.remark, answer.request_code = code, opaque, remark, None
         answer.frame, answer.parsed = frame, obj
-        answer.msg_id = typed_value(ext.get("msgId"), _STR)
-        answer.queue_id = typed_value(ext.get("queueId"), _INT)
-        answer.queue_offset = typed_value(ext.get("queueOffset"), _INT)
+        value = ext.get("msgId")
+        answer.msg_id = value if value.__class__ is str else None
+        answer.queue_id = _integer(ext.get("queueId"))
+        answer.queue_offset = _integer(ext.get("queueOffset"))
         return answer
-    if flag or code != SEND_V2_CODE or typed_value(ext.get(_SYSFLAG), _INT):
-        return None  # (a oneway send, a compressed message: decoded as ever)
+    if flag or code != SEND_V2_CODE:
+        return None  # (a oneway send: decoded as ever)
+    value = ext.get(_SYSFLAG)
+    if value is not None and value != "0" and typed_value(value, _INT):
+        return None  # (a compressed message: decoded as ever)
     send = HotSend()
     send.opaque, send.frame, send.parsed = opaque, frame, obj
-    send.group = typed_value(ext.get(_GROUP), _STR)
-    send.topic = typed_value(ext.get(_TOPIC), _STR)
-    send.queue_id = typed_value(ext.get(_QUEUE), _INT)
-    properties = parse_properties(typed_value(ext.get(_PROPERTIES), _STR) or "")
+    value = ext.get(_GROUP)
+    send.group = value if value.__class__ is str else None
+    value = ext.get(_TOPIC)
+    send.topic = value if value.__class__ is str else None
+    send.queue_id = _integer(ext.get(_QUEUE))
+    value = ext.get(_PROPERTIES)
+    properties = parse_properties(value if value.__class__ is str else "")
     send.msg_id = properties.get(_UNIQ_KEY) or None  # (messages.Message.msg_id)
     send.tags, send.keys = properties.get(_TAGS), properties.get(_KEYS)
     # (the frame is whole: its body is what follows the header, the word's low 3 bytes)
     send.wire = len(frame) - 8 - int.from_bytes(frame[5:8], "big")
     return send
+
+
+def _integer(value: Any) -> int | None:
+    """An integer field's value (codec.typed_value for spec.INT, its usual text inline)."""
+    if value.__class__ is str and len(value) < _INT_TEXT:
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return typed_value(value, _INT)
+
+
+def _pulled(frame: bytes, obj: dict, opaque: int, remark: str | None, ext: dict) -> HotPulled | None:
+    """A pull response's light record (None: its stored messages are decoded as ever)."""
+    sizes = plain_sizes(frame[8 + int.from_bytes(frame[5:8], "big") :])
+    if sizes is None:
+        return None
+    pulled = HotPulled()
+    pulled.code, pulled.opaque, pulled.remark, pulled.request_code = 0, opaque, remark, None
+    pulled.frame, pulled.parsed = frame, obj
+    pulled.messages, pulled.bytes = sizes
+    value = ext.get("msgId")
+    pulled.msg_id = value if value.__class__ is str else None
+    pulled.queue_id = _integer(ext.get("queueId"))
+    pulled.queue_offset = _integer(ext.get("queueOffset"))
+    pulled.next_begin_offset = _integer(ext.get("nextBeginOffset"))
+    pulled.min_offset = _integer(ext.get("minOffset"))
+    pulled.max_offset = _integer(ext.get("maxOffset"))
+    pulled.offset = _integer(ext.get("offset"))
+    pulled.suggested_broker_id = _integer(ext.get("suggestWhichBrokerId"))
+    return pulled

@@ -27,7 +27,7 @@ from streamdissect.protocols.rocketmq.codec import (
     json_headers,
 )
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
-from streamdissect.protocols.rocketmq.hot import SEND_CODES, HotAnswer, HotSend, hot_record
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend, hot_record
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 _word = struct.Struct(">I").unpack_from
@@ -38,7 +38,7 @@ _JSON_SMALL = frozenset((spec.JSON << 8,))
 # decoded, so a few dozen at a time (a block's thousands at once would be scanned and
 # promoted by the garbage collector before they are freed)
 TOGETHER = 64
-_HOT = (HotSend, HotAnswer)
+_HOT = (HotSend, HotAnswer, HotPulled)
 
 
 class RocketMQPlainWalk(PlainFrames):
@@ -93,9 +93,9 @@ class RocketMQPlainWalk(PlainFrames):
                     record.request_code = peer[event.direction].answered(record.opaque)
                 else:
                     own[event.direction].asked(record)
-            elif cls is HotAnswer:
+            elif cls is HotAnswer or cls is HotPulled:
                 record.request_code = code = peer[event.direction].answered(record.opaque)
-                if code not in SEND_CODES:  # (light only for the sends' collectors)
+                if code not in record.light_for:  # (light only for its request's collectors)
                     event.record = record.command()
 
 

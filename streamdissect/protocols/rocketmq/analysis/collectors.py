@@ -20,7 +20,7 @@ from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
 from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
 from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
 from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotSend
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 # The collector (attribute of Collectors) that makes each table.
@@ -90,7 +90,7 @@ class Collectors:
         code, a send request read light (hot.HotSend) to the sends' and calls' collectors,
         and a frame that is no command goes nowhere)."""
         cls = record.__class__
-        if cls is RemotingCommand or cls is HotAnswer:  # (a light response reads as one)
+        if cls is RemotingCommand or cls is HotAnswer or cls is HotPulled:  # (light: as one)
             return (self.on_command,), True
         if cls is HotSend:
             return self._fed((self.calls.on_hot_send, self.connections.on_frame,
