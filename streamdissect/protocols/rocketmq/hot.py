@@ -37,19 +37,21 @@ SEND_CODES = spec.SEND_CODES
 
 class HotSend:
     """A plain SEND_MESSAGE_V2 request: its header's producer group, topic and queue, its
-    message's ids (UNIQ_KEY), tags, keys and body length; `frame` and `parsed` (its header's
-    value) make the command again when asked (`command`)."""
+    message's ids (UNIQ_KEY), tags, keys and body length; `frame` makes the command again
+    when asked (`command`). (Not the parsed header: a block's thousands of them kept would
+    be scanned and promoted by the garbage collector, and freed late.)"""
 
-    __slots__ = ("frame", "group", "keys", "msg_id", "opaque", "parsed", "queue_id", "tags",
-                 "topic", "wire")  # fmt: skip
+    __slots__ = ("frame", "group", "keys", "msg_id", "opaque", "queue_id", "tags", "topic",
+                 "wire")  # fmt: skip
     code = SEND_V2_CODE
     flag = 0
     oneway = False  # (framing.OpenRequests reads it)
     code_name = spec.request_name(SEND_V2_CODE)
 
     def command(self) -> Any:
-        """The RemotingCommand the framer makes of this frame."""
-        return decode_frame(self.frame, parsed_header=self.parsed)
+        """The RemotingCommand the framer makes of this frame (its header parsed alone, as
+        codec.json_headers parses it with others)."""
+        return decode_frame(self.frame)
 
 
 class HotAnswer:
@@ -57,8 +59,8 @@ class HotAnswer:
     code, opaque, remark and the send response's fields (msgId, queueId, queueOffset);
     `request_code` set when the connection's block is named."""
 
-    __slots__ = ("code", "frame", "msg_id", "opaque", "parsed", "queue_id", "queue_offset",
-                 "remark", "request_code")  # fmt: skip
+    __slots__ = ("code", "frame", "msg_id", "opaque", "queue_id", "queue_offset", "remark",
+                 "request_code")  # fmt: skip
     flag = _RESPONSE
     oneway = False
     light_for = SEND_CODES  # the request codes whose collectors read it light
@@ -69,7 +71,7 @@ class HotAnswer:
 
     def command(self) -> Any:
         """The RemotingCommand the framer makes of this frame (its request code as named)."""
-        command = decode_frame(self.frame, parsed_header=self.parsed)
+        command = decode_frame(self.frame)
         command.request_code = self.request_code
         return command
 
@@ -103,10 +105,10 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     # integer field's by _integer)
     if flag == _RESPONSE:
         if code == 0 and _PULL_KEYS <= ext.keys():
-            return _pulled(frame, obj, opaque, remark, ext)
+            return _pulled(frame, opaque, remark, ext)
         answer = HotAnswer()
         answer.code, answer.opaque, answer.remark, answer.request_code = code, opaque, remark, None
-        answer.frame, answer.parsed = frame, obj
+        answer.frame = frame
         value = ext.get("msgId")
         answer.msg_id = value if value.__class__ is str else None
         answer.queue_id = _integer(ext.get("queueId"))
@@ -118,7 +120,7 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     if value is not None and value != "0" and typed_value(value, _INT):
         return None  # (a compressed message: decoded as ever)
     send = HotSend()
-    send.opaque, send.frame, send.parsed = opaque, frame, obj
+    send.opaque, send.frame = opaque, frame
     value = ext.get(_GROUP)
     send.group = value if value.__class__ is str else None
     value = ext.get(_TOPIC)
@@ -143,14 +145,14 @@ def _integer(value: Any) -> int | None:
     return typed_value(value, _INT)
 
 
-def _pulled(frame: bytes, obj: dict, opaque: int, remark: str | None, ext: dict) -> HotPulled | None:
+def _pulled(frame: bytes, opaque: int, remark: str | None, ext: dict) -> HotPulled | None:
     """A pull response's light record (None: its stored messages are decoded as ever)."""
     sizes = plain_sizes(frame[8 + int.from_bytes(frame[5:8], "big") :])
     if sizes is None:
         return None
     pulled = HotPulled()
     pulled.code, pulled.opaque, pulled.remark, pulled.request_code = 0, opaque, remark, None
-    pulled.frame, pulled.parsed = frame, obj
+    pulled.frame = frame
     pulled.messages, pulled.bytes = sizes
     value = ext.get("msgId")
     pulled.msg_id = value if value.__class__ is str else None
