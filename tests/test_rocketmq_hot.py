@@ -3,8 +3,7 @@ change no figure: every analysis table of `analyze` (which reads them so) equals
 path's (the bulk engine with a watcher, every frame a RemotingCommand) and the reference
 engine's, on every recorded capture, made-worse copies, a capture of both protocols and the
 saved regressions; and a light record holds what the command decoded from the same frame
-holds, on every recorded frame and on headers changed at random (a send's properties read
-in place as the properties map holds them)."""
+holds, on every recorded frame and on headers changed at random."""
 
 from __future__ import annotations
 
@@ -14,8 +13,6 @@ import random
 
 import pytest
 import worsen
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from rocketmq_support import (
     CAPTURES,
     NAMES,
@@ -27,7 +24,6 @@ from rocketmq_support import (
 from test_rocketmq_plain_walk import REGRESSIONS, WORSE
 
 from streamdissect.protocols.rocketmq import codec, plain_walk, spec
-from streamdissect.protocols.rocketmq.wire import parse_properties, property_value
 
 
 @pytest.fixture
@@ -206,18 +202,3 @@ def test_changed_headers_read_light_only_as_their_commands():
         seen.append(light_record_holds(_frame(_changed(rng, header), body)))
     assert seen.count("send") > 100 and seen.count("answer") > 100 and seen.count("none") > 100
     assert seen.count("pulled") > 100
-
-
-# --- a property read in place, as the properties map holds it -------------------------------
-
-_PIECES = ["UNIQ_KEY", "TAGS", "KEYS", "K", "", "x", "\u0001", "\u0002", "\u0001\u0001",
-           "\u0002\u0002", "a\u0001b", "TAGS\u0001", "\u0002TAGS", "UNIQ_KEY\u0001id"]  # fmt: skip
-
-
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=4), max_size=12))
-def test_a_property_read_in_place_is_the_maps(pieces):
-    text = "".join(pieces)
-    properties = parse_properties(text)
-    for name in (spec.UNIQ_KEY, spec.TAGS, spec.KEYS, "K", "x"):
-        assert property_value(spec.PROPERTY_SEPARATOR + text, name) == properties.get(name)

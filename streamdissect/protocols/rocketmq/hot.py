@@ -23,7 +23,7 @@ from typing import Any
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.codec import _INT_TEXT, decode_frame, typed_value
 from streamdissect.protocols.rocketmq.messages import plain_sizes
-from streamdissect.protocols.rocketmq.wire import property_value
+from streamdissect.protocols.rocketmq.wire import parse_properties
 
 SEND_V2_CODE = 310
 _KEY = {f.name: f.key for f in spec.SEND_V2.fields}
@@ -31,7 +31,6 @@ _GROUP, _TOPIC, _QUEUE, _SYSFLAG, _PROPERTIES = (
     _KEY["producerGroup"], _KEY["topic"], _KEY["queueId"], _KEY["sysFlag"], _KEY["properties"])
 _STR, _INT, _RESPONSE = spec.STR, spec.INT, spec.RESPONSE_FLAG
 _UNIQ_KEY, _TAGS, _KEYS = spec.UNIQ_KEY, spec.TAGS, spec.KEYS
-_ITEM = spec.PROPERTY_SEPARATOR
 _PULL_KEYS = spec.PULL_RESPONSE_KEYS
 SEND_CODES = spec.SEND_CODES
 
@@ -128,12 +127,9 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     send.topic = value if value.__class__ is str else None
     send.queue_id = _integer(ext.get(_QUEUE))
     value = ext.get(_PROPERTIES)
-    if value.__class__ is str:  # (its UNIQ_KEY, TAGS and KEYS as parse_properties reads them)
-        marked = _ITEM + value
-        send.msg_id = property_value(marked, _UNIQ_KEY) or None  # (messages.Message.msg_id)
-        send.tags, send.keys = property_value(marked, _TAGS), property_value(marked, _KEYS)
-    else:
-        send.msg_id = send.tags = send.keys = None
+    properties = parse_properties(value if value.__class__ is str else "")
+    send.msg_id = properties.get(_UNIQ_KEY) or None  # (messages.Message.msg_id)
+    send.tags, send.keys = properties.get(_TAGS), properties.get(_KEYS)
     # (the frame is whole: its body is what follows the header, the word's low 3 bytes)
     send.wire = len(frame) - 8 - int.from_bytes(frame[5:8], "big")
     return send

@@ -23,22 +23,6 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-_ITEM, _NAME = spec.PROPERTY_SEPARATOR, spec.NAME_VALUE_SEPARATOR
-
-
-def property_value(marked: str, name: str) -> str | None:
-    """parse_properties(text).get(name), read in place: `marked` is the properties text
-    after one PROPERTY_SEPARATOR (an item starts after one), `name` holds neither
-    separator. The last item of that name counts, its value what follows its first
-    NAME_VALUE_SEPARATOR (as the map keeps it)."""
-    at = marked.rfind(_ITEM + name + _NAME)
-    if at < 0:
-        return None
-    start = at + len(name) + 2
-    end = marked.find(_ITEM, start)
-    return marked[start:] if end < 0 else marked[start:end]
-
-
 def format_properties(properties: dict[str, str]) -> str:
     return "".join(f"{k}{spec.NAME_VALUE_SEPARATOR}{v}{spec.PROPERTY_SEPARATOR}"
                    for k, v in properties.items())  # fmt: skip
