@@ -14,8 +14,8 @@ from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols import registry
 from streamdissect.protocols.rocketmq import codec, hot
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
-from streamdissect.protocols.rocketmq.records import RemotingCommand
 from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
+from streamdissect.protocols.rocketmq.records import RemotingCommand
 from streamdissect.protocols.stream.protocol import STREAM
 from streamdissect.tables import schema
 

@@ -3,14 +3,16 @@ JSON header (plain_walk reads a block's headers together) in place of a Remoting
 
 When the bulk engine runs for the analyses alone (DissectionState `columns="analysis"`),
 the plain walk makes a SEND_MESSAGE_V2 request (a plain one: no flag bit, its message not
-compressed) into a `HotSend`, and every response into a `HotAnswer`: what the collectors
-read of them (analysis/collectors.py), typed as codec's `_fields_of` types them, without
-the command's header dicts, its message, the message's properties map. A frame is hot only
-when its record would be a clean command (the header checks `_json_header` makes, no body
-that could fail to read): anything else is decoded as before. A response's request is
-known only once the connection's block is named in time order (plain_walk's
-`end_connection`): one that answers no send is then decoded (`command`) as the framer
-decodes it, so that only the sends' responses stay light.
+compressed) into a `HotSend`, a pull response whose stored messages are all usual ones,
+none compressed, into a `HotPulled` (their count and bytes), and any other response into a
+`HotAnswer`: what the collectors read of them (analysis/collectors.py), typed as codec's
+`_fields_of` types them, without the command's header dicts, its messages, a message's
+properties map. A frame is light only when its record would be a clean command (the header
+checks `_json_header` makes, no body that could fail to read): anything else is decoded as
+before. A response's request is known only once the connection's block is named in time
+order (plain_walk's `end_connection`): one whose request's collectors do not read it light
+(`light_for`: a HotAnswer the sends', a HotPulled the pulls') is then decoded (`command`)
+as the framer decodes it.
 
 The records the analyses then make are the record path's: tests/test_rocketmq_hot.py holds
 every table of the shipped captures and made-worse copies to it, fuzz targets too.
@@ -29,7 +31,7 @@ SEND_V2_CODE = 310
 _KEY = {f.name: f.key for f in spec.SEND_V2.fields}
 _GROUP, _TOPIC, _QUEUE, _SYSFLAG, _PROPERTIES = (
     _KEY["producerGroup"], _KEY["topic"], _KEY["queueId"], _KEY["sysFlag"], _KEY["properties"])
-_STR, _INT, _RESPONSE = spec.STR, spec.INT, spec.RESPONSE_FLAG
+_INT, _RESPONSE = spec.INT, spec.RESPONSE_FLAG
 _UNIQ_KEY, _TAGS, _KEYS = spec.UNIQ_KEY, spec.TAGS, spec.KEYS
 _PULL_KEYS = spec.PULL_RESPONSE_KEYS
 SEND_CODES = spec.SEND_CODES
@@ -101,8 +103,8 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     remark = get("remark")
     if ext.__class__ is not dict or not (remark is None or remark.__class__ is str):
         return None
-    # (a text field's value: the value when it is text, codec.typed_value for spec.STR; an
-    # integer field's by _integer)
+    # (a text field's value: the value when it is text, as codec.typed_value gives it for
+    # spec.STR from a JSON value; an integer field's by _integer)
     if flag == _RESPONSE:
         if code == 0 and _PULL_KEYS <= ext.keys():
             return _pulled(frame, opaque, remark, ext)

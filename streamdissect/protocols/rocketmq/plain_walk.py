@@ -10,7 +10,9 @@ end_connection; a malformed one reported and emitted by the framer), in the fram
 way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
 that does not parse) is read alone, as the framer reads it. Nothing changes but the cost:
 the events are the framer's (tests/test_rocketmq_plain_walk.py holds it, on the recorded
-captures and made-worse copies).
+captures and made-worse copies). For the analyses alone (the state's `columns` "analysis"),
+the hot frames are emitted as light records instead (hot.py), which end_connection names
+too, a response that its request's collectors do not read light made a command there.
 """
 
 from __future__ import annotations
