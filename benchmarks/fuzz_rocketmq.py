@@ -9,13 +9,15 @@ targets of the same names:
 - frame:  one mutated frame -> decode_frame (whole, and cut as snaplen leaves it), then what
           a user can ask of the record: to_dict, the text line and jsonl object (JSON),
           message ids, inflating each message (ValueError at most), re-encoding (a record
-          that encodes must decode to the same record).
+          that encodes must decode to the same record); its light record for the analyses
+          (protocols/rocketmq/hot.py), when one is made, holds what the record holds.
 - stream: a direction's byte stream of mutated frames -> RocketMQFramer, whole and in random
           splits (the same frames and anomalies), and with missing bytes (bounded buffer).
 - pcap:   a mutated capture of captures/rocketmq -> the Dissector with RocketMQ registered
           beside the Stream (the bulk engine's events held equal to the reference
           engine's), every event's line and object, and RocketMQ's analyses: every
-          table of theirs made as Arrow of its schema.
+          table of theirs made as Arrow of its schema; `analyze`'s tables with the hot
+          frames as light records equal to those of every frame a record.
 
 Seeds: every frame of captures/rocketmq and crafted ones (zlib bombs, lying pull and batch
 bodies). Mutations: fuzz.py's generic ones plus RocketMQ's fields (the header-length word,
@@ -44,7 +46,14 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 import fuzz
-from rocketmq_support import CAPTURES, NAMES, recorded_frames, rocketmq_registered
+from rocketmq_support import (
+    CAPTURES,
+    NAMES,
+    analysis_tables,
+    light_record_holds,
+    recorded_frames,
+    rocketmq_registered,
+)
 
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import CaptureError
@@ -177,6 +186,7 @@ def _but_sizes(record: RemotingCommand) -> dict:
 def run_frame(frame: bytes) -> None:
     record = decode_frame(frame)
     exercise(record)
+    light_record_holds(frame)  # (a light record of it holds what this record holds)
     if len(frame) >= 12:
         size = struct.unpack_from(">I", frame)[0]
         cut = len(frame) - 1 - int.from_bytes(hashlib.sha1(frame).digest()[:2], "big") % 8
@@ -222,6 +232,9 @@ def run_pcap(data: bytes, path: str) -> None:
                             protocol_of=dissector.protocol_of.get)  # fmt: skip
     for table in result.other_tables():
         result.arrow(table)
+    with rocketmq_registered():  # hot frames as light records: the record path's tables
+        if analysis_tables(path, False) != analysis_tables(path, False, watch=lambda e: e):
+            raise AssertionError("the analyses of light records differ from the records'")
 
 
 def _event_list(events) -> list:

@@ -10,11 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+from streamdissect.analysis.driver import analyze
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols import registry
+from streamdissect.protocols.rocketmq import codec, hot
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
+from streamdissect.protocols.rocketmq.records import RemotingCommand
 from streamdissect.protocols.stream.protocol import STREAM
+from streamdissect.tables import schema
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures" / "rocketmq"
 NAMES = sorted(p.name[: -len(".pcap")] for p in CAPTURES.glob("*.pcap"))
@@ -103,3 +107,62 @@ def both_protocols(path: Path, stream_capture: Path, rocketmq_capture: Path) -> 
     both = sorted(stream_packets + [(ts + shift + 1, d, n) for ts, d, n in rocketmq_packets],
                   key=lambda p: p[0])  # fmt: skip
     return worsen.write_pcap(path, linktype, both)
+
+
+def analysis_tables(path, report_only: bool, **options) -> dict:
+    """Every table of the analysis (both protocols' and the anomalies) as CSV text."""
+    result = analyze(str(path), report_only=report_only, helper_process=False, **options)
+    names = [*schema.analysis_tables(), *result.other_tables()]
+    return {name: result.frame(name).to_csv() for name in names}
+
+
+def light_record_holds(frame: bytes) -> str:
+    """What hot_record made of the frame ("none", "send", "answer", "pulled"), checked against the
+    command decode_frame makes of it ("not walked": not a frame the walk reads so: a whole
+    frame, its header JSON of under 64 KiB within it)."""
+    if len(frame) < 10 or int.from_bytes(frame[:4], "big") != len(frame) - 4:
+        return "not walked"
+    length = int.from_bytes(frame[4:8], "big")
+    if length >> 16 or length > len(frame) - 8:
+        return "not walked"
+    try:
+        parsed = codec._json_loads(frame[8 : 8 + length])
+    except (ValueError, RecursionError):
+        return "unparsed"
+    record = hot.hot_record(frame, parsed)
+    if record is None:
+        return "none"
+    command = codec.decode_frame(frame, parsed_header=parsed)
+    # a light record is only ever made of a frame that makes a clean command
+    assert command.__class__ is RemotingCommand and command.body_error is None
+    assert not command.truncated
+    assert record.command() == command
+    assert (record.code, record.opaque, record.flag) == (command.code, command.opaque,
+                                                         command.flag)  # fmt: skip
+    assert record.code_name == command.code_name
+    if isinstance(record, hot.HotPulled):
+        messages = command.messages
+        assert command.response and command.code == 0 and record.remark == command.remark
+        assert (record.messages, record.bytes) == (len(messages),
+                                                   sum(len(m.body) for m in messages))
+        assert not any(m.compressed for m in messages)
+        names = {"next_begin_offset": "nextBeginOffset", "min_offset": "minOffset",
+                 "max_offset": "maxOffset", "offset": "offset",
+                 "suggested_broker_id": "suggestWhichBrokerId"}  # fmt: skip
+        for slot, name in names.items():
+            assert getattr(record, slot) == command.fields.get(name), name
+        return "pulled"
+    if isinstance(record, hot.HotAnswer):
+        assert record.remark == command.remark and command.response
+        assert (record.msg_id, record.queue_id, record.queue_offset) == (
+            command.fields.get("msgId"), command.fields.get("queueId"),
+            command.fields.get("queueOffset"))  # fmt: skip
+        return "answer"
+    (message,) = command.messages
+    assert not message.compressed and not command.oneway
+    assert (record.group, record.topic, record.queue_id) == (
+        command.fields.get("producerGroup"), message.topic, message.queue_id)
+    assert (record.topic, record.queue_id) == (command.topic, command.queue_id)
+    assert (record.msg_id, record.tags, record.keys, record.wire) == (
+        message.msg_id, message.tags, message.keys, len(message.body))
+    return "send"

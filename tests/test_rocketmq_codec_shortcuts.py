@@ -1,7 +1,7 @@
 """The codec's shortcuts (taken for speed on the benchmark capture's hot frames) give what the
 general code they stand in for gives: JSON headers read as json.loads reads them, stored
 hosts written as ipaddress writes them; known header fields are named as the field table
-says and typed by `_typed` alone (the one typing rule). Checked on every header of the
+says and typed by `typed_value` alone (the one typing rule). Checked on every header of the
 recorded captures and on odd inputs."""
 
 from __future__ import annotations
@@ -74,13 +74,13 @@ def test_stored_hosts_written_as_ipaddress_writes_them():
 
 
 def _named_by_the_table(command: RemotingCommand) -> dict:
-    """The known ext fields as spec's field table names them and `_typed` types them."""
+    """The known ext fields as spec's field table names them and `typed_value` types them."""
     header = codec.header_of(command.code, command.response)
     known = {} if header is None else header.by_key()
     out = {}
     for key, value in command.ext.items():
-        if key in known and codec._typed(value, known[key].type) is not None:
-            out[known[key].name] = codec._typed(value, known[key].type)
+        if key in known and codec.typed_value(value, known[key].type) is not None:
+            out[known[key].name] = codec.typed_value(value, known[key].type)
     return out
 
 
@@ -103,14 +103,14 @@ def test_known_fields_named_and_typed_as_the_field_table_says(recorded):
 def test_an_ext_value_is_typed_as_its_field_says(value, kind, typed):
     """The typing rules of docs/protocol-rocketmq.md, section 3 (ext values are text on the
     wire; a value that is not of its field's type stays in `ext` only)."""
-    got = codec._typed(value, kind)
+    got = codec.typed_value(value, kind)
     assert got == typed and type(got) is type(typed)
 
 
 def test_the_decoder_types_every_known_field_by_typed_alone():
-    """One implementation: every known field a frame's header carries is typed by `_typed`
+    """One implementation: every known field a frame's header carries is typed by `typed_value`
     (no copy of its text cases in the decoder's loop)."""
-    seen, real = [], codec._typed
+    seen, real = [], codec.typed_value
 
     def spy(value, kind):
         seen.append((value, kind))
@@ -119,7 +119,7 @@ def test_the_decoder_types_every_known_field_by_typed_alone():
     fields = {"topic": "TopicTest", "queueId": 3, "sysFlag": 0, "unitMode": False}
     frame = codec.encode_command(codec.make_command(10, fields=fields))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(codec, "_typed", spy)
+        patch.setattr(codec, "typed_value", spy)
         command = codec.decode_frame(frame)
     assert command.fields == fields
     assert sorted(seen) == sorted([("TopicTest", "str"), ("3", "int"), ("0", "int"),

@@ -263,9 +263,12 @@ def analyze(paths: str | Sequence[str], ports: Sequence[int] | None = None, heur
     # The report never checks a chunk's CRC: then no Deliver body is kept either.
     # The messages table reads the messages: Publish lists and whole Delivers, as records.
     keep = None if messages else 0 if report_only else DELIVER_KEEP_LIMIT
+    # The frames as the analyses read them (hot frames as columns or light records), when
+    # nothing else reads the events (a watcher, a set's framers read records) or messages
+    columns = False if messages else True if watch or on_dissector else "analysis"
     dissector = Dissector(ports=ports, heuristic=heuristic, max_frame=max_frame,
                           on_read=on_read, engine=engine, publish_messages=messages,
-                          helper_process=helper_process, columns=not messages,
+                          helper_process=helper_process, columns=columns,
                           deliver_keep_limit=keep)
     if on_dissector is not None:
         on_dissector(dissector)

@@ -328,7 +328,7 @@ class BulkCapture:
         (Protocol.plain_walk), else PlainFrames (its framer decodes every frame)."""
         plain = self.plain.get(protocol)
         if plain is None:
-            plain = self.plain[protocol] = (protocol.plain_walk or PlainFrames)()
+            plain = self.plain[protocol] = (protocol.plain_walk or PlainFrames)(self.state)
         return plain
 
     # --- what the TCP walk tells (tcp.vectorized.RowSink) ------------------------------

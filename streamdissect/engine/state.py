@@ -157,6 +157,9 @@ class DissectionState:
         columns, in their place among the frame events, instead of FrameEvents (an anomaly
         among them comes after the run). `columns="lines"` (frames --format jsonl): anomalies
         in their place, cutting runs, and a Deliver's whole chunk header in the run.
+        `columns="analysis"` (analysis.driver.analyze, when only its collectors read the
+        events): as True, and a protocol's plain walk (made with this state) may give its
+        hot frames as light records that only its own collectors read.
         `hole_patience` (push mode, for sources that show no pure ACKs): see FlowTable."""
         if engine not in ("auto", "bulk", "stream"):
             raise ValueError(f"unknown engine {engine!r}")

@@ -98,7 +98,8 @@ class Protocol:
     # the block engine's frame walk (engine/bulk.py). See docs/architecture.md.
     fast_path: ClassVar[Any] = None
     # Without a fast path, its help in the bulk engine's plain walk of its connections, or
-    # None: a class made once a run with framing.walk.PlainFrames's interface (whose
+    # None: a class made once a run, of the dissection state (`columns="analysis"`: it may
+    # give light records for its analyses), with framing.walk.PlainFrames's interface (whose
     # `direction` may take frames off the walk: `deferred`, read together in `finish`). It
     # changes no event: the RocketMQ one decodes a direction's JSON headers together.
     plain_walk: ClassVar[Any] = None

@@ -251,7 +251,7 @@ def header_of(code: int, response: bool) -> spec.Header | None:
 _INT_TEXT = 24  # an integer field's text is longer than no int64's
 
 
-def _typed(value: Any, kind: str) -> Any:
+def typed_value(value: Any, kind: str) -> Any:
     """An ext value as its field's type says, or None when it is not one. (Text first: the
     JSON and binary headers carry most values as text.)"""
     if isinstance(value, str):
@@ -283,7 +283,7 @@ _RESPONSE_KNOWN = _known_keys(spec.RESPONSE_HEADER)
 
 def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
     """The ext fields the header of a command of this code and flag knows, by name and typed
-    (`_typed`; a value of another type is left out here and stays in `ext`)."""
+    (`typed_value`; a value of another type is left out here and stays in `ext`)."""
     if flag & _RESPONSE:
         known = _RESPONSE_KNOWN
     else:
@@ -295,7 +295,7 @@ def _fields_of(code: int, flag: int, ext: dict[str, Any]) -> dict[str, Any]:
     for key, value in ext.items():
         f = lookup(key)
         if f is not None:
-            typed = _typed(value, f[1])
+            typed = typed_value(value, f[1])
             if typed is not None:
                 out[f[0]] = typed
     return out

@@ -214,12 +214,41 @@ def _plain_lazy(body: bytes, pos: int, end: int) -> Message | None:
     """stored_message(body, pos, end, lazy=True) for the usual message: both hosts IPv4, a
     known magic, every size holding (checked as stored_message checks them); None for any
     other, which stored_message reads (and says what does not hold)."""
+    fixed = _plain_fixed(body, pos, end)
+    if fixed is None:
+        return None
+    (total, magic, crc, queue_id, flag, queue_offset, physical, sys_flag, born_ts, _born,
+     _born_port, store_ts, _store, _store_port, reconsume, prepared, length) = fixed  # fmt: skip
+    fixed_end = pos + _PLAIN_FIXED.size
+    return _lazy_message(body, pos, end, body[fixed_end : fixed_end + length], total, magic,
+                         crc, queue_id, flag, queue_offset, physical, sys_flag, born_ts,
+                         store_ts, reconsume, prepared)  # fmt: skip
+
+
+def plain_sizes(body: bytes) -> tuple[int, int] | None:
+    """(how many messages, their bodies' bytes) of a pull response's body when every
+    message is a usual one (_plain_lazy's) and none is compressed: what stored_messages
+    reads then, without an error; None for any other body."""
+    count = size = 0
+    pos, end = 0, len(body)
+    while pos < end:
+        fixed = _plain_fixed(body, pos, end)
+        if fixed is None or fixed[7] & spec.SYSFLAG_COMPRESSED:
+            return None
+        count += 1
+        size += fixed[16]
+        pos += fixed[0]
+    return count, size
+
+
+def _plain_fixed(body: bytes, pos: int, end: int) -> tuple | None:
+    """The fixed fields (_PLAIN_FIXED's) of the usual stored message at `pos`, its sizes
+    checked (_plain_lazy); None for any other."""
     fixed_end = pos + _PLAIN_FIXED.size
     if fixed_end > end:
         return None
-    (total, magic, crc, queue_id, flag, queue_offset, physical, sys_flag, born_ts, _born,
-     _born_port, store_ts, _store, _store_port, reconsume, prepared,
-     length) = _PLAIN_FIXED.unpack_from(body, pos)  # fmt: skip
+    fields = _PLAIN_FIXED.unpack_from(body, pos)
+    total, magic, sys_flag, length = fields[0], fields[1], fields[7], fields[16]
     stop = pos + total
     version = spec.STORED_MAGICS.get(magic)
     if sys_flag & _V6_HOSTS or version is None or not fixed_end <= stop <= end or length < 0:
@@ -239,9 +268,7 @@ def _plain_lazy(body: bytes, pos: int, end: int) -> Message | None:
     # the properties' length there, and the properties ending the message
     if at + 2 > stop or at + 2 + _i16(body, at)[0] != stop:
         return None
-    return _lazy_message(body, pos, end, body[fixed_end : fixed_end + length], total, magic,
-                         crc, queue_id, flag, queue_offset, physical, sys_flag, born_ts,
-                         store_ts, reconsume, prepared)  # fmt: skip
+    return fields
 
 
 def stored_messages(body: bytes, lazy: bool = False) -> list[Message]:

@@ -10,7 +10,9 @@ end_connection; a malformed one reported and emitted by the framer), in the fram
 way). A header that cannot be read with the others (no `{"` start, a `null` in it, a block
 that does not parse) is read alone, as the framer reads it. Nothing changes but the cost:
 the events are the framer's (tests/test_rocketmq_plain_walk.py holds it, on the recorded
-captures and made-worse copies).
+captures and made-worse copies). For the analyses alone (the state's `columns` "analysis"),
+the hot frames are emitted as light records instead (hot.py), which end_connection names
+too, a response that its request's collectors do not read light made a command there.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from streamdissect.protocols.rocketmq.codec import (
     json_headers,
 )
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend, hot_record
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 _word = struct.Struct(">I").unpack_from
@@ -37,16 +40,24 @@ _JSON_SMALL = frozenset((spec.JSON << 8,))
 # decoded, so a few dozen at a time (a block's thousands at once would be scanned and
 # promoted by the garbage collector before they are freed)
 TOGETHER = 64
+_HOT = (HotSend, HotAnswer, HotPulled)
 
 
 class RocketMQPlainWalk(PlainFrames):
-    """The plain walk of RocketMQ connections, for one bulk run."""
+    """The plain walk of RocketMQ connections, for one bulk run (`state`: the dissection's;
+    its `columns` "analysis": the hot frames read as light records, hot.py)."""
+
+    def __init__(self, state: Any = None, patch_start: int = 0) -> None:
+        super().__init__(state, patch_start)
+        self.hot = getattr(state, "columns", None) == "analysis"
 
     def direction(self, framer: Any, segments: Any, w: Any, pos: int) -> Any:
         if type(framer)._decode is not RocketMQFramer._decode:
             # a framer class that watches the frames it decodes: every frame its way
             return super().direction(framer, segments, w, pos)
-        return RocketMQDirection(framer, segments, w)
+        # (light records only where the connection's block is named in time order here)
+        return RocketMQDirection(framer, segments, w,
+                                 self.hot and type(framer) is RocketMQFramer)  # fmt: skip
 
 
     @staticmethod
@@ -69,6 +80,8 @@ class RocketMQPlainWalk(PlainFrames):
             side = {owner.direction(0): 0, owner.direction(1): 1}
             for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
                 record = getattr(event, "record", None)
+                if record.__class__ in _HOT:  # (named by the framer's own way: as commands)
+                    event.record = record = record.command()
                 if record.__class__ is RemotingCommand:
                     framers[side[event.direction]].name(record)
             return
@@ -76,25 +89,31 @@ class RocketMQPlainWalk(PlainFrames):
         peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
         for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
             record = getattr(event, "record", None)
-            if record.__class__ is RemotingCommand:
+            cls = record.__class__
+            if cls is RemotingCommand or cls is HotSend:
                 if record.flag & spec.RESPONSE_FLAG:
                     record.request_code = peer[event.direction].answered(record.opaque)
                 else:
                     own[event.direction].asked(record)
+            elif cls is HotAnswer or cls is HotPulled:
+                record.request_code = code = peer[event.direction].answered(record.opaque)
+                if code not in record.light_for:  # (light only for its request's collectors)
+                    event.record = record.command()
 
 
 class RocketMQDirection:
     """One direction's walk of a block: its JSON frames noted, then read together."""
 
-    __slots__ = ("deferred_items", "events", "framer", "segments")
+    __slots__ = ("deferred_items", "events", "framer", "hot", "segments")
     run = None
     deferred = _JSON_SMALL
     record = staticmethod(PlainFrames.record)
     head_record = staticmethod(PlainFrames.head_record)
 
-    def __init__(self, framer: Any, segments: Any, w: Any) -> None:
+    def __init__(self, framer: Any, segments: Any, w: Any, hot: bool = False) -> None:
         self.framer, self.segments, self.events = framer, segments, w.events
         self.deferred_items: list = []
+        self.hot = hot  # light records for the hot frames (hot.py)
 
     def finish(self) -> None:
         items = self.deferred_items
@@ -119,10 +138,19 @@ class RocketMQDirection:
                   for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
         headers = _parsed_headers(frames)
         framer, place_out = self.framer, self.events.place_out
+        light = None
         if lane is not None:
             counts, connection, direction, side, make, slots = lane
+            if self.hot:  # (the connection's block named at its end: responses too)
+                light = hot_record
         for (start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed in zip(
                 items, frames, headers):  # fmt: skip
+            if light is not None:
+                record = light(frame, parsed)
+                if record is not None:
+                    counts[side] += 1
+                    slots[slot] = (row, slot, make(ts, connection, direction, start, record))
+                    continue
             record = decode_frame(frame, parsed_header=parsed)
             if lane is not None and record.__class__ is RemotingCommand and (
                     record.body_error is None):  # fmt: skip

@@ -48,17 +48,18 @@ class Asked:
     __slots__ = ("code", "connection", "direction", "flag", "group", "keeper", "kept", "key",
                  "opaque", "queue_id", "topic", "ts_ns")  # fmt: skip
 
-    def __init__(self, ev: Any, rec: Any) -> None:
+    def __init__(self, ev: Any, code: int, opaque: int, flag: int, topic: Any, group: Any,
+                 queue_id: Any) -> None:  # fmt: skip
+        """`ev`: the request's event; its record's code, opaque, flag and header fields
+        topic, consumerGroup and queueId (None: not in the header)."""
         self.connection, self.direction, self.ts_ns = ev.connection, ev.direction, ev.ts_ns
-        self.code, self.opaque, self.flag = rec.code, rec.opaque, rec.flag
+        self.code, self.opaque, self.flag = code, opaque, flag
         # the call's key, as every collector keeps its open calls by: the request's
         # connection, direction and opaque (its response's connection, other direction and
         # opaque)
-        self.key = (ev.connection, ev.direction, rec.opaque)
-        fields = rec.fields  # (three slots, not a dict a call: made when `fields` is read)
-        self.topic = fields.get("topic")
-        self.group = fields.get("consumerGroup")
-        self.queue_id = fields.get("queueId")
+        self.key = (ev.connection, ev.direction, opaque)
+        # (three slots, not a dict a call: made when `fields` is read)
+        self.topic, self.group, self.queue_id = topic, group, queue_id
         # the (index, row) a PerCall collector (`keeper`, set with it) made for this call,
         # awaiting its response
         self.kept: list | None = None
@@ -204,19 +205,31 @@ class CallCollector:
             self.asked = None
             self._on_response(ev, rec)
             return
+        fields = rec.fields
+        self.request(ev, rec.code, rec.opaque, flag, fields.get("topic"),
+                     fields.get("consumerGroup"), fields.get("queueId"))  # fmt: skip
+
+    def on_hot_send(self, ev: Any) -> None:
+        """A send request as a light record (hot.HotSend: no consumer group)."""
+        rec = ev.record
+        self.request(ev, rec.code, rec.opaque, rec.flag, rec.topic, None, rec.queue_id)
+
+    def request(self, ev: Any, code: int, opaque: int, flag: int, topic: Any, consumer_group: Any,
+                queue_id: Any) -> None:  # fmt: skip
+        """A request (its event, and what is read of its record: see Asked)."""
         self.answered = self.asked = None
         oneway = flag & ONEWAY_FLAG
-        group, sample = self._group(rec.code, ev.connection, ev.direction)
+        group, sample = self._group(code, ev.connection, ev.direction)
         group["oneway" if oneway else "calls"] += 1
         row = index = None
         if self._keep_rows:
-            row = _asked_row(ev.connection, group["server"], ev.direction, rec.opaque, rec.code,
-                             group["request_name"], rec.topic, ev.ts_ns,
+            row = _asked_row(ev.connection, group["server"], ev.direction, opaque, code,
+                             group["request_name"], topic, ev.ts_ns,
                              "oneway" if oneway else "open")  # fmt: skip
             index = self._table.begin(row, complete=bool(oneway))
         if oneway:
             return
-        self.asked = asked = Asked(ev, rec)
+        self.asked = asked = Asked(ev, code, opaque, flag, topic, consumer_group, queue_id)
         previous = self._pending.opened(asked.key, (row, index, asked, group, sample))
         if previous is not None:
             previous[3]["duplicate_ids"] += 1

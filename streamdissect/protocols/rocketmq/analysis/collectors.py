@@ -20,6 +20,7 @@ from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
 from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
 from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
 from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 # The collector (attribute of Collectors) that makes each table.
@@ -86,10 +87,15 @@ class Collectors:
     def handlers(self, record: object) -> tuple[tuple, bool]:
         """(what to call for this frame, in order; whether every record of its class gets
         the same: yes, a command goes to `on_command`, which picks its collectors by its
-        code, and a frame that is no command goes nowhere)."""
-        if record.__class__ is not RemotingCommand:
-            return (), True
-        return (self.on_command,), True
+        code, a send request read light (hot.HotSend) to the sends' and calls' collectors,
+        and a frame that is no command goes nowhere)."""
+        cls = record.__class__
+        if cls is RemotingCommand or cls is HotAnswer or cls is HotPulled:  # (light: as one)
+            return (self.on_command,), True
+        if cls is HotSend:
+            return self._fed((self.calls.on_hot_send, self.connections.on_frame,
+                              self.sends.on_hot_send)), True  # fmt: skip
+        return (), True
 
     def on_command(self, ev: object) -> None:
         """A command to the collectors of its code (the driver looks up no handlers a frame:

@@ -10,6 +10,7 @@ from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.calls import server_of
+from streamdissect.protocols.rocketmq.hot import HotPulled
 
 
 class OffsetCollector:
@@ -50,8 +51,12 @@ class OffsetCollector:
     def on_max_offset(self, ev: Any) -> None:
         """A pull response's maxOffset, or a GET_MAX_OFFSET answer's offset."""
         request = self._calls.answered
-        fields = ev.record.fields
-        offset = fields.get("maxOffset" if "maxOffset" in fields else "offset")
+        rec = ev.record
+        if rec.__class__ is HotPulled:  # (read light; a field typed None is not held)
+            offset = rec.offset if rec.max_offset is None else rec.max_offset
+        else:
+            fields = rec.fields
+            offset = fields.get("maxOffset" if "maxOffset" in fields else "offset")
         if request is None or offset is None:
             return
         asked = request.record.fields

@@ -10,6 +10,7 @@ from typing import Any
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis.calls import PerCall, answer, server_of
 from streamdissect.protocols.rocketmq.analysis.rows import RowShape, shared
+from streamdissect.protocols.rocketmq.hot import HotPulled
 from streamdissect.protocols.rocketmq.tables import PULLS
 
 P = RowShape(PULLS)
@@ -34,14 +35,20 @@ class PullCollector(PerCall):
 
     def answered(self, request: Any, rows: list, ev: Any) -> None:
         rec = ev.record
-        fields = rec.fields
         (row,) = rows
         answer(row, P, request, ev)
-        messages = rec.messages or ()
-        row[P.messages] = len(messages)
-        row[P.bytes] = sum(len(m.body) for m in messages)
-        row[P.next_begin_offset] = fields.get("nextBeginOffset")
-        row[P.min_offset], row[P.max_offset] = fields.get("minOffset"), fields.get("maxOffset")
-        row[P.suggested_broker_id] = fields.get("suggestWhichBrokerId")
+        if rec.__class__ is HotPulled:  # (read light: its counts and fields)
+            row[P.messages], row[P.bytes] = rec.messages, rec.bytes
+            row[P.next_begin_offset] = rec.next_begin_offset
+            row[P.min_offset], row[P.max_offset] = rec.min_offset, rec.max_offset
+            row[P.suggested_broker_id] = rec.suggested_broker_id
+        else:
+            fields = rec.fields
+            messages = rec.messages or ()
+            row[P.messages] = len(messages)
+            row[P.bytes] = sum(len(m.body) for m in messages)
+            row[P.next_begin_offset] = fields.get("nextBeginOffset")
+            row[P.min_offset], row[P.max_offset] = fields.get("minOffset"), fields.get("maxOffset")
+            row[P.suggested_broker_id] = fields.get("suggestWhichBrokerId")
         if row[P.long_poll]:
             row[P.held_ms] = row[P.latency_ms]

@@ -17,6 +17,7 @@ from streamdissect.protocols.rocketmq.analysis.calls import (
     server_of,
 )
 from streamdissect.protocols.rocketmq.analysis.rows import RowShape, shared
+from streamdissect.protocols.rocketmq.hot import HotAnswer
 from streamdissect.protocols.rocketmq.tables import SENDS
 
 S = RowShape(SENDS)
@@ -33,7 +34,7 @@ class SendCollector(PerCall):
 
     def on_request(self, ev: Any) -> None:
         rec = ev.record
-        status = "oneway" if rec.flag & ONEWAY_FLAG else "no_response"
+        status = _status(rec.flag)
         opaque, name = rec.opaque, rec.code_name
         group = shared(rec.fields.get("producerGroup"))
         connection, ts_ns = ev.connection, ev.ts_ns
@@ -52,13 +53,27 @@ class SendCollector(PerCall):
                                       else wire, wire))  # fmt: skip
         self.keep(ev)
 
+    def on_hot_send(self, ev: Any) -> None:
+        """A send request as a light record (hot.HotSend: one message, not compressed, its
+        topic and queue the header's, as messages.sent_message makes it)."""
+        rec = ev.record
+        connection, wire = ev.connection, rec.wire
+        self.add_row(_message_row(connection, server_of(connection), ev.ts_ns, rec.opaque,
+                                  rec.code_name, 0, _status(rec.flag), shared(rec.group),
+                                  shared(rec.topic), rec.queue_id, rec.msg_id, shared(rec.tags),
+                                  rec.keys, False, wire, wire))  # fmt: skip
+        self.keep(ev)
+
     def answered(self, request: Any, rows: list, ev: Any) -> None:
         rec = ev.record
-        fields = rec.fields
+        if rec.__class__ is HotAnswer:
+            msg_ids, queue_id, queue_offset = rec.msg_id, rec.queue_id, rec.queue_offset
+        else:
+            fields = rec.fields
+            msg_ids = fields.get("msgId")
+            queue_id, queue_offset = fields.get("queueId"), fields.get("queueOffset")
         status = spec.SEND_STATUS.get(rec.code) or rec.code_name
-        offset_ids = (fields.get("msgId") or "").split(",")
-        queue_id = fields.get("queueId")
-        queue_offset = fields.get("queueOffset")
+        offset_ids = (msg_ids or "").split(",")
         for index, row in enumerate(rows):
             answer(row, S, request, ev)
             row[S.status] = status
@@ -68,3 +83,8 @@ class SendCollector(PerCall):
                 row[S.queue_offset] = queue_offset + index
             if index < len(offset_ids) and offset_ids[index]:
                 row[S.offset_msg_id] = offset_ids[index]
+
+
+def _status(flag: int) -> str:
+    """A send's status until its response comes."""
+    return "oneway" if flag & ONEWAY_FLAG else "no_response"

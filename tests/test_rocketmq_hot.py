@@ -1,0 +1,204 @@
+"""RocketMQ's hot frames read as light records for the analyses (protocols/rocketmq/hot.py)
+change no figure: every analysis table of `analyze` (which reads them so) equals the record
+path's (the bulk engine with a watcher, every frame a RemotingCommand) and the reference
+engine's, on every recorded capture, made-worse copies, a capture of both protocols and the
+saved regressions; and a light record holds what the command decoded from the same frame
+holds, on every recorded frame and on headers changed at random."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+import worsen
+from rocketmq_support import (
+    CAPTURES,
+    NAMES,
+    analysis_tables,
+    both_protocols,
+    light_record_holds,
+    recorded_frames,
+)
+from test_rocketmq_plain_walk import REGRESSIONS, WORSE
+
+from streamdissect.protocols.rocketmq import codec, plain_walk, spec
+
+
+@pytest.fixture
+def made_light(monkeypatch):
+    """How many frames the walk read as light records, by class name (a test in which none
+    was would hold nothing)."""
+    count: dict[str, int] = {}
+    real = plain_walk.hot_record
+
+    def spy(frame, parsed):
+        record = real(frame, parsed)
+        name = type(record).__name__
+        count[name] = count.get(name, 0) + 1
+        return record
+
+    monkeypatch.setattr(plain_walk, "hot_record", spy)
+    return count
+
+
+def _light(made_light: dict) -> int:
+    return sum(made_light.get(name, 0) for name in ("HotSend", "HotAnswer", "HotPulled"))
+
+
+def _same_three_ways(path, made_light, light: bool = True) -> None:
+    """`light`: the walk must have read some frames light (a copy made worse may have
+    none left: the cut ones, those after a hole go to the framer)."""
+    for report_only in (False, True):
+        before = _light(made_light)
+        hot_path = analysis_tables(path, report_only)
+        after = _light(made_light)
+        assert after > before or not light
+        # a watcher reads the events: every frame a command (the record path)
+        records = analysis_tables(path, report_only, watch=lambda events: events)
+        assert _light(made_light) == after
+        reference = analysis_tables(path, report_only, engine="stream")
+        assert hot_path == records == reference
+        assert any(name.startswith("rocketmq_") and text.count("\n") > 1
+                   for name, text in hot_path.items())  # fmt: skip
+
+
+# (its headers are ROCKETMQ-serialized: no frame of it is read light)
+_BINARY_HEADERS = {"rmq-java-rocketmq-batch"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_table_as_the_record_path_makes_it(name, made_light):
+    _same_three_ways(CAPTURES / f"{name}.pcap", made_light, light=name not in _BINARY_HEADERS)
+
+
+def test_the_sends_of_the_java_capture_are_read_light(made_light):
+    _same_three_ways(CAPTURES / "rmq-java-json.pcap", made_light)
+    assert made_light["HotSend"] > 0 and made_light["HotAnswer"] > 0
+    assert made_light["HotPulled"] > 0
+
+
+def _responses_lost(packets: list) -> list:
+    """Every third segment the servers sent lost: sends left unanswered, read light."""
+    server = [i for i in worsen.data_segments(packets)
+              if worsen.tcp_of(packets[i][1]).flow[1] in (9876, 10911)]  # fmt: skip
+    return worsen.drop(packets, set(server[1::3]))
+
+
+MADE_WORSE = {**WORSE, "responses_lost": _responses_lost}
+
+
+@pytest.mark.parametrize("worse", sorted(MADE_WORSE))
+@pytest.mark.parametrize("name", ["rmq-java-json", "rmq-java-compressed", "rmq-errors"])
+def test_made_worse_the_same(tmp_path, name, worse, made_light):
+    link, packets = worsen.read_pcap(CAPTURES / f"{name}.pcap")
+    path = worsen.write_pcap(tmp_path / f"{name}-{worse}.pcap", link,
+                             MADE_WORSE[worse](packets))  # fmt: skip
+    _same_three_ways(path, made_light, light=(name, worse) in _TAKEN)
+
+
+# (the copies whose frames the walk still takes, the others going to the framer: the cut
+# ones, those after a hole or a reordering)
+_TAKEN = {("rmq-java-json", "late"), ("rmq-java-json", "lost"), ("rmq-java-json", "reordered"),
+          ("rmq-java-compressed", "late"), ("rmq-java-compressed", "lost"),
+          ("rmq-errors", "late"), ("rmq-errors", "lost"), ("rmq-errors", "reordered"),
+          ("rmq-errors", "snaplen300"), ("rmq-java-json", "responses_lost"),
+          ("rmq-java-compressed", "responses_lost"), ("rmq-errors", "responses_lost")}  # fmt: skip
+
+
+def test_a_capture_of_both_protocols(tmp_path, made_light):
+    path = both_protocols(tmp_path / "both.pcap",
+                          worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap",
+                          CAPTURES / "rmq-java-json.pcap")  # fmt: skip
+    _same_three_ways(path, made_light)
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_the_regressions_the_same(path, made_light):
+    _same_three_ways(path, made_light, light=False)
+
+
+# --- a light record against the command of the same frame ---------------------------------
+
+
+def _recorded_frames() -> list[bytes]:
+    """Every whole JSON frame of the recorded captures."""
+    return [f for _, f in recorded_frames() if len(f) > 8 and f[4] == spec.JSON]
+
+
+def _frame(header: dict | list | str | int | None, body: bytes) -> bytes:
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return (4 + len(text) + len(body)).to_bytes(4, "big") + len(text).to_bytes(4, "big") + text + body
+
+
+def test_recorded_frames_read_light_as_their_commands():
+    seen = [light_record_holds(frame) for frame in _recorded_frames()]
+    assert seen.count("send") >= 10 and seen.count("answer") > 10 and seen.count("none") > 10
+    assert seen.count("pulled") >= 5
+
+
+VALUES = [None, True, False, 0, 1, -3, 2**70, 1.5, "", "0", "7", " 8", "1_0", "x", "true",
+          "TagA", "a\u0001b\u0002", "UNIQ_KEY\u0001\u0002TAGS\u0001t\u0002KEYS\u0001k",
+          "UNIQ_KEY\u0001\u0002", "9" * 30, [], {}, {"a": 1}, [1]]  # fmt: skip
+HEAD_KEYS = ["code", "opaque", "flag", "version", "remark", "language", "extFields",
+             "serializeTypeCurrentRPC"]  # fmt: skip
+EXT_KEYS = [*spec.V2_KEYS, "msgId", "queueId", "queueOffset", "nextBeginOffset", "minOffset",
+            "maxOffset", "offset", "suggestWhichBrokerId", "other"]  # fmt: skip
+BODIES = [b"", b"msg", b"{", b'{"a":1}', b"[1", b"\x00" * 40]
+
+
+def _body_changed(rng: random.Random, body: bytes) -> bytes:
+    """A body cut, or a byte of it changed (a stored message's size, magic, flags: near the
+    start of one, at 0, 4, 36, 40 ... of the first), or a message's system flag compressed."""
+    what = rng.randrange(3)
+    if what == 0:
+        return body[: rng.randrange(len(body))]
+    changed = bytearray(body)
+    if what == 1:
+        at = rng.choice([0, 1, 3, 4, 7, 36, 39, 40, 43, 80, 83, rng.randrange(len(body))])
+        if at < len(changed):
+            changed[at] = rng.randrange(256)
+    elif len(changed) > 40:  # (the first stored message's system flag, its compressed bit)
+        changed[39] |= spec.SYSFLAG_COMPRESSED
+    return bytes(changed)
+
+
+def _changed(rng: random.Random, header: dict) -> dict | list | None:
+    """A recorded header with up to three of its values or ext values changed, removed or
+    added."""
+    header = json.loads(json.dumps(header))
+    for _ in range(rng.randint(1, 3)):
+        ext = header.get("extFields")
+        if isinstance(ext, dict) and rng.random() < 0.6:
+            target, keys = ext, EXT_KEYS
+        else:
+            target, keys = header, HEAD_KEYS
+        key = rng.choice(keys)
+        if rng.random() < 0.2:
+            target.pop(key, None)
+        else:
+            target[key] = copy.deepcopy(rng.choice(VALUES))
+    if rng.random() < 0.03:
+        return rng.choice([None, [header], "text"])
+    return header
+
+
+def test_changed_headers_read_light_only_as_their_commands():
+    rng = random.Random(26)
+    recorded = []
+    for frame in _recorded_frames():
+        length = int.from_bytes(frame[5:8], "big")
+        header = codec._json_loads(frame[8 : 8 + length])
+        if isinstance(header, dict):
+            recorded.append((header, frame[8 + length :]))
+    seen = []
+    for _ in range(12000):
+        header, body = rng.choice(recorded)
+        if rng.random() < 0.2:
+            body = rng.choice(BODIES)
+        elif body and rng.random() < 0.3:
+            body = _body_changed(rng, body)
+        seen.append(light_record_holds(_frame(_changed(rng, header), body)))
+    assert seen.count("send") > 100 and seen.count("answer") > 100 and seen.count("none") > 100
+    assert seen.count("pulled") > 100
