@@ -216,3 +216,66 @@ def test_analyze_count_reads_the_first_n_frames():
     assert sum(c["frames_c2s"] + c["frames_s2c"] for c in report["connections"]) == 20
     whole = json.loads(run(["analyze", "--format", "json", path]).stdout)
     assert sum(c["frames_c2s"] + c["frames_s2c"] for c in whole["connections"]) == 205
+
+
+ROCKETMQ_CAPTURES = sorted((worsen.CAPTURES / "rocketmq").glob("*.pcap"))
+
+
+def jsonl_rows(path, *options: str) -> list[dict]:
+    out = run(["frames", "--format", "jsonl", "--port", "5552", "--port", "5553", *options,
+               str(path)])  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_the_fields_a_path_may_go_under_are_those_that_hold_fields():
+    """What -Y lets a dotted path go under (the Stream table's lists, maps and structs, what
+    the RocketMQ protocol says of its fields, `message.`) against every jsonl line of the
+    real captures, Stream and RocketMQ: a field seen holding a map or a list is one of
+    them, and one of them is never seen holding a single value."""
+    from streamdissect.cli.frames import filter_containers, filter_fields
+
+    containers = filter_containers()
+    seen: dict[str, set] = {}
+    for path in [*CAPTURES, *ROCKETMQ_CAPTURES]:
+        for row in jsonl_rows(path, "--payloads"):
+            for name, value in row.items():
+                seen.setdefault(name, set()).add(isinstance(value, (dict, list)))
+    holding = {name for name, kinds in seen.items() if True in kinds}
+    single = {name for name, kinds in seen.items() if False in kinds}
+    assert holding <= containers <= filter_fields()
+    # (a RocketMQ JSON body may be a map or a list: json_extra, body_json; a value may be null)
+    assert not (single & containers) - {"body_json"}, single & containers
+    assert {"properties", "chunk", "streams", "ext", "fields", "msg_ids", "messages"} <= holding
+
+
+@pytest.mark.parametrize(("capture", "expression", "field"), [
+    ("rocketmq/rmq-errors.pcap", "flag.response", "flag"),
+    ("rocketmq/rmq-errors.pcap", "code.x == 1", "code"),
+    ("rocketmq/rmq-java-json.pcap", 'opaque == 1 or remark.text contains "x"', "remark"),
+    ("rstream-publish-confirm-3.10.pcap", 'command.name == "Deliver"', "command"),
+    ("rstream-publish-confirm-3.10.pcap", "size.x", "size"),
+])  # fmt: skip
+def test_a_path_under_a_field_of_one_value_is_an_error(capture, expression, field):
+    """A dotted path under a field that holds one value (a number, a text, true/false)
+    names nothing: a filter error that says which field, as Wireshark says a field is
+    unknown, not an empty output with exit 0."""
+    out = run(["frames", "-Y", expression, str(worsen.CAPTURES / capture)])
+    assert out.returncode == 2 and b"Traceback" not in out.stderr and not out.stdout
+    assert f"'{field}' has no fields".encode() in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(("capture", "expression", "wanted"), [
+    ("rstream-publish-confirm-3.10.pcap", 'properties.product == "RabbitMQ"',
+     lambda row: (row.get("properties") or {}).get("product") == "RabbitMQ"),
+    ("rocketmq/rmq-errors.pcap", "fields.topic",
+     lambda row: bool((row.get("fields") or {}).get("topic"))),
+    ("rocketmq/rmq-java-json.pcap", 'ext.topic matches "^Sd"',
+     lambda row: str((row.get("ext") or {}).get("topic", "")).startswith("Sd")),
+])  # fmt: skip
+def test_a_path_under_a_map_still_selects(capture, expression, wanted):
+    """Paths under the fields that hold maps select what the same test over each jsonl line
+    selects (and some frames, on these captures)."""
+    path = worsen.CAPTURES / capture
+    expected = [row for row in jsonl_rows(path) if wanted(row)]
+    assert expected and jsonl_rows(path, "-Y", expression) == expected

@@ -265,31 +265,94 @@ def test_a_segment_inside_a_frame_is_not_walked_as_frames(plugin, tmp_path):
     assert not_captured_said(plugin, cut) == {3: (48, 8, True)}
 
 
+FAKE_HEADERS = _frame(0x0017, 1, b"") + struct.pack(">IHH", 100, 0x0002, 1)  # Heartbeat, Publish
+
+
+def deliver_over_two_segments(tmp_path, tail: int, after: bytes = b"") -> tuple:
+    """A clean capture of one connection (SYN, SYN-ACK, a Heartbeat, a Deliver, a Heartbeat)
+    whose Deliver's message body holds, just where its second segment (packet 5) starts,
+    what reads as a Heartbeat and a Publish header (FAKE_HEADERS), then `tail` more body
+    bytes; `after`: frames sent in the same segment, after the Deliver. (path, packets)"""
+    split = 32768  # (connection_capture splits a frame every 32 KiB)
+    head = len(_deliver_with(b"")) + 4  # (the entry's own size field too)
+    data = b"\xa5" * (split - head) + FAKE_HEADERS + b"\xa5" * tail
+    deliver = _deliver_with(struct.pack(">I", len(data)) + data)
+    assert deliver[split : split + len(FAKE_HEADERS)] == FAKE_HEADERS
+    heartbeat = _frame(0x0017, 1, b"")
+    clean = connection_capture(tmp_path / "clean.pcap",
+                               [("c2s", heartbeat), ("s2c", deliver + after), ("c2s", heartbeat)])  # fmt: skip
+    _linktype, packets = worsen.read_pcap(clean)
+    rest = worsen.tcp_of(packets[4][1])  # (SYN, SYN-ACK, Heartbeat, the Deliver's head)
+    assert packets[4][1][rest.payload_at :].startswith(FAKE_HEADERS)
+    assert rest.payload_len == len(FAKE_HEADERS) + tail + len(after)
+    return clean, packets
+
+
+def editcap_snap(src, dst, snap: int):
+    import subprocess
+
+    subprocess.run(["editcap", "-s", str(snap), str(src), str(dst)], check=True, capture_output=True)
+    return dst
+
+
 def test_frame_headers_inside_a_message_body_are_not_taken_for_frames(plugin, tmp_path):
     """A Deliver's message body that holds, just where its second segment starts, what reads
     as a Heartbeat and a Publish header, the Publish's size reaching past the snap length
     (`editcap -s`): with the handshake in the capture, the walk from the first frame knows
     that segment lies inside the Deliver, so nothing is said not captured, in one pass or
     two; without it, where frames start is not known, and the note says "possibly"."""
-    import subprocess
-
-    split = 32768  # (connection_capture splits a frame every 32 KiB)
-    fake = _frame(0x0017, 1, b"") + struct.pack(">IHH", 100, 0x0002, 1)  # Heartbeat, Publish
-    head = len(_deliver_with(b"")) + 4  # (the entry's own size field too)
-    data = b"\xa5" * (split - head) + fake + b"\xa5" * 1000
-    deliver = _deliver_with(struct.pack(">I", len(data)) + data)
-    assert deliver[split : split + len(fake)] == fake
-    heartbeat = _frame(0x0017, 1, b"")
-    clean = connection_capture(tmp_path / "clean.pcap",
-                               [("c2s", heartbeat), ("s2c", deliver), ("c2s", heartbeat)])  # fmt: skip
-    linktype, packets = worsen.read_pcap(clean)
-    rest = worsen.tcp_of(packets[4][1])  # (SYN, SYN-ACK, Heartbeat, the Deliver's head)
-    assert packets[4][1][rest.payload_at :].startswith(fake)
+    clean, packets = deliver_over_two_segments(tmp_path, tail=1000)
+    linktype = worsen.read_pcap(clean)[0]
     no_handshake = worsen.write_pcap(tmp_path / "late.pcap", linktype, packets[2:])
-    cut, late_cut = tmp_path / "cut.pcap", tmp_path / "late-cut.pcap"
-    for src, dst in ((clean, cut), (no_handshake, late_cut)):
-        subprocess.run(["editcap", "-s", "98", str(src), str(dst)], check=True, capture_output=True)
+    cut = editcap_snap(clean, tmp_path / "cut.pcap", 98)
+    late_cut = editcap_snap(no_handshake, tmp_path / "late-cut.pcap", 98)
     assert frames_lost_past_the_cut(packets, 98) == {}  # (no frame starts in that segment)
     assert not_captured_said(plugin, cut) == not_captured_said(plugin, cut, two_pass=False) == {}
     # the same bytes, read from byte 0 without knowing: the fake Publish would end at 112
     assert not_captured_said(plugin, late_cut) == {3: (112, 1016 - 112, False)}
+
+
+def shown(plugin, capture, *options: str, two_pass: bool = True) -> dict[int, tuple[str, list]]:
+    """Packet number -> (its Info column, the commands of the frames shown in it)."""
+    text = tshark_pdml.run(plugin, capture, "-T", "fields", "-E", "aggregator=|", "-e",
+                           "frame.number", "-e", "_ws.col.Info", "-e", "rabbitmq_stream.command",
+                           *options, two_pass=two_pass)  # fmt: skip
+    rows = (line.split("\t") for line in text.splitlines())
+    return {int(number): (info, commands.split("|") if commands else [])
+            for number, info, commands in rows}  # fmt: skip
+
+
+@pytest.mark.parametrize("two_pass", [True, False], ids=["two-pass", "one-pass"])
+def test_a_cut_segment_inside_a_frame_is_shown_as_its_continuation(plugin, tmp_path, two_pass):
+    """The Deliver's second segment, cut by `editcap -s 98` (TCP cannot join a cut segment
+    to the frame it continues, so it hands it over on its own): its first bytes look like a
+    Heartbeat and a Publish header, but the walk from the handshake knows they are the
+    Deliver's. They are shown as the Deliver's continuation, as Wireshark's dissectors show
+    continuation data, not as frames; real frames after the Deliver in the same segment are
+    shown from where they start, and one past the cut is said not captured. The uncut
+    capture is TCP's to reassemble, as before."""
+    whole, _ = deliver_over_two_segments(tmp_path, tail=1000)
+    cut = editcap_snap(whole, tmp_path / "inside.pcap", 98)
+    heartbeat = _frame(0x0017, 1, b"")
+    (tmp_path / "after").mkdir()
+    then, _ = deliver_over_two_segments(tmp_path / "after", tail=20, after=heartbeat * 2)
+    then_cut = editcap_snap(then, tmp_path / "after-cut.pcap", 98)  # (keeps 44 payload bytes)
+    expected = {3: ("Heartbeat", ["Heartbeat"]), 4: ("Deliver subscription_id=1 [truncated]",
+                ["Deliver"]), 6: ("Heartbeat", ["Heartbeat"])}  # fmt: skip
+    assert shown(plugin, cut, two_pass=two_pass) == {
+        **expected, 1: ("40000 → 5552 [SYN] Seq=0 Win=65535 Len=0", []),
+        2: ("5552 → 40000 [SYN, ACK] Seq=0 Ack=1 Win=65535 Len=0", []),
+        5: ("[Continuation of Deliver frame]", [])}  # fmt: skip
+    tree = tshark_pdml.run(plugin, cut, "-V", "-Y", "frame.number == 5", two_pass=two_pass)
+    assert "[Continuation of Deliver frame from packet 4, 1016 bytes]" in tree
+    # the continuation's 36 bytes, a Heartbeat whole, a Heartbeat past the cut at 44
+    shown_after = shown(plugin, then_cut, two_pass=two_pass)
+    info = "[Continuation of Deliver frame], Heartbeat [Packet size limited during capture]"
+    assert shown_after[5] == (info, ["Heartbeat"])
+    assert not_captured_said(plugin, then_cut, two_pass=two_pass) == {5: (44, 8, True)}
+    for capture in (cut, then_cut):  # (a display filter sees no frame that is not there)
+        publish = shown(plugin, capture, "-Y", 'rabbitmq_stream.command == "Publish"',
+                        two_pass=two_pass)  # fmt: skip
+        assert publish == {}
+    reassembled = ("Deliver subscription_id=1 record_count=1", ["Deliver"])
+    assert shown(plugin, whole, two_pass=two_pass)[5] == reassembled

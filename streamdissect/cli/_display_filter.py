@@ -139,17 +139,22 @@ class _Not(Test):
         return np.logical_not(self.inner.mask(masks))
 
 
-def compile_filter(expression: str, fields: frozenset[str] | None = None) -> Test:
-    """A Test (frame dict -> bool) for `expression`; FilterError for a syntax error or a
+def compile_filter(expression: str, fields: frozenset[str] | None = None,
+                   containers: frozenset[str] | None = None) -> Test:  # fmt: skip
+    """A Test (frame dict -> bool) for `expression`; FilterError for a syntax error, a
     field not in `fields` (the known field names: a typo is an error, not an empty
-    output)."""
-    return _Parser(expression, fields).parse()
+    output), or a path under a field not in `containers` (those of the fields whose values
+    hold fields of their own: maps, lists, structs; the others hold one value, under
+    which a path would name nothing)."""
+    return _Parser(expression, fields, containers).parse()
 
 
 class _Parser:
-    def __init__(self, expression: str, fields: frozenset[str] | None) -> None:
+    def __init__(self, expression: str, fields: frozenset[str] | None,
+                 containers: frozenset[str] | None) -> None:  # fmt: skip
         self.expression = expression
         self.fields = fields
+        self.containers = containers
         self.tokens = _tokens(expression)
         self.at = 0
 
@@ -206,6 +211,10 @@ class _Parser:
         path = token.text.split(".")
         if self.fields is not None and path[0] not in self.fields:
             raise FilterError(self.expression, token.at, f"unknown field {path[0]!r}")
+        if self.containers is not None and len(path) > 1 and path[0] not in self.containers:
+            raise FilterError(self.expression, token.at, f"{path[0]!r} has no fields: it holds "
+                              "one value (a number, text or true/false), not a map, list or "
+                              "struct")  # fmt: skip
         op = self._peek()
         if op.kind != "op" or op.text not in OPERATORS:
             return Leaf(tuple(path), None, None, _truthy)

@@ -122,6 +122,12 @@ def filter_fields() -> frozenset[str]:
     return frozenset(names)
 
 
+def filter_containers() -> frozenset[str]:
+    """The filter fields a path may go under (`properties.product`, `ext.topic`,
+    `message.`): those whose values hold fields of their own, as each protocol says."""
+    return frozenset({MESSAGE}).union(*(p.filter_containers() for p in registry.PROTOCOLS))
+
+
 def selecting(write: Callable[[Any], None], test: Any, show_secrets: bool,
               count: int | None,
               protocol_of: Callable[[str], Protocol | None] = lambda c: None,
@@ -176,7 +182,7 @@ def run_frames(args: argparse.Namespace) -> int:
         return 2
     if args.display_filter is not None:
         try:
-            test = compile_filter(args.display_filter, filter_fields())
+            test = compile_filter(args.display_filter, filter_fields(), filter_containers())
             by_message = names_messages(test, args.display_filter)
         except FilterError as exc:
             print(f"streamdissect: bad display filter: {exc}", file=sys.stderr)

@@ -182,6 +182,13 @@ class Protocol:
         """Every field name frame_fields may give (what a display filter may name)."""
         raise NotImplementedError
 
+    def filter_containers(self) -> frozenset[str]:
+        """Those of its filter fields whose values hold fields of their own (maps, lists,
+        structs): a display filter may name a path under them (`ext.topic`), not under the
+        others, which hold one value each (`flag.response` is an error, not a filter that
+        selects nothing)."""
+        raise NotImplementedError
+
     # What `-Y` may name after `message.` in its messages (MessageReader.fields' keys)
     message_fields: ClassVar[frozenset[str]] = frozenset()
 

@@ -471,9 +471,12 @@ end
 local conversations = {}
 local links = {}
 -- (frames_not_captured's walk of each direction's frame starts, below)
-local directions = {}  -- "stream:src>dst" -> {next_start = seq or false, seen_to = seq}
--- "packet:seq" of a cut segment -> its first frame start's offset, "inside", false (what a
--- later pass, or a click on the packet, says again: the walk itself has gone past it)
+-- "stream:src>dst" -> {next_start = seq or false, seen_to = seq, frame = the last frame the
+-- walk saw start: {name (nil: its key not captured), packet}}
+local directions = {}
+-- "packet:seq" of a cut segment, or of one not starting with a frame -> {at = its first frame
+-- start's offset, "inside" or false, frame = the frame its first bytes continue} (what a later
+-- pass, or a click on the packet, says again: the walk itself has gone past it)
 local segment_starts = {}
 
 function proto.init()
@@ -745,23 +748,32 @@ local function plausible_header(tvb, pos)
 end
 
 -- Frame by frame from pos, while a size field is captured: where the walk stops (the first
--- frame start whose size is not captured), or nil at a size no frame has. `checked`: a
--- frame start not known, only guessed, so each step whose header the capture kept must be
--- one of the table's (message bytes may read as sizes), as the heuristic checks.
+-- frame start whose size is not captured), or nil at a size no frame has; and the last frame
+-- start it stepped over. `checked`: a frame start not known, only guessed, so each step
+-- whose header the capture kept must be one of the table's (message bytes may read as
+-- sizes), as the heuristic checks.
 local function walk_frames(tvb, pos, checked)
-    local have = tvb:len()
+    local have, last = tvb:len(), nil
     while pos + 4 <= have do
         local size = tvb(pos, 4):uint()
         if size < 4 or size > proto.prefs.max_frame then return nil end
         if checked and pos + 8 <= have and not plausible_header(tvb, pos) then return nil end
-        pos = pos + size + 4
+        last, pos = pos, pos + size + 4
     end
-    return pos
+    return pos, last
+end
+
+-- The command of the frame whose header is at pos, nil where its key is not captured.
+local function command_at(tvb, pos)
+    if pos == nil or pos + 8 > tvb:len() then return nil end
+    local message = MESSAGES[tvb(pos + 4, 2):uint()]
+    return message and message.name or string.format("unknown key 0x%04x", tvb(pos + 4, 2):uint())
 end
 
 -- The offset of tvb's first frame start as its direction's walk knows it ("inside": the
 -- segment lies inside one frame), or nil when the walk does not know (no handshake seen, a
--- gap, a size cut off before). A tvb is its packet's segment, or TCP's own reassembly: a
+-- gap, a size cut off before); and, where that offset is not 0, the frame the segment's
+-- first bytes continue. A tvb is its packet's segment, or TCP's own reassembly: a
 -- frame made whole (the walk went past it already: its segment is done when the frame
 -- ends it), then the segment's rest as its own tvb. (A cut segment is never reassembled.)
 local function known_frame_start(tvb, pinfo)
@@ -777,26 +789,30 @@ local function known_frame_start(tvb, pinfo)
         return nil
     end
     local id = pinfo.number .. ":" .. first
-    if segment_starts[id] ~= nil then return segment_starts[id] or nil end
+    local known = segment_starts[id]
+    if known ~= nil then return known.at or nil, known.frame end
     if d == nil then
         local handshake = bits.band(field_value(tcp_completeness) or 0, HANDSHAKE_SEEN)
         d = {next_start = handshake == HANDSHAKE_SEEN and seq == 1 and 1, seen_to = seq}
         directions[key] = d
     end
-    local start = d.next_start
+    local start, continued = d.next_start, d.frame
     if seq ~= d.seen_to or not start or start < first then
         start = false  -- a gap or a retransmission: nothing known of this segment
         if seq > d.seen_to then d.next_start = false end
     elseif start < nxt then
-        local stop = walk_frames(tvb, start - first, false)
+        local stop, last = walk_frames(tvb, start - first, false)
         d.next_start = stop ~= nil and stop >= reported and first + stop
+        if last ~= nil then d.frame = {name = command_at(tvb, last), packet = pinfo.number} end
         start = start - first
     else
         start = "inside"
     end
     d.seen_to = math.max(d.seen_to, nxt)
-    if tvb:len() < reported then segment_starts[id] = start end  -- (only a cut one's counts)
-    return start or nil
+    if start ~= 0 and start ~= false or tvb:len() < reported then  -- (the ones a pass uses)
+        segment_starts[id] = {at = start, frame = start ~= 0 and continued or nil}
+    end
+    return start or nil, start ~= 0 and continued or nil
 end
 
 -- A segment the capture cut (snap length) before a frame's start: that frame, and any after
@@ -804,26 +820,49 @@ end
 -- packet cut short, in Info and the tree, no expert info (Wireshark's own "Packet size
 -- limited during capture": a snap length is no fault of the packet). A frame whose own
 -- bytes the cut ends in is said by dissect_frame (expert info `truncated`).
--- Said for certain of a segment its direction's walk knows starts with a frame; nothing of
--- one it knows starts elsewhere (the rest of a large Deliver, whose message bytes may look
--- like frame headers); where the walk does not know, the segment's own bytes are read as
--- frames from byte 0, and those past the cut are said "possibly" not captured.
-local function frames_not_captured(tvb, pinfo, tree)
-    local start = known_frame_start(tvb, pinfo)  -- (every segment: the walk goes on)
+-- Said for certain of a segment whose first frame start its direction's walk knows (from
+-- there: the bytes before end an earlier frame); nothing of one it knows lies inside a frame
+-- (the rest of a large Deliver, whose message bytes may look like frame headers); where the
+-- walk does not know, the segment's own bytes are read as frames from byte 0, and those past
+-- the cut are said "possibly" not captured.
+local function frames_not_captured(tvb, pinfo, tree, start)
     local have, reported = tvb:len(), tvb:reported_len()
-    if have >= reported or have < 8 or (start ~= nil and start ~= 0) then return end
-    local pos = walk_frames(tvb, 0, start == nil)
+    if have >= reported or start == "inside" or (start or 0) == 0 and have < 8 then return end
+    local pos = walk_frames(tvb, start or 0, start == nil)
     if pos == nil or pos < have or pos >= reported then return end
-    local what = start == 0 and "not shown" or "possibly not shown (where this segment's "
+    local what = start ~= nil and "not shown" or "possibly not shown (where this segment's "
         .. "frames start is not known: read from its own bytes)"
     tree:add(proto, tvb(0, 0), string.format("[Packet size limited during capture: %d bytes "
         .. "from byte %d not captured, the frames in them %s]", reported - pos, pos, what))
     pinfo.cols.info:append(" [Packet size limited during capture]")
 end
 
+-- The first n bytes of a segment, the rest of a frame that started in an earlier packet (as
+-- the walk knows: TCP did not join them, the earlier segment being cut), said as Wireshark's
+-- own dissectors say continuation data, not read as frames (message bytes may look like
+-- frame headers).
+local function show_continuation(tvb, pinfo, tree, n, frame)
+    local name = frame and frame.name and (frame.name .. " frame") or "a frame"
+    local from = frame and string.format(" from packet %d", frame.packet) or ""
+    tree:add(proto, tvb(0, math.min(n, tvb:len())),
+        string.format("[Continuation of %s%s, %d bytes]", name, from, n))
+    set_info(pinfo, string.format("[Continuation of %s]", name))
+end
+
 function proto.dissector(tvb, pinfo, tree)
-    dissect_tcp_pdus(tvb, tree, 8, frame_length, dissect_frame, true)
-    frames_not_captured(tvb, pinfo, tree)
+    local start, continued = known_frame_start(tvb, pinfo)  -- (every segment: the walk goes on)
+    local rest = tvb
+    if start == "inside" or (start ~= nil and start > 0) then
+        local n = start == "inside" and tvb:reported_len() or start
+        show_continuation(tvb, pinfo, tree, n, continued)
+        if start == "inside" or start >= tvb:len() then return tvb:len() end
+        rest = tvb(start):tvb()
+    end
+    dissect_tcp_pdus(rest, tree, 8, frame_length, dissect_frame, true)
+    if rest ~= tvb and pinfo.desegment_len > 0 then  -- (TCP counts from the segment's start)
+        pinfo.desegment_offset = pinfo.desegment_offset + start
+    end
+    frames_not_captured(tvb, pinfo, tree, start)
     return tvb:len()
 end
 

@@ -108,6 +108,11 @@ class RocketMQProtocol(Protocol):
 
         return FIELD_NAMES
 
+    def filter_containers(self) -> frozenset[str]:
+        from streamdissect.protocols.rocketmq.summary import CONTAINER_FIELDS
+
+        return CONTAINER_FIELDS
+
     @property
     def message_fields(self) -> frozenset[str]:  # type: ignore[override]
         from streamdissect.protocols.rocketmq.message_view import MESSAGE_FIELDS

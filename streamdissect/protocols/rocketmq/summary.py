@@ -78,6 +78,9 @@ FIELD_NAMES = frozenset((
     "body_error", "body_error_offset", "json_extra", "body", "topic", "queue_id", "msg_ids",
     "message_count", "malformed", "offset", "raw",
 ))  # fmt: skip
+# those whose values hold fields of their own (maps and lists: the ext fields as sent and as
+# named, the messages, a JSON body, the JSON header's other keys, the message ids)
+CONTAINER_FIELDS = frozenset(("ext", "fields", "messages", "body_json", "json_extra", "msg_ids"))
 
 
 def frame_fields(record: RemotingCommand | Malformed, payloads: bool = False) -> dict[str, Any]:

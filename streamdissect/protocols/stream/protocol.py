@@ -104,6 +104,11 @@ class StreamProtocol(Protocol):
         return Collectors.made(AT_ONCE_MS if at_once_ms is None else at_once_ms,
                                report_only, tables)  # fmt: skip
 
+    def filter_containers(self) -> frozenset[str]:
+        from streamdissect.protocols.stream.spec import container_fields
+
+        return container_fields()
+
     @property
     def message_fields(self) -> frozenset[str]:  # type: ignore[override]
         from streamdissect.protocols.stream.messages import MESSAGE_FIELDS

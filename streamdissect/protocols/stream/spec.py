@@ -371,3 +371,10 @@ def columns(command: str, response: bool = False) -> list[tuple[str, str]]:
 def all_columns() -> dict[tuple[str, bool], list[tuple[str, str]]]:
     """Columns for every (command, response) in the table."""
     return {(m.command, m.response): columns(m.command, m.response) for m in MESSAGES}
+
+
+def container_fields() -> frozenset[str]:
+    """The fields of the table whose values hold fields of their own: its lists, maps and
+    structs (`properties`, `streams`, `chunk`...); every other field is one value."""
+    return frozenset(name for named in all_columns().values() for name, column in named
+                     if column.startswith(("list<", "map<", "struct<")))  # fmt: skip
