@@ -73,6 +73,7 @@ for _place in (str(ROOT), str(ROOT / "benchmarks")):  # (the project; fuzz_memor
 
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import CaptureError
+from streamdissect.capture import native as capture_native
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
@@ -982,15 +983,16 @@ def _report(path: str, engine: str, columns: bool = False) -> str:
     return "".join(parts)
 
 
-def _report_walked(path: str, compiled: Any) -> str:
-    """The columns report (_report) with the compiled walk (native.loaded) or the Python one
-    (None)."""
-    kept = native.loaded
-    native.loaded = compiled
+def _report_walked(path: str, compiled: bool) -> str:
+    """The columns report (_report) with the compiled walks as loaded (native.loaded, and
+    the record walk's, capture.native.loaded) or the Python ones."""
+    kept = native.loaded, capture_native.loaded
+    if not compiled:
+        native.loaded = capture_native.loaded = None
     try:
         return _report(path, "auto", columns=True)
     finally:
-        native.loaded = kept
+        native.loaded, capture_native.loaded = kept
 
 
 def _engine_runs(paths: list[str], engines: tuple, what: str = "") -> list:
@@ -1036,7 +1038,8 @@ def run_pcap(data: bytes, path: str) -> None:
         return
     if len(runs) == 2:
         reference = _report(path, "stream")
-        for compiled in {native.loaded, None}:  # (the compiled walk and the Python one)
+        built = native.loaded is not None or capture_native.loaded is not None
+        for compiled in {built, False}:  # (the compiled walks and the Python ones)
             made = _report_walked(path, compiled)
             if made != reference:
                 first = next(i for i, (x, y) in enumerate(zip(made, reference)) if x != y)
