@@ -76,6 +76,8 @@ from fuzz_native import Mismatch, check_native_decode, check_native_walk
 
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import CaptureError
+from streamdissect.capture import native as capture_native
+from streamdissect.cli import _text_report as text_report
 from streamdissect.cli._text_report import json_write, to_json
 from streamdissect.cli.frames import HotLines, anomaly_dict, frame_dict, jsonl_writer
 from streamdissect.engine.dissect import Anomaly, Dissector, FrameEvent
@@ -978,15 +980,17 @@ def _report(path: str, engine: str, columns: bool = False) -> str:
     return "".join(parts)
 
 
-def _report_walked(path: str, compiled: Any) -> str:
-    """The columns report (_report) with the compiled walk (native.loaded) or the Python one
-    (None)."""
-    kept = native.loaded
-    native.loaded = compiled
+def _report_walked(path: str, compiled: bool) -> str:
+    """The columns report (_report) with the compiled code as loaded (the walks:
+    native.loaded and capture.native.loaded; the rows of numbers: compiled_rows) or the
+    Python code."""
+    kept = native.loaded, capture_native.loaded, text_report.compiled_rows
+    if not compiled:
+        native.loaded = capture_native.loaded = text_report.compiled_rows = None
     try:
         return _report(path, "auto", columns=True)
     finally:
-        native.loaded = kept
+        native.loaded, capture_native.loaded, text_report.compiled_rows = kept
 
 
 def _engine_runs(paths: list[str], engines: tuple, what: str = "") -> list:
@@ -1032,7 +1036,8 @@ def run_pcap(data: bytes, path: str) -> None:
         return
     if len(runs) == 2:
         reference = _report(path, "stream")
-        for compiled in {native.loaded, None}:  # (the compiled walk and the Python one)
+        built = (native.loaded, capture_native.loaded, text_report.compiled_rows)
+        for compiled in {built != (None, None, None), False}:  # (compiled code, and Python)
             made = _report_walked(path, compiled)
             if made != reference:
                 first = next(i for i, (x, y) in enumerate(zip(made, reference)) if x != y)

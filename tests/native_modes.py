@@ -1,6 +1,7 @@
-"""Both walks of the Stream fast path: the compiled loops (protocols/stream/_native.c) and
-the pure-Python code they replace (the reference). A test module that holds the bulk engine
-equal to the per-packet path runs each test in both modes:
+"""Both walks of the Stream fast path and of the pcap records, and both writers of the JSON
+report's rows of numbers: the compiled code (protocols/stream/_native.c, capture/_records.c,
+cli/_json_rows.c) and the pure-Python code it replaces (the reference). A test module that
+holds the bulk engine equal to the per-packet path runs each test in both modes:
 
     pytestmark = pytest.mark.usefixtures("walk_mode")   # (conftest.py loads this plugin)
 
@@ -11,16 +12,21 @@ from __future__ import annotations
 
 import pytest
 
+from streamdissect.capture import native as capture_native
+from streamdissect.cli import _text_report
 from streamdissect.protocols.stream import native
 
-MODES = ["native", "python"] if native.loaded is not None else ["python"]
+BUILT = (native.loaded, capture_native.loaded, _text_report.compiled_rows)
+MODES = ["native", "python"] if any(m is not None for m in BUILT) else ["python"]
 
 
 @pytest.fixture(params=MODES)
 def walk_mode(request, monkeypatch):
-    """The mode's walk: "python" sets native.loaded to None (this process) and
-    STREAMDISSECT_NATIVE=0 (the processes a test starts)."""
+    """The mode's walk: "python" sets the compiled modules to None (this process and the
+    helper it forks) and STREAMDISSECT_NATIVE=0 (the processes a test starts)."""
     if request.param == "python":
         monkeypatch.setattr(native, "loaded", None)
+        monkeypatch.setattr(capture_native, "loaded", None)
+        monkeypatch.setattr(_text_report, "compiled_rows", None)
         monkeypatch.setenv(native.ENV, "0")
     return request.param

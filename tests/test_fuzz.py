@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from test_fuzz_harness import load
 
+from streamdissect.capture import native as capture_native
 from streamdissect.protocols import stream as protocol
 from streamdissect.protocols.stream import native
 
@@ -121,6 +122,24 @@ def test_a_compiled_walk_that_differs_is_a_finding(monkeypatch):
     monkeypatch.setattr(native, "loaded", SimpleNamespace(hot_run=one_short))
     with pytest.raises(fuzz.Finding, match="compiled walk differs"):
         fuzz.run_stream(stream)
+
+
+@pytest.mark.skipif(capture_native.loaded is None,
+                    reason="the C extension is not built or not wanted")  # fmt: skip
+def test_a_compiled_record_walk_that_differs_is_a_finding(tmp_path, monkeypatch):
+    """The pcap target holds the compiled record walk (capture/_records.c) to the reference
+    engine: one that loses a block's last record is seen."""
+    compiled = capture_native.loaded
+
+    def one_lost(*args):
+        starts, pos, bad = compiled.record_starts(*args)
+        return starts[:-8], pos, bad
+
+    data = (fuzz.ROOT / "captures" / "rstream-consume-credit-3.10.pcap").read_bytes()
+    fuzz.run_pcap(data, str(tmp_path / "same.pcap"))  # the real code: no finding
+    monkeypatch.setattr(capture_native, "loaded", SimpleNamespace(record_starts=one_lost))
+    with pytest.raises(fuzz.Finding):
+        fuzz.run_pcap(data, str(tmp_path / "planted.pcap"))
 
 
 def test_a_framer_that_depends_on_segmentation_is_a_finding(monkeypatch):

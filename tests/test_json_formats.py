@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import random
+from array import array
 
+import numpy as np
 import pytest
 
 from streamdissect.analysis.compact import CompactRows
@@ -17,6 +19,16 @@ from streamdissect.cli import _text_report as report
 from streamdissect.cli._text_report import json_text, json_write
 
 STRINGS = ["10.0.0.1:5000-10.0.0.2:5552", "100%", "%s%d", 'é\n"', ""]
+COMPILED = report.compiled_rows  # (_json_rows.c, when built and wanted)
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"] if COMPILED else ["python"])
+def rows_mode(request, monkeypatch):
+    """Every test with the rows of numbers written by the compiled code and by the
+    %-format (the reference)."""
+    if request.param == "python":
+        monkeypatch.setattr(report, "compiled_rows", None)
+    return request.param
 
 
 def _anomaly(i: int, rng: random.Random, same: bool) -> tuple:
@@ -222,3 +234,33 @@ def test_rows_of_numbers_are_json_dumps(chunk, odd, monkeypatch):
     given = [stall(i) for i in range(60)]
     given[17] = stall(17, odd)
     _assert_written_as_json_dumps("stalls", given)
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the C extension was not built or not wanted")
+def test_compiled_rows_are_the_percent_format(monkeypatch):
+    """The compiled rows of numbers against _joined_rows' %-format on the same cells: ints at
+    the edges of int64 and past them, floats whose repr is long, short, exponent or -0.0,
+    columns as lists and arrays, fractions' texts, pieces holding "%"; a bool,
+    a float where an int is asked, or a text not ASCII: None (the %-format writes them)."""
+    monkeypatch.setattr(report, "compiled_rows", COMPILED)
+    rng = random.Random(11)
+    n = 500
+    ints = [rng.choice([0, -1, 7, 2**63 - 1, -(2**63), 2**63, -(2**70),
+                        rng.randrange(-(10**12), 10**12)]) for _ in range(n)]  # fmt: skip
+    floats = [rng.choice([0.1, -0.0, 1e16, 1e-7, 5e-324, 1.7976931348623157e308, 2.5,
+                          rng.random() * 10**rng.randrange(-20, 20)]) for _ in range(n)]  # fmt: skip
+    wholes = [rng.randrange(0, 1 << 16) for _ in range(n)]
+    fractions = [rng.choice([".0", ".5", ".000244140625"]) for _ in range(n)]
+    small = [rng.randrange(-(10**9), 10**9) for _ in range(n)]
+    cells = [(None, "%d", [ints]), ("\"100%\"", "", None), (None, "%r", [floats]),
+             (None, "%d%s", [wholes, fractions]), (None, "%d", [array("q", small)]),
+             (None, "%r", [array("d", floats)])]
+    heads = [f",\n  k{i}%: " for i in range(len(cells))]
+    made = report._compiled_rows("\n {", heads, cells, "\n }", n)
+    monkeypatch.setattr(report, "compiled_rows", None)
+    assert made is not None and made == report._joined_rows("\n {", heads, cells, "\n }", n)
+    monkeypatch.setattr(report, "compiled_rows", COMPILED)
+    for odd in ([True] * n, [1.0] * n, np.zeros(n)):
+        assert report._compiled_rows("{", ["a: "], [(None, "%d", [odd])], "}", n) is None
+        assert COMPILED.numeric_rows(["{", "}"], b"d", [odd], n) is None
+    assert report._compiled_rows("{", ["é: "], [(None, "%d", [small])], "}", n) is None

@@ -1,14 +1,23 @@
 """walk_records (the bulk engine's record boundaries, capture.blocks) against a plain one-record-at-a-time
 walk: runs of one size, sizes whose length bytes are regular-expression syntax, both byte
-orders, a record cut by the end, an absurd captured length."""
+orders, a record cut by the end, an absurd captured length; by the compiled walk
+(capture/_records.c) and the Python one (native_modes), and the compiled one refusing a
+position outside its buffer."""
 
+import importlib.util
 import random
 import struct
 
 import pytest
+from native_modes import walk_mode  # noqa: F401 (a fixture)
 
+from streamdissect.capture import native
 from streamdissect.capture.blocks import walk_records
 from streamdissect.capture.limits import MAX_PACKET
+
+pytestmark = pytest.mark.usefixtures("walk_mode")
+NAME = "streamdissect.capture._records"
+BUILT = importlib.util.find_spec(NAME) is not None
 
 
 def plain_walk(buf: bytes, u32) -> tuple[list[int], int, bool]:
@@ -48,9 +57,34 @@ def test_same_as_a_plain_walk(order):
     assert bad
 
 
+def test_from_an_offset_and_up_to_an_end():
+    """A walk from inside the buffer up to a shorter end (a block's records after those
+    walked before, the rest read later): the plain walk of that slice, moved."""
+    u32 = struct.Struct("<I").unpack_from
+    data = b"".join(struct.pack("<IIII", 1, 2, n, n) + b"q" * n for n in [60, 0, 1514, 7] * 5)
+    for pos, end in ((0, 0), (76, len(data) - 1), (76, 76 + 15), (92, len(data))):
+        starts, after, bad = walk_records(bytearray(data), pos, end, u32)
+        plain, plain_after, plain_bad = plain_walk(data[pos:end], u32)
+        assert (list(starts), after, bad) == ([pos + s for s in plain], pos + plain_after,
+                                              plain_bad)  # fmt: skip
+
+
+@pytest.mark.skipif(not BUILT, reason="the C extension was not built (the Python walk runs)")
+def test_compiled_walk_refuses_positions_outside_its_buffer():
+    compiled = importlib.import_module(NAME)
+    buf = bytearray(struct.pack("<IIII", 1, 2, 4, 4) + b"abcd")
+    assert compiled.record_starts(buf, 0, len(buf), False, MAX_PACKET)[1:] == (20, False)
+    for pos, end in ((-1, 20), (0, 21), (10, 5), (21, 21)):
+        with pytest.raises(ValueError):
+            compiled.record_starts(buf, pos, end, False, MAX_PACKET)
+    if native.loaded is not None:  # (the native mode: what walk_records runs)
+        assert native.loaded is compiled
+
+
 def test_many_sizes_compile_few_patterns(monkeypatch):
     """A file of many record sizes, each twice in a row: at most RUN_PATTERNS run patterns
-    are compiled a block (each costs ~85 us), and the walk is still the plain one."""
+    are compiled a block (each costs ~85 us) by the Python walk, and the walk is still the
+    plain one."""
     from streamdissect.capture import blocks
 
     compiled = []
@@ -61,4 +95,4 @@ def test_many_sizes_compile_few_patterns(monkeypatch):
                     for n in range(100, 600) for _ in range(2))  # fmt: skip
     starts, pos, bad = walk_records(bytearray(data), 0, len(data), u32)
     assert (list(starts), pos, bad) == plain_walk(data, u32)
-    assert len(compiled) == blocks.RUN_PATTERNS
+    assert len(compiled) == (blocks.RUN_PATTERNS if native.loaded is None else 0)

@@ -1,10 +1,11 @@
 """A classic pcap file read in large blocks: where its records are, block by block.
 
 The file is read into one reused buffer, BLOCK bytes at a time; record boundaries are walked
-in Python, with runs of equal-sized records taken in one step (walk_records). With a CPU to
-spare, a forked helper reads and walks the file into SLOTS shared buffers that the caller
-dissects in place (helper_layout), and may parse each block's packets there too. Fixed
-sizes, never taken from the file: peak memory is the same for any large capture.
+(walk_records: compiled when built, else in Python, with runs of equal-sized records taken
+in one step). With a CPU to spare, a forked helper reads and walks the file into SLOTS shared
+buffers that the caller dissects in place (helper_layout), and may parse each block's packets
+there too. Fixed sizes, never taken from the file: peak memory is the same for any large
+capture.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from streamdissect.capture import native
 from streamdissect.capture.limits import MAX_PACKET
 from streamdissect.capture.pcap import RECORD_HEADER_SIZE
 
@@ -42,7 +44,20 @@ RUN_MIN = 512
 
 def walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, int, bool]:
     """Record starts from `pos` while whole records are in buf[:end]; (starts, position
-    after the last whole record, True when a record's captured length is absurd)."""
+    after the last whole record, True when a record's captured length is absurd). By the
+    compiled walk when it is loaded (capture.native), else _walk_records."""
+    compiled = native.loaded
+    if compiled is None:
+        return _walk_records(buf, pos, end, u32)
+    noted, pos, bad = compiled.record_starts(buf, pos, end, u32.__self__.format[0] == ">",
+                                             MAX_PACKET)  # fmt: skip
+    starts = array("q")
+    starts.frombytes(noted)
+    return starts, pos, bad
+
+
+def _walk_records(buf: bytearray, pos: int, end: int, u32: Any) -> tuple[array, int, bool]:
+    """walk_records in Python (the reference of _records.record_starts)."""
     starts = array("q")
     runs = array("q")  # (first start, records, stride) of each run; expanded at the end
     app, add_run = starts.append, runs.extend

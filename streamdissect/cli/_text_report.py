@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from streamdissect.analysis.driver import Analysis
+from streamdissect.capture.native import optional
 from streamdissect.cli._float_texts import exact_parts
 from streamdissect.protocols import registry
 from streamdissect.tables import schema
@@ -116,6 +117,10 @@ def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str,
                 fixed = ""
         pieces.append(repeat(fixed + close))
         return "".join(chain.from_iterable(zip(*pieces)))[1:]
+    if compiled_rows is not None:
+        made = _compiled_rows(opening, heads, cells, close, n)
+        if made is not None:
+            return made
     specs, numbers = [], []
     for constant, spec, values in cells:
         specs.append(spec if constant is None else constant.replace("%", "%%"))
@@ -124,6 +129,33 @@ def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str,
     template = (opening + "".join(h.replace("%", "%%") + f for h, f in zip(heads, specs))
                 + close)  # fmt: skip
     return ",".join([template] * n) % tuple(chain.from_iterable(zip(*numbers)))
+
+
+# The rows of numbers written by compiled code (_json_rows.c, optional, capture.native's
+# STREAMDISSECT_NATIVE), the same text as _joined_rows' %-format; None: the %-format.
+compiled_rows = optional("streamdissect.cli._json_rows")
+_PARTS = {"%d": b"d", "%r": b"r", "%d%s": b"ds"}  # a cell's spec -> the compiled code's
+
+
+def _compiled_rows(opening: str, heads: list[str], cells: list[tuple], close: str,
+                   n: int) -> str | None:  # fmt: skip
+    """_joined_rows of numbers only by compiled_rows: the text between two values given
+    once, each value's text made in C (None: a value it does not take)."""
+    pieces, specs, columns = [], b"", []
+    fixed = opening
+    for head, (constant, spec, values) in zip(heads, cells):
+        fixed += head
+        if constant is not None:
+            fixed += constant
+            continue
+        parts = _PARTS[spec]
+        for part, column in zip(parts, values):
+            pieces.append(fixed)
+            fixed = ""
+            specs += bytes((part,))
+            columns.append(column)
+    pieces.append(fixed + close)
+    return compiled_rows.numeric_rows(pieces, specs, columns, n)
 
 
 _NUMBER_TEXT = {  # a column's texts, for a join: as its %-format would write them

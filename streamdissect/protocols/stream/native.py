@@ -3,8 +3,9 @@
 `pip install` builds the C extension when a C compiler and the Python headers are there
 (setup.py, optional); without them the install goes on and the pure-Python code runs, which
 is also the reference the compiled loops are tested against (tests run both). The
-environment variable STREAMDISSECT_NATIVE says which: "0" the pure-Python code, "1" the
-compiled loops or an ImportError, unset (or anything else) the compiled loops when built.
+environment variable STREAMDISSECT_NATIVE says which (capture.native.optional): "0" the
+pure-Python code, "1" the compiled loops or an ImportError, unset (or anything else) the
+compiled loops when built.
 
 `loaded`: the extension module, or None (the callers read it at each walk, so tests can
 set it to None).
@@ -15,29 +16,20 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from streamdissect.capture.native import ENV, optional
 from streamdissect.protocols.stream import layouts
 from streamdissect.protocols.stream.primitives import U16, U32
 
-ENV = "STREAMDISSECT_NATIVE"
 # What the C code reads of a frame (its size and key, big-endian, from its first byte)
 _HEADER_READ = (("size", U32), ("key", U16))
 
 
 def _load() -> ModuleType | None:
-    wanted = os.environ.get(ENV, "")
-    if wanted == "0":
-        return None
     if layouts.SIZE_KEY.fields != _HEADER_READ:  # (the table changed: the C code is behind)
-        if wanted == "1":
+        if os.environ.get(ENV, "") == "1":
             raise ImportError("the compiled Stream walk reads another frame header")
         return None
-    try:
-        from streamdissect.protocols.stream import _native
-    except ImportError:
-        if wanted == "1":
-            raise
-        return None
-    return _native
+    return optional("streamdissect.protocols.stream._native")
 
 
 loaded = _load()
