@@ -1,5 +1,6 @@
 """Both walks of the Stream fast path: the compiled loops (protocols/stream/_native.c) and
-the pure-Python code they replace (the reference). A test module that holds the bulk engine
+the pure-Python code they replace (the reference); and RocketMQ's hot frames read by the
+compiled reader (protocols/rocketmq/_native.c) or the Python path. A test module that holds the bulk engine
 equal to the per-packet path runs each test in both modes:
 
     pytestmark = pytest.mark.usefixtures("walk_mode")   # (conftest.py loads this plugin)
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import pytest
 
+from streamdissect.protocols.rocketmq import native as rocketmq_native
 from streamdissect.protocols.stream import native
 
-MODES = ["native", "python"] if native.loaded is not None else ["python"]
+MODES = (["native", "python"] if native.loaded is not None or rocketmq_native.loaded is not None
+         else ["python"])  # fmt: skip
 
 
 @pytest.fixture(params=MODES)
@@ -22,5 +25,6 @@ def walk_mode(request, monkeypatch):
     STREAMDISSECT_NATIVE=0 (the processes a test starts)."""
     if request.param == "python":
         monkeypatch.setattr(native, "loaded", None)
+        monkeypatch.setattr(rocketmq_native, "loaded", None)
         monkeypatch.setenv(native.ENV, "0")
     return request.param

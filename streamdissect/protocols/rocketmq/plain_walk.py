@@ -21,7 +21,7 @@ import struct
 from typing import Any
 
 from streamdissect.framing.walk import PlainFrames
-from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq import native, spec
 from streamdissect.protocols.rocketmq.codec import (
     JSON_START,
     NOT_PARSED,
@@ -136,17 +136,20 @@ class RocketMQDirection:
         mv, read = self.segments.mv, self.segments.read
         frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
                   for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
-        headers = _parsed_headers(frames)
         framer, place_out = self.framer, self.events.place_out
-        light = None
+        light = scanned = None
         if lane is not None:
             counts, connection, direction, side, make, slots = lane
             if self.hot:  # (the connection's block named at its end: responses too)
                 light = hot_record
-        for (start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed in zip(
-                items, frames, headers):  # fmt: skip
+                scanned = compiled_records(frames)
+        headers = _parsed_headers(frames, scanned)
+        for k, ((start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed) in enumerate(
+                zip(items, frames, headers)):  # fmt: skip
             if light is not None:
-                record = light(frame, parsed)
+                record = scanned[k] if scanned is not None else None
+                if record is None:
+                    record = light(frame, parsed)
                 if record is not None:
                     counts[side] += 1
                     slots[slot] = (row, slot, make(ts, connection, direction, start, record))
@@ -161,11 +164,21 @@ class RocketMQDirection:
                 place_out(row, slot)
 
 
-def _parsed_headers(frames: list[bytes]) -> list:
-    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone)."""
+def compiled_records(frames: list[bytes]) -> list | None:
+    """Each frame's light record as the compiled reader makes it from the header's text
+    (None where it declines: hot_record's way), or None when it is not loaded (native.py)."""
+    compiled = native.loaded
+    return None if compiled is None else compiled.hot_records(frames, HotSend, HotAnswer)
+
+
+def _parsed_headers(frames: list[bytes], done: list | None = None) -> list:
+    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone), but
+    for the frames `done` holds a record of (not parsed: NOT_PARSED)."""
     out = [NOT_PARSED] * len(frames)
     together, headers = [], []
     for k, frame in enumerate(frames):
+        if done is not None and done[k] is not None:
+            continue
         length = _word(frame, 4)[0] & spec.HEADER_LENGTH_MASK
         if length > len(frame) - 8:
             continue  # (malformed: decode_frame says why)

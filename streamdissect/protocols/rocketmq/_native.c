@@ -1,0 +1,383 @@
+/* RocketMQ's hot frames read for the analyses, compiled (optional: native.py loads it; the
+ * Python path it replaces, the headers parsed by the json module and hot.hot_record, is the
+ * fallback and the reference the tests and fuzz targets hold it to).
+ *
+ * hot_records: each whole JSON frame's light record (a HotSend, or a HotAnswer other than a
+ * pull response), made straight from its header's text, or None: read it the Python way.
+ * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
+ * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
+ * header's own keys known and each once, integers of at most 18 digits, extFields an object
+ * of texts. Anything else, and every value whose meaning the Python path decides (an
+ * integer field's text other than digits, a compressed or oneway send, a pull response),
+ * is None: never a record the Python path would not make the same.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RESPONSE_FLAG 1
+#define SEND_V2_CODE 310
+#define MAX_DIGITS 18
+#define JSON_SERIALIZE 0
+
+/* A text's place in the header (its content between the quotes) or absent (start NULL). */
+typedef struct {
+    const char *start, *end;
+} Span;
+
+/* The header keys, one bit each (each may be seen once). */
+enum { K_CODE = 1, K_EXT = 2, K_FLAG = 4, K_LANGUAGE = 8, K_OPAQUE = 16, K_REMARK = 32,
+       K_RPC = 64, K_VERSION = 128 };
+
+/* The ext keys read: the V2 send's letters, the send response's and pull response's keys. */
+enum { E_GROUP, E_TOPIC, E_QUEUE, E_SYSFLAG, E_PROPERTIES, E_MSGID, E_QUEUEID, E_QUEUEOFFSET,
+       E_NEXT, E_MIN, E_MAX, E_COUNT };
+static const char *EXT_NAMES[E_COUNT] = {"a", "b", "e", "f", "i", "msgId", "queueId",
+                                         "queueOffset", "nextBeginOffset", "minOffset",
+                                         "maxOffset"};
+
+typedef struct {
+    int seen;
+    long long code, opaque, flag;
+    Span remark;
+    Span ext[E_COUNT];
+} Header;
+
+static inline int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A JSON text from its opening quote: its content's span, *p past the closing quote; 0 when
+ * it is not one the scanner reads (a byte over 0x7E or under 0x20, an escape of a code
+ * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). */
+static int text(const char **p, const char *end, Span *span, int plain) {
+    const char *s = *p;
+    if (s >= end || *s != '"') return 0;
+    span->start = ++s;
+    while (s < end) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"') {
+            span->end = s;
+            *p = s + 1;
+            return 1;
+        }
+        if (c < 0x20 || c > 0x7E) return 0;
+        if (c == '\\') {
+            if (plain || s + 1 >= end) return 0;
+            char e = s[1];
+            if (e == 'u') {
+                if (s + 6 > end) return 0;
+                int a = hexval(s[2]), b = hexval(s[3]), x = hexval(s[4]), y = hexval(s[5]);
+                if (a != 0 || b != 0 || x < 0 || x > 7 || y < 0) return 0;
+                s += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == 0) return 0;
+            s += 2;
+            continue;
+        }
+        s++;
+    }
+    return 0;
+}
+
+/* A text's content with its escapes read, into `out` (at least as long as the span). */
+static Py_ssize_t unescape(Span span, char *out) {
+    Py_ssize_t n = 0;
+    for (const char *s = span.start; s < span.end;) {
+        if (*s != '\\') {
+            out[n++] = *s++;
+            continue;
+        }
+        char e = s[1];
+        switch (e) {
+        case 'u': out[n++] = (char)(hexval(s[4]) * 16 + hexval(s[5])); s += 6; continue;
+        case 'b': out[n++] = '\b'; break;
+        case 'f': out[n++] = '\f'; break;
+        case 'n': out[n++] = '\n'; break;
+        case 'r': out[n++] = '\r'; break;
+        case 't': out[n++] = '\t'; break;
+        default: out[n++] = e; /* " \ / */
+        }
+        s += 2;
+    }
+    return n;
+}
+
+/* A JSON integer (-?(0|[1-9][0-9]*), at most MAX_DIGITS digits) followed by ',' or '}'. */
+static int json_int(const char **p, const char *end, long long *value) {
+    const char *s = *p;
+    int negative = 0, digits = 0;
+    long long v = 0;
+    if (s < end && *s == '-') negative = 1, s++;
+    if (s < end && *s == '0') {
+        s++, digits = 1;
+    } else {
+        while (s < end && *s >= '0' && *s <= '9' && digits < MAX_DIGITS)
+            v = v * 10 + (*s++ - '0'), digits++;
+    }
+    /* (a digit still there: more than MAX_DIGITS, or a leading zero) */
+    if (digits == 0 || s >= end || (*s != ',' && *s != '}')) return 0;
+    *value = negative ? -v : v;
+    *p = s;
+    return 1;
+}
+
+/* An integer field's text as digits alone (int() of it), optionally signed by '-';
+ * 0 when it is anything else (the Python path decides those). */
+static int digits_value(Span span, long long *value) {
+    const char *s = span.start;
+    int negative = 0;
+    long long v = 0;
+    if (s < span.end && *s == '-') negative = 1, s++;
+    if (s == span.end || span.end - s > MAX_DIGITS) return 0;
+    for (; s < span.end; s++) {
+        if (*s < '0' || *s > '9') return 0;
+        v = v * 10 + (*s - '0');
+    }
+    *value = negative ? -v : v;
+    return 1;
+}
+
+static int key_is(Span key, const char *name) {
+    size_t n = strlen(name);
+    return (size_t)(key.end - key.start) == n && memcmp(key.start, name, n) == 0;
+}
+
+/* extFields' object of texts, its read keys' values noted (a read key twice: 0). */
+static int ext_fields(const char **p, const char *end, Header *h) {
+    const char *s = *p;
+    Span key, value;
+    if (s >= end || *s != '{') return 0;
+    s++;
+    if (s < end && *s == '}') {
+        *p = s + 1;
+        return 1;
+    }
+    for (;;) {
+        if (!text(&s, end, &key, 1) || s >= end || *s++ != ':' || !text(&s, end, &value, 0))
+            return 0;
+        for (int k = 0; k < E_COUNT; k++) {
+            if (key_is(key, EXT_NAMES[k])) {
+                if (h->ext[k].start) return 0;
+                h->ext[k] = value;
+                break;
+            }
+        }
+        if (s >= end) return 0;
+        if (*s == '}') {
+            *p = s + 1;
+            return 1;
+        }
+        if (*s++ != ',') return 0;
+    }
+}
+
+/* The header's text read into `h`; 0: not one the scanner reads. */
+static int scan(const char *s, const char *end, Header *h) {
+    Span key, value;
+    memset(h, 0, sizeof(*h));
+    if (s >= end || *s++ != '{') return 0;
+    for (;;) {
+        int bit;
+        if (!text(&s, end, &key, 1) || s >= end || *s++ != ':') return 0;
+        if (key_is(key, "code")) bit = K_CODE;
+        else if (key_is(key, "extFields")) bit = K_EXT;
+        else if (key_is(key, "flag")) bit = K_FLAG;
+        else if (key_is(key, "language")) bit = K_LANGUAGE;
+        else if (key_is(key, "opaque")) bit = K_OPAQUE;
+        else if (key_is(key, "remark")) bit = K_REMARK;
+        else if (key_is(key, "serializeTypeCurrentRPC")) bit = K_RPC;
+        else if (key_is(key, "version")) bit = K_VERSION;
+        else return 0;
+        if (h->seen & bit) return 0;
+        h->seen |= bit;
+        long long ignored;
+        int ok;
+        switch (bit) {
+        case K_CODE: ok = json_int(&s, end, &h->code); break;
+        case K_OPAQUE: ok = json_int(&s, end, &h->opaque); break;
+        case K_FLAG: ok = json_int(&s, end, &h->flag); break;
+        case K_VERSION: ok = json_int(&s, end, &ignored); break;
+        case K_EXT: ok = ext_fields(&s, end, h); break;
+        case K_REMARK: ok = text(&s, end, &h->remark, 0); break;
+        default: ok = text(&s, end, &value, 0);
+        }
+        if (!ok || s >= end) return 0;
+        if (*s == '}') return s + 1 == end && (h->seen & K_CODE);
+        if (*s++ != ',') return 0;
+    }
+}
+
+/* A text's value as a str (its escapes read), None when absent; NULL: an error. */
+static PyObject *text_or_none(Span span) {
+    if (!span.start) Py_RETURN_NONE;
+    Py_ssize_t size = span.end - span.start;
+    char small[256], *buf = size <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(size);
+    if (buf == NULL) return PyErr_NoMemory();
+    PyObject *out = PyUnicode_DecodeASCII(buf, unescape(span, buf), NULL);
+    if (buf != small) PyMem_Free(buf);
+    return out;
+}
+
+/* Whether an integer field's text is absent or digits alone (the scanner types those). */
+static int typed_here(Span span) {
+    long long v;
+    return !span.start || digits_value(span, &v);
+}
+
+/* An integer field's value, its text absent (None) or digits alone (typed_here). */
+static PyObject *integer_or_none(Span span) {
+    long long v = 0;
+    if (!span.start) Py_RETURN_NONE;
+    digits_value(span, &v);
+    return PyLong_FromLongLong(v);
+}
+
+static int set(PyObject *obj, PyObject *name, PyObject *value) {
+    if (value == NULL) return -1;
+    int r = PyObject_SetAttr(obj, name, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
+    *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET;
+
+/* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
+ * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
+static int send_properties(PyObject *send, Span span) {
+    Py_ssize_t size = span.start ? span.end - span.start : 0;
+    char *buf = PyMem_Malloc(size ? size : 1);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = span.start ? unescape(span, buf) : 0;
+    Span found[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    static const char *names[3] = {"UNIQ_KEY", "TAGS", "KEYS"};
+    const char *item = buf, *end = buf + n;
+    for (;;) {
+        const char *stop = memchr(item, '\x02', end - item);
+        if (stop == NULL) stop = end;
+        const char *sep = memchr(item, '\x01', stop - item);
+        if (sep != NULL) {
+            Span name = {item, sep};
+            for (int k = 0; k < 3; k++)
+                if (key_is(name, names[k])) found[k] = (Span){sep + 1, stop};
+        }
+        if (stop == end) break;
+        item = stop + 1;
+    }
+    int r = 0;
+    PyObject *values[3];
+    for (int k = 0; k < 3; k++) {
+        if (found[k].start == NULL || (k == 0 && found[k].start == found[k].end))
+            values[k] = Py_NewRef(Py_None); /* (msg_id: an empty UNIQ_KEY is None) */
+        else
+            values[k] = PyUnicode_DecodeASCII(found[k].start, found[k].end - found[k].start,
+                                              NULL);
+    }
+    PyMem_Free(buf);
+    if (set(send, N_MSG_ID, values[0]) < 0) r = -1;
+    if (set(send, N_TAGS, values[1]) < 0) r = -1;
+    if (set(send, N_KEYS, values[2]) < 0) r = -1;
+    return r;
+}
+
+/* The frame's light record, None (declined) or NULL (an error). */
+static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_class) {
+    const char *data = PyBytes_AS_STRING(frame);
+    Py_ssize_t size = PyBytes_GET_SIZE(frame);
+    Header h;
+    if (size < 10 || (unsigned char)data[4] != JSON_SERIALIZE) Py_RETURN_NONE;
+    Py_ssize_t length = ((unsigned char)data[5] << 16) | ((unsigned char)data[6] << 8) |
+                        (unsigned char)data[7];
+    if (length > size - 8 || !scan(data + 8, data + 8 + length, &h)) Py_RETURN_NONE;
+    PyObject *out;
+    if (h.flag == RESPONSE_FLAG) {
+        if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
+            Py_RETURN_NONE; /* (a pull response: its messages read the Python way) */
+        if (!typed_here(h.ext[E_QUEUEID]) || !typed_here(h.ext[E_QUEUEOFFSET])) Py_RETURN_NONE;
+        out = PyObject_CallNoArgs(answer_class);
+        if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUEID])) < 0 ||
+            set(out, N_QUEUE_OFFSET, integer_or_none(h.ext[E_QUEUEOFFSET])) < 0 ||
+            set(out, N_CODE, PyLong_FromLongLong(h.code)) < 0 ||
+            set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
+            set(out, N_REMARK, text_or_none(h.remark)) < 0 ||
+            set(out, N_REQUEST_CODE, Py_NewRef(Py_None)) < 0 ||
+            set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
+            set(out, N_MSG_ID, text_or_none(h.ext[E_MSGID])) < 0) {
+            Py_XDECREF(out);
+            return NULL;
+        }
+        return out;
+    }
+    if (h.flag != 0 || h.code != SEND_V2_CODE) Py_RETURN_NONE;
+    long long sysflag = 0;
+    if (h.ext[E_SYSFLAG].start && (!digits_value(h.ext[E_SYSFLAG], &sysflag) || sysflag))
+        Py_RETURN_NONE; /* (a compressed message, or a text the Python path types) */
+    if (!typed_here(h.ext[E_QUEUE])) Py_RETURN_NONE;
+    out = PyObject_CallNoArgs(send_class);
+    if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
+        set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
+        set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
+        set(out, N_GROUP, text_or_none(h.ext[E_GROUP])) < 0 ||
+        set(out, N_TOPIC, text_or_none(h.ext[E_TOPIC])) < 0 ||
+        set(out, N_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
+        send_properties(out, h.ext[E_PROPERTIES]) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *hot_records(PyObject *self, PyObject *args) {
+    PyObject *frames, *send_class, *answer_class;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyList_Type, &frames, &send_class, &answer_class))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(frames);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *frame = PyList_GET_ITEM(frames, k), *r;
+        if (!PyBytes_CheckExact(frame)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "hot_records: frames are bytes");
+            return NULL;
+        }
+        r = record(frame, send_class, answer_class);
+        if (r == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, r);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"hot_records", hot_records, METH_VARARGS,
+     "Each frame's light record (HotSend, HotAnswer) or None (hot.hot_record's way)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "RocketMQ's hot frames read for the analyses, compiled.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+#define NAME(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL;
+    NAME(N_FRAME, "frame") NAME(N_OPAQUE, "opaque") NAME(N_GROUP, "group")
+    NAME(N_TOPIC, "topic") NAME(N_QUEUE_ID, "queue_id") NAME(N_MSG_ID, "msg_id")
+    NAME(N_TAGS, "tags") NAME(N_KEYS, "keys") NAME(N_WIRE, "wire") NAME(N_CODE, "code")
+    NAME(N_REMARK, "remark") NAME(N_REQUEST_CODE, "request_code")
+    NAME(N_QUEUE_OFFSET, "queue_offset")
+#undef NAME
+    return PyModule_Create(&module);
+}

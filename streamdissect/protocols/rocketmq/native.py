@@ -1,0 +1,57 @@
+"""RocketMQ's compiled hot-frame reader (_native.c), when it was built and is wanted.
+
+Built beside the Stream's loops by setup.py (optional); the Python path it replaces (the
+headers parsed by the json module, hot.hot_record) is the fallback and the reference.
+STREAMDISSECT_NATIVE says which, as for the Stream (protocols/stream/native.py): "0" the
+Python path, "1" the compiled reader or an ImportError, unset the compiled one when built.
+
+`loaded`: the extension module, or None (plain_walk reads it at each block, so tests can set
+it to None).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from streamdissect.protocols.rocketmq import spec
+
+ENV = "STREAMDISSECT_NATIVE"
+# What the C code knows of the spec: the V2 send's keys of its producer group, topic, queue,
+# system flag and properties, the properties' separators and names, the response flag
+_SPEC_READ = ("abefi", "\x01", "\x02", ("UNIQ_KEY", "TAGS", "KEYS"), 1, 0, 0xFFFFFF)
+
+
+def _spec_now() -> tuple:
+    by_name = {f.name: f.key for f in spec.SEND_V2.fields}
+    letters = "".join(by_name[n] for n in ("producerGroup", "topic", "queueId", "sysFlag",
+                                           "properties"))  # fmt: skip
+    return (letters, spec.NAME_VALUE_SEPARATOR, spec.PROPERTY_SEPARATOR,
+            (spec.UNIQ_KEY, spec.TAGS, spec.KEYS), spec.RESPONSE_FLAG, spec.JSON,
+            spec.HEADER_LENGTH_MASK)  # fmt: skip
+
+
+def _load() -> ModuleType | None:
+    wanted = os.environ.get(ENV, "")
+    if wanted == "0":
+        return None
+    if _spec_now() != _SPEC_READ:  # (the table changed: the C code is behind)
+        if wanted == "1":
+            raise ImportError("the compiled RocketMQ reader reads another spec")
+        return None
+    compiled = _compiled()
+    if compiled is None and wanted == "1":
+        raise ImportError("the compiled RocketMQ reader was not built")
+    return compiled
+
+
+def _compiled() -> ModuleType | None:
+    """The extension module when built (whatever STREAMDISSECT_NATIVE says: the tests')."""
+    try:
+        from streamdissect.protocols.rocketmq import _native
+    except ImportError:
+        return None
+    return _native
+
+
+loaded = _load()
