@@ -124,13 +124,14 @@ def compiled_record_holds(frame: bytes, parsed=codec.NOT_PARSED) -> str:
     compiled = native.loaded
     if compiled is None:
         return "not compiled"
-    (record,) = compiled.hot_records([frame], hot.HotSend, hot.HotAnswer)
+    (record,) = compiled.hot_records([frame], hot.HotSend, hot.HotAnswer,
+                                      hot.HotPulled)
     if record is None:
         return "declined"
     assert parsed is not codec.NOT_PARSED, "a header the json module does not read was read"
     expected = hot.hot_record(frame, parsed)
     assert record.__class__ is expected.__class__
-    for slot in (*hot.HotSend.__slots__, *hot.HotAnswer.__slots__):
+    for slot in (*hot.HotSend.__slots__, *hot.HotAnswer.__slots__, *hot.HotPulled.__slots__):
         if hasattr(expected, slot):
             mine, theirs = getattr(record, slot), getattr(expected, slot)
             assert (mine, mine.__class__) == (theirs, theirs.__class__), slot

@@ -2,14 +2,15 @@
  * Python path it replaces, the headers parsed by the json module and hot.hot_record, is the
  * fallback and the reference the tests and fuzz targets hold it to).
  *
- * hot_records: each whole JSON frame's light record (a HotSend, or a HotAnswer other than a
- * pull response), made straight from its header's text, or None: read it the Python way.
+ * hot_records: each whole JSON frame's light record (a HotSend, a HotAnswer, a HotPulled),
+ * made straight from its header's text (a pull response's stored messages walked as
+ * messages.plain_sizes walks them), or None: read it the Python way.
  * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
  * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
  * header's own keys known and each once, integers of at most 18 digits, extFields an object
  * of texts. Anything else, and every value whose meaning the Python path decides (an
- * integer field's text other than digits, a compressed or oneway send, a pull response),
- * is None: never a record the Python path would not make the same.
+ * integer field's text other than digits, a compressed or oneway send, a pull response
+ * whose messages are not all usual ones), is None: never a record the Python path would not make the same.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,6 +21,17 @@
 #define SEND_V2_CODE 310
 #define MAX_DIGITS 18
 #define JSON_SERIALIZE 0
+
+/* A stored message's fixed part (messages._PLAIN_FIXED: head and IPv4 middle) and what is
+ * read of it; the stored magics (spec.STORED_MAGICS: V1 a 1-byte topic length, V2 2-byte). */
+#define PLAIN_FIXED 88
+#define AT_MAGIC 4
+#define AT_SYSFLAG 36
+#define AT_LENGTH 84
+#define MAGIC_V1 (-626843481)
+#define MAGIC_V2 (-626843477)
+#define SYSFLAG_COMPRESSED 0x1
+#define V6_HOSTS 0x30
 
 /* A text's place in the header (its content between the quotes) or absent (start NULL). */
 typedef struct {
@@ -32,10 +44,10 @@ enum { K_CODE = 1, K_EXT = 2, K_FLAG = 4, K_LANGUAGE = 8, K_OPAQUE = 16, K_REMAR
 
 /* The ext keys read: the V2 send's letters, the send response's and pull response's keys. */
 enum { E_GROUP, E_TOPIC, E_QUEUE, E_SYSFLAG, E_PROPERTIES, E_MSGID, E_QUEUEID, E_QUEUEOFFSET,
-       E_NEXT, E_MIN, E_MAX, E_COUNT };
+       E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER, E_COUNT };
 static const char *EXT_NAMES[E_COUNT] = {"a", "b", "e", "f", "i", "msgId", "queueId",
                                          "queueOffset", "nextBeginOffset", "minOffset",
-                                         "maxOffset"};
+                                         "maxOffset", "offset", "suggestWhichBrokerId"};
 
 typedef struct {
     int seen;
@@ -245,8 +257,50 @@ static int set(PyObject *obj, PyObject *name, PyObject *value) {
     return r;
 }
 
+static inline int32_t i32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static inline int i16(const unsigned char *p) { return (int16_t)((uint16_t)(p[0] << 8 | p[1])); }
+
+/* messages.plain_sizes: how many stored messages and their bodies' bytes, every one a
+ * usual one (_plain_fixed's checks) and none compressed; 0 for any other body. */
+static int plain_sizes(const unsigned char *body, Py_ssize_t end, long long *count,
+                       long long *bytes) {
+    Py_ssize_t pos = 0;
+    *count = *bytes = 0;
+    while (pos < end) {
+        const unsigned char *m = body + pos;
+        Py_ssize_t fixed_end = pos + PLAIN_FIXED;
+        if (fixed_end > end) return 0;
+        int32_t total = i32(m), magic = i32(m + AT_MAGIC), sys_flag = i32(m + AT_SYSFLAG),
+                length = i32(m + AT_LENGTH);
+        Py_ssize_t stop = pos + total;
+        if ((sys_flag & V6_HOSTS) || (magic != MAGIC_V1 && magic != MAGIC_V2) ||
+            !(fixed_end <= stop && stop <= end) || length < 0)
+            return 0;
+        Py_ssize_t at = fixed_end + length; /* the topic's length */
+        if (magic == MAGIC_V1) {
+            if (at + 1 > stop) return 0;
+            at += 1 + body[at];
+        } else {
+            if (at + 2 > stop) return 0;
+            int topic_length = i16(body + at);
+            if (topic_length < 0) return 0;
+            at += 2 + topic_length;
+        }
+        if (at + 2 > stop || at + 2 + i16(body + at) != stop) return 0;
+        if (sys_flag & SYSFLAG_COMPRESSED) return 0;
+        *count += 1;
+        *bytes += length;
+        pos = stop;
+    }
+    return 1;
+}
+
 static PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
-    *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET;
+    *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET, *N_MESSAGES, *N_BYTES,
+    *N_NEXT, *N_MIN, *N_MAX, *N_OFFSET, *N_BROKER;
 
 /* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
  * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
@@ -289,8 +343,46 @@ static int send_properties(PyObject *send, Span span) {
     return r;
 }
 
+/* A response's fields every light response has (HotAnswer's); -1: an error. */
+static int answer_fields(PyObject *out, PyObject *frame, Header *h) {
+    return set(out, N_QUEUE_ID, integer_or_none(h->ext[E_QUEUEID])) < 0 ||
+                   set(out, N_QUEUE_OFFSET, integer_or_none(h->ext[E_QUEUEOFFSET])) < 0 ||
+                   set(out, N_CODE, PyLong_FromLongLong(h->code)) < 0 ||
+                   set(out, N_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
+                   set(out, N_REMARK, text_or_none(h->remark)) < 0 ||
+                   set(out, N_REQUEST_CODE, Py_NewRef(Py_None)) < 0 ||
+                   set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
+                   set(out, N_MSG_ID, text_or_none(h->ext[E_MSGID])) < 0
+               ? -1
+               : 0;
+}
+
+/* A pull response's light record (hot._pulled), None (declined) or NULL (an error). */
+static PyObject *pulled(PyObject *frame, Py_ssize_t length, Header *h, PyObject *cls) {
+    static const int keys[5] = {E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER};
+    PyObject *const *names[5] = {&N_NEXT, &N_MIN, &N_MAX, &N_OFFSET, &N_BROKER};
+    long long count, bytes;
+    for (int k = 0; k < 5; k++)
+        if (!typed_here(h->ext[keys[k]])) Py_RETURN_NONE;
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(frame);
+    if (!plain_sizes(data + 8 + length, PyBytes_GET_SIZE(frame) - 8 - length, &count, &bytes))
+        Py_RETURN_NONE;
+    PyObject *out = PyObject_CallNoArgs(cls);
+    if (out == NULL || answer_fields(out, frame, h) < 0 ||
+        set(out, N_MESSAGES, PyLong_FromLongLong(count)) < 0 ||
+        set(out, N_BYTES, PyLong_FromLongLong(bytes)) < 0)
+        goto error;
+    for (int k = 0; k < 5; k++)
+        if (set(out, *names[k], integer_or_none(h->ext[keys[k]])) < 0) goto error;
+    return out;
+error:
+    Py_XDECREF(out);
+    return NULL;
+}
+
 /* The frame's light record, None (declined) or NULL (an error). */
-static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_class) {
+static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_class,
+                        PyObject *pulled_class) {
     const char *data = PyBytes_AS_STRING(frame);
     Py_ssize_t size = PyBytes_GET_SIZE(frame);
     Header h;
@@ -300,18 +392,11 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
     if (length > size - 8 || !scan(data + 8, data + 8 + length, &h)) Py_RETURN_NONE;
     PyObject *out;
     if (h.flag == RESPONSE_FLAG) {
-        if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
-            Py_RETURN_NONE; /* (a pull response: its messages read the Python way) */
         if (!typed_here(h.ext[E_QUEUEID]) || !typed_here(h.ext[E_QUEUEOFFSET])) Py_RETURN_NONE;
+        if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
+            return pulled(frame, length, &h, pulled_class);
         out = PyObject_CallNoArgs(answer_class);
-        if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUEID])) < 0 ||
-            set(out, N_QUEUE_OFFSET, integer_or_none(h.ext[E_QUEUEOFFSET])) < 0 ||
-            set(out, N_CODE, PyLong_FromLongLong(h.code)) < 0 ||
-            set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
-            set(out, N_REMARK, text_or_none(h.remark)) < 0 ||
-            set(out, N_REQUEST_CODE, Py_NewRef(Py_None)) < 0 ||
-            set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
-            set(out, N_MSG_ID, text_or_none(h.ext[E_MSGID])) < 0) {
+        if (out == NULL || answer_fields(out, frame, &h) < 0) {
             Py_XDECREF(out);
             return NULL;
         }
@@ -337,8 +422,9 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
 }
 
 static PyObject *hot_records(PyObject *self, PyObject *args) {
-    PyObject *frames, *send_class, *answer_class;
-    if (!PyArg_ParseTuple(args, "O!OO", &PyList_Type, &frames, &send_class, &answer_class))
+    PyObject *frames, *send_class, *answer_class, *pulled_class;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyList_Type, &frames, &send_class, &answer_class,
+                          &pulled_class))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(frames);
     PyObject *out = PyList_New(n);
@@ -350,7 +436,7 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "hot_records: frames are bytes");
             return NULL;
         }
-        r = record(frame, send_class, answer_class);
+        r = record(frame, send_class, answer_class, pulled_class);
         if (r == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -362,7 +448,7 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"hot_records", hot_records, METH_VARARGS,
-     "Each frame's light record (HotSend, HotAnswer) or None (hot.hot_record's way)."},
+     "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -377,7 +463,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     NAME(N_TOPIC, "topic") NAME(N_QUEUE_ID, "queue_id") NAME(N_MSG_ID, "msg_id")
     NAME(N_TAGS, "tags") NAME(N_KEYS, "keys") NAME(N_WIRE, "wire") NAME(N_CODE, "code")
     NAME(N_REMARK, "remark") NAME(N_REQUEST_CODE, "request_code")
-    NAME(N_QUEUE_OFFSET, "queue_offset")
+    NAME(N_QUEUE_OFFSET, "queue_offset") NAME(N_MESSAGES, "messages") NAME(N_BYTES, "bytes")
+    NAME(N_NEXT, "next_begin_offset") NAME(N_MIN, "min_offset") NAME(N_MAX, "max_offset")
+    NAME(N_OFFSET, "offset") NAME(N_BROKER, "suggested_broker_id")
 #undef NAME
     return PyModule_Create(&module);
 }

@@ -14,12 +14,17 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq import messages, spec
 
 ENV = "STREAMDISSECT_NATIVE"
 # What the C code knows of the spec: the V2 send's keys of its producer group, topic, queue,
-# system flag and properties, the properties' separators and names, the response flag
-_SPEC_READ = ("abefi", "\x01", "\x02", ("UNIQ_KEY", "TAGS", "KEYS"), 1, 0, 0xFFFFFF)
+# system flag and properties, the properties' separators and names, the response flag, the
+# JSON serialization, the header length's mask, the pull response's keys, the stored
+# messages' magics, their system flag's compressed and IPv6 hosts bits, their fixed part
+_SPEC_READ = ("abefi", "\x01", "\x02", ("UNIQ_KEY", "TAGS", "KEYS"), 1, 0, 0xFFFFFF,
+              frozenset(("nextBeginOffset", "minOffset", "maxOffset")),
+              {-626843481: 1, -626843477: 2}, 0x1, 0x10, 0x20,
+              ">iiiiiqqiq4siq4siiqi")  # fmt: skip
 
 
 def _spec_now() -> tuple:
@@ -28,7 +33,9 @@ def _spec_now() -> tuple:
                                            "properties"))  # fmt: skip
     return (letters, spec.NAME_VALUE_SEPARATOR, spec.PROPERTY_SEPARATOR,
             (spec.UNIQ_KEY, spec.TAGS, spec.KEYS), spec.RESPONSE_FLAG, spec.JSON,
-            spec.HEADER_LENGTH_MASK)  # fmt: skip
+            spec.HEADER_LENGTH_MASK, spec.PULL_RESPONSE_KEYS, spec.STORED_MAGICS,
+            spec.SYSFLAG_COMPRESSED, spec.SYSFLAG_BORNHOST_V6, spec.SYSFLAG_STOREHOST_V6,
+            messages._PLAIN_FIXED.format)  # fmt: skip
 
 
 def _load() -> ModuleType | None:

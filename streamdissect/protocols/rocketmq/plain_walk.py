@@ -168,7 +168,7 @@ def compiled_records(frames: list[bytes]) -> list | None:
     """Each frame's light record as the compiled reader makes it from the header's text
     (None where it declines: hot_record's way), or None when it is not loaded (native.py)."""
     compiled = native.loaded
-    return None if compiled is None else compiled.hot_records(frames, HotSend, HotAnswer)
+    return None if compiled is None else compiled.hot_records(frames, *_HOT)
 
 
 def _parsed_headers(frames: list[bytes], done: list | None = None) -> list:
