@@ -5,6 +5,9 @@
  * hot_records: each whole JSON frame's light record (a HotSend, a HotAnswer, a HotPulled),
  * made straight from its header's text (a pull response's stored messages walked as
  * messages.plain_sizes walks them), or None: read it the Python way.
+ * json_run: the plain walk's loop (framing.walk._frames) over a run of whole JSON frames
+ * (key 0: a JSON header under 64 KiB) of one direction's segments, each noted as the loop
+ * notes a deferred frame; it stops at any other frame for the loop to take.
  * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
  * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
  * header's own keys known and each once, integers of at most 18 digits, extFields an object
@@ -446,7 +449,107 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* An int64 array's buffer (array('q')), held for the call. */
+typedef struct {
+    Py_buffer view;
+    int held;
+} Held;
+
+static int hold(PyObject *obj, Held *h, Py_ssize_t itemsize) {
+    if (PyObject_GetBuffer(obj, &h->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    h->held = 1;
+    if (itemsize > 1 && h->view.len % itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "json_run: arrays of 8-byte items expected");
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Held *h) {
+    if (h->held) PyBuffer_Release(&h->view);
+    h->held = 0;
+}
+
+/* (buf, so, lo, po, rows, times, send, pos, jj, low, limit, slot) -> (pos, jj, items):
+ * _frames' walk from `pos` (jj: the segment the last frame ended in) while the next frame
+ * is a deferred one (key 0) whose header is within its segment, 4 <= size <= low (no limit
+ * to note: _frames notes sizes over `low`), size <= limit, and which ends by `send`; each
+ * an item (start, end, size, ts, row, slot, at, seg_end) as _frames defers it, `slot` on
+ * from the one given. Every position is checked against its array or the buffer. */
+static PyObject *json_run(PyObject *self, PyObject *args) {
+    PyObject *bo, *soo, *loo, *poo, *rowso, *timeso;
+    long long send, pos, low, limit;
+    Py_ssize_t jj, slot;
+    Held hb = {0}, hs = {0}, hl = {0}, hp = {0}, hr = {0}, ht = {0};
+    PyObject *items = NULL, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOLLnLLn", &bo, &soo, &loo, &poo, &rowso, &timeso, &send,
+                          &pos, &jj, &low, &limit, &slot))
+        return NULL;
+    if (hold(bo, &hb, 1) < 0 || hold(soo, &hs, 8) < 0 || hold(loo, &hl, 8) < 0 ||
+        hold(poo, &hp, 8) < 0 || hold(rowso, &hr, 8) < 0 || hold(timeso, &ht, 8) < 0)
+        goto done;
+    const unsigned char *buf = hb.view.buf;
+    Py_ssize_t nbuf = hb.view.len, n = hs.view.len / 8;
+    const int64_t *so = hs.view.buf, *lo = hl.view.buf, *po = hp.view.buf, *rows = hr.view.buf,
+                  *times = ht.view.buf;
+    if (hl.view.len / 8 != n || hp.view.len / 8 != n || hr.view.len / 8 != n ||
+        ht.view.len / 8 != n || jj < 0 || jj >= n) {
+        PyErr_SetString(PyExc_ValueError, "json_run: segment arrays of one length expected");
+        goto done;
+    }
+    items = PyList_New(0);
+    if (items == NULL) goto done;
+    while (send - pos >= 8) {
+        Py_ssize_t j = jj;
+        int64_t seg_end = so[j] + lo[j];
+        if (!(so[j] <= pos && pos < seg_end)) {
+            if (pos == seg_end && j + 1 < n) {
+                j = j + 1;
+            } else {
+                while (j + 1 < n && so[j + 1] <= pos) j++;
+            }
+            if (!(so[j] <= pos)) break;
+            seg_end = so[j] + lo[j];
+        }
+        int64_t at = po[j] + pos - so[j];
+        if (pos + 8 > seg_end || at < 0 || at + 8 > nbuf) break;
+        const unsigned char *h = buf + at;
+        int64_t size = (int64_t)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+                                 (uint32_t)h[2] << 8 | h[3]);
+        if (h[4] != 0 || h[5] != 0 || size > low || size > limit || size < 4) break;
+        int64_t end = pos + 4 + size;
+        if (end > send) break;
+        Py_ssize_t k = j;
+        if (end > seg_end)
+            while (k + 1 < n && so[k + 1] <= end - 1) k++;
+        PyObject *item = Py_BuildValue("(LLLLLnLL)", (long long)pos, (long long)end,
+                                       (long long)size, (long long)times[k], (long long)rows[k],
+                                       slot, (long long)at, (long long)seg_end);
+        if (item == NULL || PyList_Append(items, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(items);
+            goto done;
+        }
+        Py_DECREF(item);
+        slot++;
+        jj = k;
+        pos = end;
+    }
+    result = Py_BuildValue("(LnN)", pos, jj, items);
+    items = NULL;
+done:
+    Py_XDECREF(items);
+    release(&hb);
+    release(&hs);
+    release(&hl);
+    release(&hp);
+    release(&hr);
+    release(&ht);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
      "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},
     {NULL, NULL, 0, NULL},

@@ -102,18 +102,38 @@ class RocketMQPlainWalk(PlainFrames):
 
 
 class RocketMQDirection:
-    """One direction's walk of a block: its JSON frames noted, then read together."""
+    """One direction's walk of a block: its JSON frames noted, then read together (a run
+    of them noted by the compiled walk when it is loaded: native.py)."""
 
-    __slots__ = ("deferred_items", "events", "framer", "hot", "segments")
-    run = None
+    __slots__ = ("check", "deferred_items", "events", "framer", "hot", "segments")
     deferred = _JSON_SMALL
     record = staticmethod(PlainFrames.record)
     head_record = staticmethod(PlainFrames.head_record)
 
     def __init__(self, framer: Any, segments: Any, w: Any, hot: bool = False) -> None:
-        self.framer, self.segments, self.events = framer, segments, w.events
+        self.framer, self.segments, self.events, self.check = framer, segments, w.events, w.check
         self.deferred_items: list = []
         self.hot = hot  # light records for the hot frames (hot.py)
+
+    @property
+    def run(self) -> Any:
+        """The walk's fast run (None: frame by frame). (A property: the bound method kept
+        on the instance would be a cycle holding the block's segments until a collection.)"""
+        return None if native.loaded is None else self._compiled_run
+
+    def _compiled_run(self, pos: int, jj: int) -> tuple[int, int]:
+        """walk._frames' loop over the run of deferred frames from `pos` (_native.json_run:
+        each noted as the loop notes it, up to the first frame the loop must take)."""
+        segments, items = self.segments, self.events.items
+        pos, jj, run = native.loaded.json_run(
+            segments.buf, segments.so, segments.lo, segments.po, segments.row_of.__self__,
+            segments.time_of.__self__, segments.send, pos, jj, self.check.low,
+            self.framer.frame_limit, len(items))  # fmt: skip
+        if run:
+            self.deferred_items += run
+            items += [None] * len(run)
+            self.framer.offset = pos
+        return pos, jj
 
     def finish(self) -> None:
         items = self.deferred_items
