@@ -324,3 +324,35 @@ def test_commands_emitted_and_named_by_the_walk_as_by_the_framer(name, monkeypat
             with monkeypatch.context() as patch:
                 patch.setattr(RocketMQProtocol, "framer", without_lane)
                 assert walked == _run(path, options)
+
+
+@pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
+def test_the_compiled_helpers_refuse_inconsistent_inputs_and_slice_as_python():
+    from array import array
+
+    compiled = native._compiled()  # (built: also in the python mode)
+    buf = bytes(range(256)) * 4
+    mv = memoryview(buf)
+    # (start, end, size, ts, row, slot, at, seg_end): within a segment, clamped at the
+    # buffer's end as a memoryview slice is, and across segments (read)
+    items = [(0, 10, 6, 1, 2, 0, 5, 20), (0, 30, 26, 1, 2, 1, 1020, 40),
+             (0, 10, 6, 1, 2, 2, 2000, 20), (15, 25, 6, 1, 2, 3, 5, 20)]  # fmt: skip
+    read = lambda a, b: b"read %d %d" % (a, b)
+    assert compiled.frames_of(mv, items, read) == [
+        bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
+        for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
+    with pytest.raises(TypeError):
+        compiled.frames_of(mv, [(1, 2)], read)
+    q = array("q", [0, 1])
+    with pytest.raises(ValueError):  # (segment arrays of different lengths)
+        compiled.json_run(buf, q, array("q", [5]), q, q, q, 10, 0, 0, 100, 100, 0)
+    with pytest.raises(ValueError):  # (jj outside the segments)
+        compiled.json_run(buf, q, q, q, q, q, 10, 0, 5, 100, 100, 0)
+    with pytest.raises(ValueError):  # (a record or None a frame)
+        compiled.place([None], [], tuple, "c", "d", [None])
+    with pytest.raises(IndexError):  # (a slot outside the events)
+        compiled.place([object()], [(0, 1, 1, 1, 1, 9, 0, 1)], lambda *a: a, "c", "d", [None])
+    slots = [None, None]
+    left = compiled.place([None, "r"], [items[0], (7, 9, 2, 3, 4, 1, 0, 9)], lambda *a: a, "c",
+                          "d", slots)  # fmt: skip
+    assert left == [0] and slots == [None, (4, 1, (3, "c", "d", 7, "r"))]

@@ -8,6 +8,8 @@
  * json_run: the plain walk's loop (framing.walk._frames) over a run of whole JSON frames
  * (key 0: a JSON header under 64 KiB) of one direction's segments, each noted as the loop
  * notes a deferred frame; it stops at any other frame for the loop to take.
+ * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
+ * buffer, the light records' events made and put in their slots.
  * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
  * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
  * header's own keys known and each once, integers of at most 18 digits, extFields an object
@@ -548,7 +550,103 @@ done:
     return result;
 }
 
+/* The 8-tuple of a deferred frame (start, end, size, ts, row, slot, at, seg_end). */
+static PyObject *item_at(PyObject *items, Py_ssize_t k) {
+    PyObject *item = PyList_GET_ITEM(items, k);
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 8) {
+        PyErr_SetString(PyExc_TypeError, "deferred frames are 8-tuples");
+        return NULL;
+    }
+    return item;
+}
+
+/* (mv, items, read) -> each deferred frame's bytes: mv[at : at + end - start] when it ends
+ * in its segment (a slice, clamped to the buffer as Python's is), else read(start, end). */
+static PyObject *frames_of(PyObject *self, PyObject *args) {
+    PyObject *mv, *items, *read, *out = NULL;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "OO!O", &mv, &PyList_Type, &items, &read)) return NULL;
+    if (PyObject_GetBuffer(mv, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *item = item_at(items, k), *frame = NULL;
+        if (item == NULL) goto error;
+        long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)),
+                  end = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1)),
+                  at = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 6)),
+                  seg_end = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 7));
+        if (PyErr_Occurred()) goto error;
+        if (end <= seg_end && at >= 0 && end >= start) {
+            long long lo = at < view.len ? at : view.len, hi = at + (end - start);
+            hi = hi < view.len ? hi : view.len;
+            frame = PyBytes_FromStringAndSize((const char *)view.buf + lo, hi - lo);
+        } else {
+            frame = PyObject_CallFunctionObjArgs(read, PyTuple_GET_ITEM(item, 0),
+                                                 PyTuple_GET_ITEM(item, 1), NULL);
+        }
+        if (frame == NULL) goto error;
+        PyList_SET_ITEM(out, k, frame);
+    }
+    PyBuffer_Release(&view);
+    return out;
+error:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* (records, items, make, connection, direction, slots) -> the indices of the frames left
+ * (records[k] None): each light record's event, make(ts, connection, direction, start,
+ * record), put in its slot as (row, slot, event), as plain_walk's _read puts it. */
+static PyObject *place(PyObject *self, PyObject *args) {
+    PyObject *records, *items, *make, *connection, *direction, *slots;
+    if (!PyArg_ParseTuple(args, "O!O!OOOO!", &PyList_Type, &records, &PyList_Type, &items,
+                          &make, &connection, &direction, &PyList_Type, &slots))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (PyList_GET_SIZE(items) != n) {
+        PyErr_SetString(PyExc_ValueError, "place: a record (or None) a deferred frame");
+        return NULL;
+    }
+    PyObject *left = PyList_New(0);
+    for (Py_ssize_t k = 0; left != NULL && k < n; k++) {
+        PyObject *record = PyList_GET_ITEM(records, k), *item, *index, *event, *placed;
+        if (record == Py_None) {
+            if ((index = PyLong_FromSsize_t(k)) == NULL || PyList_Append(left, index) < 0) {
+                Py_XDECREF(index);
+                goto error;
+            }
+            Py_DECREF(index);
+            continue;
+        }
+        if ((item = item_at(items, k)) == NULL) goto error;
+        PyObject *row = PyTuple_GET_ITEM(item, 4), *slot = PyTuple_GET_ITEM(item, 5);
+        Py_ssize_t at = PyLong_AsSsize_t(slot);
+        if (at == -1 && PyErr_Occurred()) goto error;
+        if (at < 0 || at >= PyList_GET_SIZE(slots)) {
+            PyErr_SetString(PyExc_IndexError, "place: a slot outside the block's events");
+            goto error;
+        }
+        PyObject *call[5] = {PyTuple_GET_ITEM(item, 3), connection, direction,
+                             PyTuple_GET_ITEM(item, 0), record};
+        if ((event = PyObject_Vectorcall(make, call, 5, NULL)) == NULL) goto error;
+        placed = PyTuple_Pack(3, row, slot, event);
+        Py_DECREF(event);
+        if (placed == NULL) goto error;
+        PyObject *old = PyList_GET_ITEM(slots, at);
+        PyList_SET_ITEM(slots, at, placed);
+        Py_XDECREF(old);
+    }
+    return left;
+error:
+    Py_XDECREF(left);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
+    {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
     {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
      "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},

@@ -152,24 +152,30 @@ class RocketMQDirection:
 
     def _read(self, items: list, lane: tuple | None) -> None:
         """These deferred frames decoded (their headers parsed together) and emitted in
-        their slots."""
-        mv, read = self.segments.mv, self.segments.read
-        frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
-                  for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
+        their slots (the compiled reader's light records placed by it, native.py)."""
+        compiled, segments = native.loaded, self.segments
+        if compiled is not None:
+            frames = compiled.frames_of(segments.mv, items, segments.read)
+        else:
+            mv, read = segments.mv, segments.read
+            frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
+                      for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
         framer, place_out = self.framer, self.events.place_out
-        light = scanned = None
+        light = left = None
         if lane is not None:
             counts, connection, direction, side, make, slots = lane
             if self.hot:  # (the connection's block named at its end: responses too)
                 light = hot_record
                 scanned = compiled_records(frames)
-        headers = _parsed_headers(frames, scanned)
-        for k, ((start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed) in enumerate(
-                zip(items, frames, headers)):  # fmt: skip
+                if scanned is not None:  # (their events made and placed; the others here)
+                    left = compiled.place(scanned, items, make, connection, direction, slots)
+                    counts[side] += len(items) - len(left)
+        headers = _parsed_headers(frames, left)
+        for k in range(len(items)) if left is None else left:
+            start, _end, size, ts, row, slot, _at, _seg_end = items[k]
+            frame, parsed = frames[k], headers[k]
             if light is not None:
-                record = scanned[k] if scanned is not None else None
-                if record is None:
-                    record = light(frame, parsed)
+                record = light(frame, parsed)
                 if record is not None:
                     counts[side] += 1
                     slots[slot] = (row, slot, make(ts, connection, direction, start, record))
@@ -191,14 +197,13 @@ def compiled_records(frames: list[bytes]) -> list | None:
     return None if compiled is None else compiled.hot_records(frames, *_HOT)
 
 
-def _parsed_headers(frames: list[bytes], done: list | None = None) -> list:
-    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone), but
-    for the frames `done` holds a record of (not parsed: NOT_PARSED)."""
+def _parsed_headers(frames: list[bytes], only: list | None = None) -> list:
+    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone); with
+    `only`, those frames' alone (the others NOT_PARSED)."""
     out = [NOT_PARSED] * len(frames)
     together, headers = [], []
-    for k, frame in enumerate(frames):
-        if done is not None and done[k] is not None:
-            continue
+    for k in range(len(frames)) if only is None else only:
+        frame = frames[k]
         length = _word(frame, 4)[0] & spec.HEADER_LENGTH_MASK
         if length > len(frame) - 8:
             continue  # (malformed: decode_frame says why)
