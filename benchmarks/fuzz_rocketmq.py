@@ -10,12 +10,13 @@ targets of the same names:
           a user can ask of the record: to_dict, the text line and jsonl object (JSON),
           message ids, inflating each message (ValueError at most), re-encoding (a record
           that encodes must decode to the same record); its light record for the analyses
-          (protocols/rocketmq/hot.py), when one is made, holds what the record holds.
+          (protocols/rocketmq/hot.py), when one is made, holds what the record holds, and
+          the compiled reader's (rocketmq/_native.c, when built) is hot_record's or none.
 - stream: a direction's byte stream of mutated frames -> RocketMQFramer, whole and in random
           splits (the same frames and anomalies), and with missing bytes (bounded buffer).
 - pcap:   a mutated capture of captures/rocketmq -> the Dissector with RocketMQ registered
-          beside the Stream (the bulk engine's events held equal to the reference
-          engine's), every event's line and object, and RocketMQ's analyses: every
+          beside the Stream (the bulk engine's events, the compiled walk's when built,
+          held equal to the reference engine's), every event's line and object, and RocketMQ's analyses: every
           table of theirs made as Arrow of its schema; `analyze`'s tables with the hot
           frames as light records equal to those of every frame a record.
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 from streamdissect.analysis.driver import analyze
 from streamdissect.engine.dissect import Dissector, FrameEvent
 from streamdissect.protocols import registry
-from streamdissect.protocols.rocketmq import codec, hot
+from streamdissect.protocols.rocketmq import codec, hot, native
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 from streamdissect.protocols.rocketmq.protocol import ROCKETMQ
 from streamdissect.protocols.rocketmq.records import RemotingCommand
@@ -116,6 +116,28 @@ def analysis_tables(path, report_only: bool, **options) -> dict:
     return {name: result.frame(name).to_csv() for name in names}
 
 
+def compiled_record_holds(frame: bytes, parsed=codec.NOT_PARSED) -> str:
+    """What the compiled reader (protocols/rocketmq/_native.c) made of a whole frame whose
+    header parsed to `parsed` ("declined", "read"; "not compiled": not loaded), checked
+    against hot_record's record of it: the same class, every slot the same value of the same
+    type (a header the json module does not read is never read)."""
+    compiled = native.loaded
+    if compiled is None:
+        return "not compiled"
+    (record,) = compiled.hot_records([frame], hot.HotSend, hot.HotAnswer,
+                                      hot.HotPulled)
+    if record is None:
+        return "declined"
+    assert parsed is not codec.NOT_PARSED, "a header the json module does not read was read"
+    expected = hot.hot_record(frame, parsed)
+    assert record.__class__ is expected.__class__
+    for slot in (*hot.HotSend.__slots__, *hot.HotAnswer.__slots__, *hot.HotPulled.__slots__):
+        if hasattr(expected, slot):
+            mine, theirs = getattr(record, slot), getattr(expected, slot)
+            assert (mine, mine.__class__) == (theirs, theirs.__class__), slot
+    return "read"
+
+
 def light_record_holds(frame: bytes) -> str:
     """What hot_record made of the frame ("none", "send", "answer", "pulled"), checked against the
     command decode_frame makes of it ("not walked": not a frame the walk reads so: a whole
@@ -128,6 +150,9 @@ def light_record_holds(frame: bytes) -> str:
     try:
         parsed = codec._json_loads(frame[8 : 8 + length])
     except (ValueError, RecursionError):
+        parsed = codec.NOT_PARSED
+    compiled_record_holds(frame, parsed)
+    if parsed is codec.NOT_PARSED:
         return "unparsed"
     record = hot.hot_record(frame, parsed)
     if record is None:

@@ -1,4 +1,6 @@
-"""The compiled loops (protocols/stream/_native.c): loaded when built, switched off by
+"""The compiled loops (protocols/stream/_native.c; RocketMQ's, protocols/rocketmq/_native.c,
+loaded the same way, held to its Python path in test_rocketmq_hot.py and
+test_rocketmq_plain_walk.py): loaded when built, switched off by
 STREAMDISSECT_NATIVE=0, the walk and the hot frames' decode equal to the Python ones on the
 corpus' streams (cut into random segments) and on mutated ones (benchmarks/fuzz_native.py,
 as the fuzz campaign checks them), and refusing inconsistent inputs with a ValueError
@@ -18,9 +20,11 @@ from array import array
 import pytest
 from test_fuzz_harness import load
 
+from streamdissect.protocols.rocketmq import native as rocketmq_native
 from streamdissect.protocols.stream import hot, native
 
 NAME = "streamdissect.protocols.stream._native"
+ROCKETMQ_NAME = "streamdissect.protocols.rocketmq._native"
 BUILT = importlib.util.find_spec(NAME) is not None
 COMPILED = importlib.import_module(NAME) if BUILT else None  # (also when switched off)
 WANTED = os.environ.get(native.ENV, "")
@@ -29,26 +33,48 @@ needs_build = pytest.mark.skipif(
     "walk runs; STREAMDISSECT_NATIVE=1 makes a missing build an error")  # fmt: skip
 
 
-def test_extension_loaded_when_built():
+# each compiled part's loader (its protocol's native.py) and module name
+LOADERS = {"stream": (native, NAME), "rocketmq": (rocketmq_native, ROCKETMQ_NAME)}
+
+
+@pytest.mark.parametrize("part", sorted(LOADERS))
+def test_extension_loaded_when_built(part):
     """Built, it is what runs (unless switched off); wanted (=1), it must be there: a build
-    that failed quietly (setup.py's extension is optional) fails here."""
+    that failed quietly (setup.py's extensions are optional) fails here."""
+    loader, name = LOADERS[part]
     if WANTED == "0":
-        assert native.loaded is None
-    elif BUILT or WANTED == "1":
-        assert native.loaded is not None and native.loaded.__name__ == NAME
+        assert loader.loaded is None
+    elif importlib.util.find_spec(name) is not None or WANTED == "1":
+        assert loader.loaded is not None and loader.loaded.__name__ == name
     else:
-        assert native.loaded is None  # (nothing built: the Python walk)
+        assert loader.loaded is None  # (nothing built: the Python walk)
 
 
-@pytest.mark.parametrize(("wanted", "expected"), [("0", "None"), ("", NAME), ("1", NAME)])
-@needs_build
-def test_environment_variable_chooses(wanted, expected):
-    code = ("from streamdissect.protocols.stream import native as n; "
-            "print(getattr(n.loaded, '__name__', None))")
+@pytest.mark.parametrize("part", [
+    pytest.param(part, marks=pytest.mark.skipif(importlib.util.find_spec(name) is None,
+                                                reason=f"{name} was not built"))
+    for part, (_loader, name) in sorted(LOADERS.items())])  # fmt: skip
+@pytest.mark.parametrize("wanted", ["0", "", "1"])
+def test_environment_variable_chooses(part, wanted):
+    loader, name = LOADERS[part]
+    code = (f"from {loader.__name__} import loaded; "
+            "print(getattr(loaded, '__name__', None))")  # fmt: skip
     env = {**os.environ, native.ENV: wanted}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()  # fmt: skip
-    assert out == expected
+    assert out == ("None" if wanted == "0" else name)
+
+
+def test_rocketmq_reader_not_loaded_for_another_spec(monkeypatch):
+    """The spec's keys, separators, magics or the stored message's layout changed: the C
+    code is behind, so the Python path runs (and =1 says so)."""
+    assert rocketmq_native._spec_now() == rocketmq_native._SPEC_READ
+    monkeypatch.setattr(rocketmq_native, "_spec_now", lambda: ("another",))
+    monkeypatch.setenv(native.ENV, "")
+    assert rocketmq_native._load() is None
+    monkeypatch.setenv(native.ENV, "1")
+    with pytest.raises(ImportError):
+        rocketmq_native._load()
 
 
 @needs_build

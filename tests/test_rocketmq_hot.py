@@ -3,7 +3,10 @@ change no figure: every analysis table of `analyze` (which reads them so) equals
 path's (the bulk engine with a watcher, every frame a RemotingCommand) and the reference
 engine's, on every recorded capture, made-worse copies, a capture of both protocols and the
 saved regressions; and a light record holds what the command decoded from the same frame
-holds, on every recorded frame and on headers changed at random."""
+holds, on every recorded frame and on headers changed at random. The compiled reader
+(protocols/rocketmq/_native.c) makes the light record hot_record makes of a frame or
+declines it, on the same frames and on header texts changed byte by byte; the tables are
+held equal in both modes (native_modes)."""
 
 from __future__ import annotations
 
@@ -18,12 +21,17 @@ from rocketmq_support import (
     NAMES,
     analysis_tables,
     both_protocols,
+    compiled_record_holds,
     light_record_holds,
     recorded_frames,
 )
 from test_rocketmq_plain_walk import REGRESSIONS, WORSE
 
-from streamdissect.protocols.rocketmq import codec, plain_walk, spec
+from streamdissect.protocols.rocketmq import codec, native, plain_walk, spec
+
+# the compiled reader and the Python path (conftest.py loads native_modes)
+both_modes = pytest.mark.usefixtures("walk_mode")
+COMPILED = native._compiled()  # (built, also when switched off)
 
 
 @pytest.fixture
@@ -39,7 +47,18 @@ def made_light(monkeypatch):
         count[name] = count.get(name, 0) + 1
         return record
 
+    compiled = plain_walk.compiled_records
+
+    def compiled_spy(frames):
+        records = compiled(frames)
+        for record in records or ():
+            if record is not None:
+                name = type(record).__name__
+                count[name] = count.get(name, 0) + 1
+        return records
+
     monkeypatch.setattr(plain_walk, "hot_record", spy)
+    monkeypatch.setattr(plain_walk, "compiled_records", compiled_spy)
     return count
 
 
@@ -69,10 +88,12 @@ _BINARY_HEADERS = {"rmq-java-rocketmq-batch"}
 
 
 @pytest.mark.parametrize("name", NAMES)
+@both_modes
 def test_every_table_as_the_record_path_makes_it(name, made_light):
     _same_three_ways(CAPTURES / f"{name}.pcap", made_light, light=name not in _BINARY_HEADERS)
 
 
+@both_modes
 def test_the_sends_of_the_java_capture_are_read_light(made_light):
     _same_three_ways(CAPTURES / "rmq-java-json.pcap", made_light)
     assert made_light["HotSend"] > 0 and made_light["HotAnswer"] > 0
@@ -91,6 +112,7 @@ MADE_WORSE = {**WORSE, "responses_lost": _responses_lost}
 
 @pytest.mark.parametrize("worse", sorted(MADE_WORSE))
 @pytest.mark.parametrize("name", ["rmq-java-json", "rmq-java-compressed", "rmq-errors"])
+@both_modes
 def test_made_worse_the_same(tmp_path, name, worse, made_light):
     link, packets = worsen.read_pcap(CAPTURES / f"{name}.pcap")
     path = worsen.write_pcap(tmp_path / f"{name}-{worse}.pcap", link,
@@ -107,6 +129,7 @@ _TAKEN = {("rmq-java-json", "late"), ("rmq-java-json", "lost"), ("rmq-java-json"
           ("rmq-java-compressed", "responses_lost"), ("rmq-errors", "responses_lost")}  # fmt: skip
 
 
+@both_modes
 def test_a_capture_of_both_protocols(tmp_path, made_light):
     path = both_protocols(tmp_path / "both.pcap",
                           worsen.CAPTURES / "rstream-publish-confirm-3.10.pcap",
@@ -115,6 +138,7 @@ def test_a_capture_of_both_protocols(tmp_path, made_light):
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+@both_modes
 def test_the_regressions_the_same(path, made_light):
     _same_three_ways(path, made_light, light=False)
 
@@ -127,15 +151,31 @@ def _recorded_frames() -> list[bytes]:
     return [f for _, f in recorded_frames() if len(f) > 8 and f[4] == spec.JSON]
 
 
+def _framed(text: bytes, body: bytes) -> bytes:
+    """A JSON-headed frame of this header text and body."""
+    return ((4 + len(text) + len(body)).to_bytes(4, "big") + len(text).to_bytes(4, "big")
+            + text + body)  # fmt: skip
+
+
 def _frame(header: dict | list | str | int | None, body: bytes) -> bytes:
-    text = json.dumps(header, separators=(",", ":")).encode()
-    return (4 + len(text) + len(body)).to_bytes(4, "big") + len(text).to_bytes(4, "big") + text + body
+    return _framed(json.dumps(header, separators=(",", ":")).encode(), body)
 
 
+@both_modes
 def test_recorded_frames_read_light_as_their_commands():
-    seen = [light_record_holds(frame) for frame in _recorded_frames()]
+    frames = _recorded_frames()
+    seen = [light_record_holds(frame) for frame in frames]
     assert seen.count("send") >= 10 and seen.count("answer") > 10 and seen.count("none") > 10
     assert seen.count("pulled") >= 5
+    if native.loaded is None:
+        return
+    # the compiled reader reads every light frame whose ext values are all texts (the Java
+    # client's and the broker's; the JS client writes numbers there: the Python way)
+    for frame, kind in zip(frames, seen):
+        header = codec._json_loads(frame[8 : 8 + int.from_bytes(frame[5:8], "big")])
+        read = compiled_record_holds(frame, header)
+        texts = all(isinstance(v, str) for v in header.get("extFields", {}).values())
+        assert read == ("read" if kind != "none" and texts else read), (kind, header)
 
 
 VALUES = [None, True, False, 0, 1, -3, 2**70, 1.5, "", "0", "7", " 8", "1_0", "x", "true",
@@ -184,6 +224,7 @@ def _changed(rng: random.Random, header: dict) -> dict | list | None:
     return header
 
 
+@both_modes
 def test_changed_headers_read_light_only_as_their_commands():
     rng = random.Random(26)
     recorded = []
@@ -202,3 +243,56 @@ def test_changed_headers_read_light_only_as_their_commands():
         seen.append(light_record_holds(_frame(_changed(rng, header), body)))
     assert seen.count("send") > 100 and seen.count("answer") > 100 and seen.count("none") > 100
     assert seen.count("pulled") > 100
+
+
+# --- the compiled reader on header texts changed byte by byte --------------------------------
+
+# what a JSON text may hold that the compiled reader must read as the json module does, or
+# decline: blanks, escapes (of ASCII, of other code points, surrogates, bad ones), numbers
+# of other forms, keys escaped or repeated, other bytes, nulls, nesting
+TEXT_EDITS = [b" ", b"\\t", b"\\n", b"\t", b"\\\\", b'\\"', b"\\/", b"\\u0041", b"\\u0001",
+              b"\\u0002", b"\\u007f", b"\\u0080", b"\\u00e9", b"\\ud800", b"\\uZZZZ", b"\\x",
+              b"\\", b'"', b"0", b"01", b"-", b"-0", b"1.5", b"1e3", b"99999999999999999999",
+              b"\\u0063ode", b'"code":1,', b'"flag":1,', b'"opaque":7,', b'"a":"x",',
+              b'"queueId":"1",', b'"i":"UNIQ_KEY\\u0001u\\u0002",', b"null", b"true", b"{}",
+              b"[]", b",", b":", b"{", b"}", "\u00e9".encode(), b"\x00", b"\x01", b"\x7f",
+              b"\xff"]  # fmt: skip
+
+
+def _text_changed(rng: random.Random, frame: bytes) -> bytes:
+    """A frame's header text with one to three edits (a TEXT_EDITS text put in, or a byte
+    taken out or some repeated; half of them where a key starts), its lengths written
+    again."""
+    length = int.from_bytes(frame[5:8], "big")
+    text, body = bytearray(frame[8 : 8 + length]), frame[8 + length :]
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randrange(len(text) + 1)
+        if rng.random() < 0.5:  # (at a key's start: a pair put in before it repeats a key)
+            starts = [k + 1 for k, byte in enumerate(text) if byte in b"{,"]
+            at = rng.choice(starts) if starts else at
+        what = rng.randrange(4)
+        if what < 2:
+            text[at:at] = rng.choice(TEXT_EDITS)
+        elif what == 2:
+            del text[at : at + 1]
+        else:
+            text[at:at] = text[at : at + rng.randint(1, 12)]
+    return _framed(bytes(text), body)
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled reader was not built")
+def test_changed_header_texts_read_as_hot_record_reads_them(monkeypatch):
+    monkeypatch.setattr(native, "loaded", COMPILED)
+    rng = random.Random(2611)
+    by_kind: dict[str, list] = {}  # (the recorded frames the compiled reader reads, by kind)
+    for frame in _recorded_frames():
+        header = codec._json_loads(frame[8 : 8 + int.from_bytes(frame[5:8], "big")])
+        if compiled_record_holds(frame, header) == "read":
+            by_kind.setdefault(light_record_holds(frame), []).append(frame)
+    assert sorted(by_kind) == ["answer", "pulled", "send"]
+    kinds = sorted(by_kind)
+    seen = []
+    for _ in range(30000):
+        frame = _text_changed(rng, rng.choice(by_kind[rng.choice(kinds)]))
+        seen.append(light_record_holds(frame))  # (the compiled record checked there too)
+    assert min(seen.count(kind) for kind in kinds) > 500 and seen.count("unparsed") > 1000

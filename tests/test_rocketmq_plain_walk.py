@@ -3,19 +3,24 @@ taken off the walk, their headers parsed together by codec.json_headers) changes
 the bulk engine gives what the reference engine (packet by packet, every frame decoded by the
 framer) gives, on every recorded capture and on made-worse copies, with the options of
 `analyze` and of `frames`; and json_headers reads each header as json.loads reads it alone,
-or declines the block."""
+or declines the block. Every test runs with the compiled walk of JSON frames
+(protocols/rocketmq/_native.c's json_run) and without it (native_modes), and copies whose
+segments are cut at random places hold the compiled walk to the frame-by-frame one."""
 
 from __future__ import annotations
 
 import json
 import random
+import struct
 
 import pytest
 import worsen
 from rocketmq_support import CAPTURES, NAMES, both_protocols, rocketmq_registered
 
 from streamdissect.engine.dissect import Dissector, FrameEvent
-from streamdissect.protocols.rocketmq import codec, plain_walk
+from streamdissect.protocols.rocketmq import codec, native, plain_walk
+
+pytestmark = pytest.mark.usefixtures("walk_mode")  # (conftest.py loads native_modes)
 
 WORSE = {
     "reordered": lambda p: worsen.duplicate(worsen.reorder(p)),
@@ -89,6 +94,52 @@ def test_made_worse_the_same(tmp_path, name, worse, read_together):
 
 
 _TAKEN = {("rmq-java-json", "late"), ("rmq-java-json", "lost"), ("rmq-js", "reordered")}
+
+
+def _segments_cut(packets: list, rng: random.Random) -> list:
+    """Half of the data segments cut in two to four at random places (headers and frames
+    across segments, a segment ending inside a frame's first 8 bytes), a microsecond apart."""
+    out = []
+    for ts, data, _length in packets:
+        tcp = worsen.tcp_of(data)
+        if tcp is None or tcp.payload_len < 4 or rng.random() < 0.5:
+            out.append((ts, data, len(data)))
+            continue
+        head = data[: tcp.payload_at]
+        payload = data[tcp.payload_at : tcp.payload_at + tcp.payload_len]
+        cuts = sorted(rng.sample(range(1, len(payload)), rng.randint(1, 3)))
+        seq_at = tcp.ip_at + (data[tcp.ip_at] & 15) * 4 + 4
+        for k, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(payload)])):
+            piece = bytearray(head)
+            struct.pack_into(">H", piece, tcp.ip_at + 2, len(head) - tcp.ip_at + b - a)
+            struct.pack_into(">I", piece, seq_at, (tcp.seq + a) & 0xFFFFFFFF)
+            out.append((ts + 1000 * k, bytes(piece) + payload[a:b], len(piece) + b - a))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name", ["rmq-java-json", "rmq-js", "rmq-cpp", "rmq-long-poll"])
+def test_segments_cut_anywhere_the_same(tmp_path, name, seed, read_together, monkeypatch):
+    walked = [0]
+    if native.loaded is not None:  # (how many frames the compiled walk noted)
+        compiled = native.loaded
+
+        class Counting:
+            def __getattr__(self, name):
+                return getattr(compiled, name)
+
+            def json_run(self, *args):
+                pos, jj, run = compiled.json_run(*args)
+                walked[0] += len(run)
+                return pos, jj, run
+
+        monkeypatch.setattr(native, "loaded", Counting())
+    link, packets = worsen.read_pcap(CAPTURES / f"{name}.pcap")
+    cut = _segments_cut(packets, random.Random(seed))
+    cut = worsen.reorder(cut) if seed == 2 else cut  # (the buffer's order not the stream's)
+    path = worsen.write_pcap(tmp_path / f"{name}-cut{seed}.pcap", link, cut)
+    _same_both_ways(path, read_together, taken=seed != 2)
+    assert walked[0] > 0 or native.loaded is None or seed == 2
 
 
 def test_a_capture_of_both_protocols(tmp_path, read_together):
@@ -273,3 +324,35 @@ def test_commands_emitted_and_named_by_the_walk_as_by_the_framer(name, monkeypat
             with monkeypatch.context() as patch:
                 patch.setattr(RocketMQProtocol, "framer", without_lane)
                 assert walked == _run(path, options)
+
+
+@pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
+def test_the_compiled_helpers_refuse_inconsistent_inputs_and_slice_as_python():
+    from array import array
+
+    compiled = native._compiled()  # (built: also in the python mode)
+    buf = bytes(range(256)) * 4
+    mv = memoryview(buf)
+    # (start, end, size, ts, row, slot, at, seg_end): within a segment, clamped at the
+    # buffer's end as a memoryview slice is, and across segments (read)
+    items = [(0, 10, 6, 1, 2, 0, 5, 20), (0, 30, 26, 1, 2, 1, 1020, 40),
+             (0, 10, 6, 1, 2, 2, 2000, 20), (15, 25, 6, 1, 2, 3, 5, 20)]  # fmt: skip
+    read = lambda a, b: b"read %d %d" % (a, b)
+    assert compiled.frames_of(mv, items, read) == [
+        bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
+        for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
+    with pytest.raises(TypeError):
+        compiled.frames_of(mv, [(1, 2)], read)
+    q = array("q", [0, 1])
+    with pytest.raises(ValueError):  # (segment arrays of different lengths)
+        compiled.json_run(buf, q, array("q", [5]), q, q, q, 10, 0, 0, 100, 100, 0)
+    with pytest.raises(ValueError):  # (jj outside the segments)
+        compiled.json_run(buf, q, q, q, q, q, 10, 0, 5, 100, 100, 0)
+    with pytest.raises(ValueError):  # (a record or None a frame)
+        compiled.place([None], [], tuple, "c", "d", [None])
+    with pytest.raises(IndexError):  # (a slot outside the events)
+        compiled.place([object()], [(0, 1, 1, 1, 1, 9, 0, 1)], lambda *a: a, "c", "d", [None])
+    slots = [None, None]
+    left = compiled.place([None, "r"], [items[0], (7, 9, 2, 3, 4, 1, 0, 9)], lambda *a: a, "c",
+                          "d", slots)  # fmt: skip
+    assert left == [0] and slots == [None, (4, 1, (3, "c", "d", 7, "r"))]

@@ -21,7 +21,7 @@ import struct
 from typing import Any
 
 from streamdissect.framing.walk import PlainFrames
-from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq import native, spec
 from streamdissect.protocols.rocketmq.codec import (
     JSON_START,
     NOT_PARSED,
@@ -102,18 +102,38 @@ class RocketMQPlainWalk(PlainFrames):
 
 
 class RocketMQDirection:
-    """One direction's walk of a block: its JSON frames noted, then read together."""
+    """One direction's walk of a block: its JSON frames noted, then read together (a run
+    of them noted by the compiled walk when it is loaded: native.py)."""
 
-    __slots__ = ("deferred_items", "events", "framer", "hot", "segments")
-    run = None
+    __slots__ = ("check", "deferred_items", "events", "framer", "hot", "segments")
     deferred = _JSON_SMALL
     record = staticmethod(PlainFrames.record)
     head_record = staticmethod(PlainFrames.head_record)
 
     def __init__(self, framer: Any, segments: Any, w: Any, hot: bool = False) -> None:
-        self.framer, self.segments, self.events = framer, segments, w.events
+        self.framer, self.segments, self.events, self.check = framer, segments, w.events, w.check
         self.deferred_items: list = []
         self.hot = hot  # light records for the hot frames (hot.py)
+
+    @property
+    def run(self) -> Any:
+        """The walk's fast run (None: frame by frame). (A property: the bound method kept
+        on the instance would be a cycle holding the block's segments until a collection.)"""
+        return None if native.loaded is None else self._compiled_run
+
+    def _compiled_run(self, pos: int, jj: int) -> tuple[int, int]:
+        """walk._frames' loop over the run of deferred frames from `pos` (_native.json_run:
+        each noted as the loop notes it, up to the first frame the loop must take)."""
+        segments, items = self.segments, self.events.items
+        pos, jj, run = native.loaded.json_run(
+            segments.buf, segments.so, segments.lo, segments.po, segments.row_of.__self__,
+            segments.time_of.__self__, segments.send, pos, jj, self.check.low,
+            self.framer.frame_limit, len(items))  # fmt: skip
+        if run:
+            self.deferred_items += run
+            items += [None] * len(run)
+            self.framer.offset = pos
+        return pos, jj
 
     def finish(self) -> None:
         items = self.deferred_items
@@ -132,19 +152,28 @@ class RocketMQDirection:
 
     def _read(self, items: list, lane: tuple | None) -> None:
         """These deferred frames decoded (their headers parsed together) and emitted in
-        their slots."""
-        mv, read = self.segments.mv, self.segments.read
-        frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
-                  for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
-        headers = _parsed_headers(frames)
+        their slots (the compiled reader's light records placed by it, native.py)."""
+        compiled, segments = native.loaded, self.segments
+        if compiled is not None:
+            frames = compiled.frames_of(segments.mv, items, segments.read)
+        else:
+            mv, read = segments.mv, segments.read
+            frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
+                      for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
         framer, place_out = self.framer, self.events.place_out
-        light = None
+        light = left = None
         if lane is not None:
             counts, connection, direction, side, make, slots = lane
             if self.hot:  # (the connection's block named at its end: responses too)
                 light = hot_record
-        for (start, _end, size, ts, row, slot, _at, _seg_end), frame, parsed in zip(
-                items, frames, headers):  # fmt: skip
+                scanned = compiled_records(frames)
+                if scanned is not None:  # (their events made and placed; the others here)
+                    left = compiled.place(scanned, items, make, connection, direction, slots)
+                    counts[side] += len(items) - len(left)
+        headers = _parsed_headers(frames, left)
+        for k in range(len(items)) if left is None else left:
+            start, _end, size, ts, row, slot, _at, _seg_end = items[k]
+            frame, parsed = frames[k], headers[k]
             if light is not None:
                 record = light(frame, parsed)
                 if record is not None:
@@ -161,11 +190,20 @@ class RocketMQDirection:
                 place_out(row, slot)
 
 
-def _parsed_headers(frames: list[bytes]) -> list:
-    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone)."""
+def compiled_records(frames: list[bytes]) -> list | None:
+    """Each frame's light record as the compiled reader makes it from the header's text
+    (None where it declines: hot_record's way), or None when it is not loaded (native.py)."""
+    compiled = native.loaded
+    return None if compiled is None else compiled.hot_records(frames, *_HOT)
+
+
+def _parsed_headers(frames: list[bytes], only: list | None = None) -> list:
+    """Each frame's JSON header's value, read together (NOT_PARSED: to be read alone); with
+    `only`, those frames' alone (the others NOT_PARSED)."""
     out = [NOT_PARSED] * len(frames)
     together, headers = [], []
-    for k, frame in enumerate(frames):
+    for k in range(len(frames)) if only is None else only:
+        frame = frames[k]
         length = _word(frame, 4)[0] & spec.HEADER_LENGTH_MASK
         if length > len(frame) - 8:
             continue  # (malformed: decode_frame says why)

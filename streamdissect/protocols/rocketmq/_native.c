@@ -1,0 +1,672 @@
+/* RocketMQ's hot frames read for the analyses, compiled (optional: native.py loads it; the
+ * Python path it replaces, the headers parsed by the json module and hot.hot_record, is the
+ * fallback and the reference the tests and fuzz targets hold it to).
+ *
+ * hot_records: each whole JSON frame's light record (a HotSend, a HotAnswer, a HotPulled),
+ * made straight from its header's text (a pull response's stored messages walked as
+ * messages.plain_sizes walks them), or None: read it the Python way.
+ * json_run: the plain walk's loop (framing.walk._frames) over a run of whole JSON frames
+ * (key 0: a JSON header under 64 KiB) of one direction's segments, each noted as the loop
+ * notes a deferred frame; it stops at any other frame for the loop to take.
+ * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
+ * buffer, the light records' events made and put in their slots.
+ * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
+ * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
+ * header's own keys known and each once, integers of at most 18 digits, extFields an object
+ * of texts. Anything else, and every value whose meaning the Python path decides (an
+ * integer field's text other than digits, a compressed or oneway send, a pull response
+ * whose messages are not all usual ones), is None: never a record the Python path would not make the same.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RESPONSE_FLAG 1
+#define SEND_V2_CODE 310
+#define MAX_DIGITS 18
+#define JSON_SERIALIZE 0
+
+/* A stored message's fixed part (messages._PLAIN_FIXED: head and IPv4 middle) and what is
+ * read of it; the stored magics (spec.STORED_MAGICS: V1 a 1-byte topic length, V2 2-byte). */
+#define PLAIN_FIXED 88
+#define AT_MAGIC 4
+#define AT_SYSFLAG 36
+#define AT_LENGTH 84
+#define MAGIC_V1 (-626843481)
+#define MAGIC_V2 (-626843477)
+#define SYSFLAG_COMPRESSED 0x1
+#define V6_HOSTS 0x30
+
+/* A text's place in the header (its content between the quotes) or absent (start NULL). */
+typedef struct {
+    const char *start, *end;
+} Span;
+
+/* The header keys, one bit each (each may be seen once). */
+enum { K_CODE = 1, K_EXT = 2, K_FLAG = 4, K_LANGUAGE = 8, K_OPAQUE = 16, K_REMARK = 32,
+       K_RPC = 64, K_VERSION = 128 };
+
+/* The ext keys read: the V2 send's letters, the send response's and pull response's keys. */
+enum { E_GROUP, E_TOPIC, E_QUEUE, E_SYSFLAG, E_PROPERTIES, E_MSGID, E_QUEUEID, E_QUEUEOFFSET,
+       E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER, E_COUNT };
+static const char *EXT_NAMES[E_COUNT] = {"a", "b", "e", "f", "i", "msgId", "queueId",
+                                         "queueOffset", "nextBeginOffset", "minOffset",
+                                         "maxOffset", "offset", "suggestWhichBrokerId"};
+
+typedef struct {
+    int seen;
+    long long code, opaque, flag;
+    Span remark;
+    Span ext[E_COUNT];
+} Header;
+
+static inline int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A JSON text from its opening quote: its content's span, *p past the closing quote; 0 when
+ * it is not one the scanner reads (a byte over 0x7E or under 0x20, an escape of a code
+ * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). */
+static int text(const char **p, const char *end, Span *span, int plain) {
+    const char *s = *p;
+    if (s >= end || *s != '"') return 0;
+    span->start = ++s;
+    while (s < end) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"') {
+            span->end = s;
+            *p = s + 1;
+            return 1;
+        }
+        if (c < 0x20 || c > 0x7E) return 0;
+        if (c == '\\') {
+            if (plain || s + 1 >= end) return 0;
+            char e = s[1];
+            if (e == 'u') {
+                if (s + 6 > end) return 0;
+                int a = hexval(s[2]), b = hexval(s[3]), x = hexval(s[4]), y = hexval(s[5]);
+                if (a != 0 || b != 0 || x < 0 || x > 7 || y < 0) return 0;
+                s += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == 0) return 0;
+            s += 2;
+            continue;
+        }
+        s++;
+    }
+    return 0;
+}
+
+/* A text's content with its escapes read, into `out` (at least as long as the span). */
+static Py_ssize_t unescape(Span span, char *out) {
+    Py_ssize_t n = 0;
+    for (const char *s = span.start; s < span.end;) {
+        if (*s != '\\') {
+            out[n++] = *s++;
+            continue;
+        }
+        char e = s[1];
+        switch (e) {
+        case 'u': out[n++] = (char)(hexval(s[4]) * 16 + hexval(s[5])); s += 6; continue;
+        case 'b': out[n++] = '\b'; break;
+        case 'f': out[n++] = '\f'; break;
+        case 'n': out[n++] = '\n'; break;
+        case 'r': out[n++] = '\r'; break;
+        case 't': out[n++] = '\t'; break;
+        default: out[n++] = e; /* " \ / */
+        }
+        s += 2;
+    }
+    return n;
+}
+
+/* A JSON integer (-?(0|[1-9][0-9]*), at most MAX_DIGITS digits) followed by ',' or '}'. */
+static int json_int(const char **p, const char *end, long long *value) {
+    const char *s = *p;
+    int negative = 0, digits = 0;
+    long long v = 0;
+    if (s < end && *s == '-') negative = 1, s++;
+    if (s < end && *s == '0') {
+        s++, digits = 1;
+    } else {
+        while (s < end && *s >= '0' && *s <= '9' && digits < MAX_DIGITS)
+            v = v * 10 + (*s++ - '0'), digits++;
+    }
+    /* (a digit still there: more than MAX_DIGITS, or a leading zero) */
+    if (digits == 0 || s >= end || (*s != ',' && *s != '}')) return 0;
+    *value = negative ? -v : v;
+    *p = s;
+    return 1;
+}
+
+/* An integer field's text as digits alone (int() of it), optionally signed by '-';
+ * 0 when it is anything else (the Python path decides those). */
+static int digits_value(Span span, long long *value) {
+    const char *s = span.start;
+    int negative = 0;
+    long long v = 0;
+    if (s < span.end && *s == '-') negative = 1, s++;
+    if (s == span.end || span.end - s > MAX_DIGITS) return 0;
+    for (; s < span.end; s++) {
+        if (*s < '0' || *s > '9') return 0;
+        v = v * 10 + (*s - '0');
+    }
+    *value = negative ? -v : v;
+    return 1;
+}
+
+static int key_is(Span key, const char *name) {
+    size_t n = strlen(name);
+    return (size_t)(key.end - key.start) == n && memcmp(key.start, name, n) == 0;
+}
+
+/* extFields' object of texts, its read keys' values noted (a read key twice: 0). */
+static int ext_fields(const char **p, const char *end, Header *h) {
+    const char *s = *p;
+    Span key, value;
+    if (s >= end || *s != '{') return 0;
+    s++;
+    if (s < end && *s == '}') {
+        *p = s + 1;
+        return 1;
+    }
+    for (;;) {
+        if (!text(&s, end, &key, 1) || s >= end || *s++ != ':' || !text(&s, end, &value, 0))
+            return 0;
+        for (int k = 0; k < E_COUNT; k++) {
+            if (key_is(key, EXT_NAMES[k])) {
+                if (h->ext[k].start) return 0;
+                h->ext[k] = value;
+                break;
+            }
+        }
+        if (s >= end) return 0;
+        if (*s == '}') {
+            *p = s + 1;
+            return 1;
+        }
+        if (*s++ != ',') return 0;
+    }
+}
+
+/* The header's text read into `h`; 0: not one the scanner reads. */
+static int scan(const char *s, const char *end, Header *h) {
+    Span key, value;
+    memset(h, 0, sizeof(*h));
+    if (s >= end || *s++ != '{') return 0;
+    for (;;) {
+        int bit;
+        if (!text(&s, end, &key, 1) || s >= end || *s++ != ':') return 0;
+        if (key_is(key, "code")) bit = K_CODE;
+        else if (key_is(key, "extFields")) bit = K_EXT;
+        else if (key_is(key, "flag")) bit = K_FLAG;
+        else if (key_is(key, "language")) bit = K_LANGUAGE;
+        else if (key_is(key, "opaque")) bit = K_OPAQUE;
+        else if (key_is(key, "remark")) bit = K_REMARK;
+        else if (key_is(key, "serializeTypeCurrentRPC")) bit = K_RPC;
+        else if (key_is(key, "version")) bit = K_VERSION;
+        else return 0;
+        if (h->seen & bit) return 0;
+        h->seen |= bit;
+        long long ignored;
+        int ok;
+        switch (bit) {
+        case K_CODE: ok = json_int(&s, end, &h->code); break;
+        case K_OPAQUE: ok = json_int(&s, end, &h->opaque); break;
+        case K_FLAG: ok = json_int(&s, end, &h->flag); break;
+        case K_VERSION: ok = json_int(&s, end, &ignored); break;
+        case K_EXT: ok = ext_fields(&s, end, h); break;
+        case K_REMARK: ok = text(&s, end, &h->remark, 0); break;
+        default: ok = text(&s, end, &value, 0);
+        }
+        if (!ok || s >= end) return 0;
+        if (*s == '}') return s + 1 == end && (h->seen & K_CODE);
+        if (*s++ != ',') return 0;
+    }
+}
+
+/* A text's value as a str (its escapes read), None when absent; NULL: an error. */
+static PyObject *text_or_none(Span span) {
+    if (!span.start) Py_RETURN_NONE;
+    Py_ssize_t size = span.end - span.start;
+    char small[256], *buf = size <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(size);
+    if (buf == NULL) return PyErr_NoMemory();
+    PyObject *out = PyUnicode_DecodeASCII(buf, unescape(span, buf), NULL);
+    if (buf != small) PyMem_Free(buf);
+    return out;
+}
+
+/* Whether an integer field's text is absent or digits alone (the scanner types those). */
+static int typed_here(Span span) {
+    long long v;
+    return !span.start || digits_value(span, &v);
+}
+
+/* An integer field's value, its text absent (None) or digits alone (typed_here). */
+static PyObject *integer_or_none(Span span) {
+    long long v = 0;
+    if (!span.start) Py_RETURN_NONE;
+    digits_value(span, &v);
+    return PyLong_FromLongLong(v);
+}
+
+static int set(PyObject *obj, PyObject *name, PyObject *value) {
+    if (value == NULL) return -1;
+    int r = PyObject_SetAttr(obj, name, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static inline int32_t i32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static inline int i16(const unsigned char *p) { return (int16_t)((uint16_t)(p[0] << 8 | p[1])); }
+
+/* messages.plain_sizes: how many stored messages and their bodies' bytes, every one a
+ * usual one (_plain_fixed's checks) and none compressed; 0 for any other body. */
+static int plain_sizes(const unsigned char *body, Py_ssize_t end, long long *count,
+                       long long *bytes) {
+    Py_ssize_t pos = 0;
+    *count = *bytes = 0;
+    while (pos < end) {
+        const unsigned char *m = body + pos;
+        Py_ssize_t fixed_end = pos + PLAIN_FIXED;
+        if (fixed_end > end) return 0;
+        int32_t total = i32(m), magic = i32(m + AT_MAGIC), sys_flag = i32(m + AT_SYSFLAG),
+                length = i32(m + AT_LENGTH);
+        Py_ssize_t stop = pos + total;
+        if ((sys_flag & V6_HOSTS) || (magic != MAGIC_V1 && magic != MAGIC_V2) ||
+            !(fixed_end <= stop && stop <= end) || length < 0)
+            return 0;
+        Py_ssize_t at = fixed_end + length; /* the topic's length */
+        if (magic == MAGIC_V1) {
+            if (at + 1 > stop) return 0;
+            at += 1 + body[at];
+        } else {
+            if (at + 2 > stop) return 0;
+            int topic_length = i16(body + at);
+            if (topic_length < 0) return 0;
+            at += 2 + topic_length;
+        }
+        if (at + 2 > stop || at + 2 + i16(body + at) != stop) return 0;
+        if (sys_flag & SYSFLAG_COMPRESSED) return 0;
+        *count += 1;
+        *bytes += length;
+        pos = stop;
+    }
+    return 1;
+}
+
+static PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
+    *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET, *N_MESSAGES, *N_BYTES,
+    *N_NEXT, *N_MIN, *N_MAX, *N_OFFSET, *N_BROKER;
+
+/* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
+ * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
+static int send_properties(PyObject *send, Span span) {
+    Py_ssize_t size = span.start ? span.end - span.start : 0;
+    char *buf = PyMem_Malloc(size ? size : 1);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = span.start ? unescape(span, buf) : 0;
+    Span found[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    static const char *names[3] = {"UNIQ_KEY", "TAGS", "KEYS"};
+    const char *item = buf, *end = buf + n;
+    for (;;) {
+        const char *stop = memchr(item, '\x02', end - item);
+        if (stop == NULL) stop = end;
+        const char *sep = memchr(item, '\x01', stop - item);
+        if (sep != NULL) {
+            Span name = {item, sep};
+            for (int k = 0; k < 3; k++)
+                if (key_is(name, names[k])) found[k] = (Span){sep + 1, stop};
+        }
+        if (stop == end) break;
+        item = stop + 1;
+    }
+    int r = 0;
+    PyObject *values[3];
+    for (int k = 0; k < 3; k++) {
+        if (found[k].start == NULL || (k == 0 && found[k].start == found[k].end))
+            values[k] = Py_NewRef(Py_None); /* (msg_id: an empty UNIQ_KEY is None) */
+        else
+            values[k] = PyUnicode_DecodeASCII(found[k].start, found[k].end - found[k].start,
+                                              NULL);
+    }
+    PyMem_Free(buf);
+    if (set(send, N_MSG_ID, values[0]) < 0) r = -1;
+    if (set(send, N_TAGS, values[1]) < 0) r = -1;
+    if (set(send, N_KEYS, values[2]) < 0) r = -1;
+    return r;
+}
+
+/* A response's fields every light response has (HotAnswer's); -1: an error. */
+static int answer_fields(PyObject *out, PyObject *frame, Header *h) {
+    return set(out, N_QUEUE_ID, integer_or_none(h->ext[E_QUEUEID])) < 0 ||
+                   set(out, N_QUEUE_OFFSET, integer_or_none(h->ext[E_QUEUEOFFSET])) < 0 ||
+                   set(out, N_CODE, PyLong_FromLongLong(h->code)) < 0 ||
+                   set(out, N_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
+                   set(out, N_REMARK, text_or_none(h->remark)) < 0 ||
+                   set(out, N_REQUEST_CODE, Py_NewRef(Py_None)) < 0 ||
+                   set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
+                   set(out, N_MSG_ID, text_or_none(h->ext[E_MSGID])) < 0
+               ? -1
+               : 0;
+}
+
+/* A pull response's light record (hot._pulled), None (declined) or NULL (an error). */
+static PyObject *pulled(PyObject *frame, Py_ssize_t length, Header *h, PyObject *cls) {
+    static const int keys[5] = {E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER};
+    PyObject *const *names[5] = {&N_NEXT, &N_MIN, &N_MAX, &N_OFFSET, &N_BROKER};
+    long long count, bytes;
+    for (int k = 0; k < 5; k++)
+        if (!typed_here(h->ext[keys[k]])) Py_RETURN_NONE;
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(frame);
+    if (!plain_sizes(data + 8 + length, PyBytes_GET_SIZE(frame) - 8 - length, &count, &bytes))
+        Py_RETURN_NONE;
+    PyObject *out = PyObject_CallNoArgs(cls);
+    if (out == NULL || answer_fields(out, frame, h) < 0 ||
+        set(out, N_MESSAGES, PyLong_FromLongLong(count)) < 0 ||
+        set(out, N_BYTES, PyLong_FromLongLong(bytes)) < 0)
+        goto error;
+    for (int k = 0; k < 5; k++)
+        if (set(out, *names[k], integer_or_none(h->ext[keys[k]])) < 0) goto error;
+    return out;
+error:
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* The frame's light record, None (declined) or NULL (an error). */
+static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_class,
+                        PyObject *pulled_class) {
+    const char *data = PyBytes_AS_STRING(frame);
+    Py_ssize_t size = PyBytes_GET_SIZE(frame);
+    Header h;
+    if (size < 10 || (unsigned char)data[4] != JSON_SERIALIZE) Py_RETURN_NONE;
+    Py_ssize_t length = ((unsigned char)data[5] << 16) | ((unsigned char)data[6] << 8) |
+                        (unsigned char)data[7];
+    if (length > size - 8 || !scan(data + 8, data + 8 + length, &h)) Py_RETURN_NONE;
+    PyObject *out;
+    if (h.flag == RESPONSE_FLAG) {
+        if (!typed_here(h.ext[E_QUEUEID]) || !typed_here(h.ext[E_QUEUEOFFSET])) Py_RETURN_NONE;
+        if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
+            return pulled(frame, length, &h, pulled_class);
+        out = PyObject_CallNoArgs(answer_class);
+        if (out == NULL || answer_fields(out, frame, &h) < 0) {
+            Py_XDECREF(out);
+            return NULL;
+        }
+        return out;
+    }
+    if (h.flag != 0 || h.code != SEND_V2_CODE) Py_RETURN_NONE;
+    long long sysflag = 0;
+    if (h.ext[E_SYSFLAG].start && (!digits_value(h.ext[E_SYSFLAG], &sysflag) || sysflag))
+        Py_RETURN_NONE; /* (a compressed message, or a text the Python path types) */
+    if (!typed_here(h.ext[E_QUEUE])) Py_RETURN_NONE;
+    out = PyObject_CallNoArgs(send_class);
+    if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
+        set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
+        set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
+        set(out, N_GROUP, text_or_none(h.ext[E_GROUP])) < 0 ||
+        set(out, N_TOPIC, text_or_none(h.ext[E_TOPIC])) < 0 ||
+        set(out, N_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
+        send_properties(out, h.ext[E_PROPERTIES]) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *hot_records(PyObject *self, PyObject *args) {
+    PyObject *frames, *send_class, *answer_class, *pulled_class;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyList_Type, &frames, &send_class, &answer_class,
+                          &pulled_class))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(frames);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *frame = PyList_GET_ITEM(frames, k), *r;
+        if (!PyBytes_CheckExact(frame)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "hot_records: frames are bytes");
+            return NULL;
+        }
+        r = record(frame, send_class, answer_class, pulled_class);
+        if (r == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, r);
+    }
+    return out;
+}
+
+/* An int64 array's buffer (array('q')), held for the call. */
+typedef struct {
+    Py_buffer view;
+    int held;
+} Held;
+
+static int hold(PyObject *obj, Held *h, Py_ssize_t itemsize) {
+    if (PyObject_GetBuffer(obj, &h->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    h->held = 1;
+    if (itemsize > 1 && h->view.len % itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "json_run: arrays of 8-byte items expected");
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Held *h) {
+    if (h->held) PyBuffer_Release(&h->view);
+    h->held = 0;
+}
+
+/* (buf, so, lo, po, rows, times, send, pos, jj, low, limit, slot) -> (pos, jj, items):
+ * _frames' walk from `pos` (jj: the segment the last frame ended in) while the next frame
+ * is a deferred one (key 0) whose header is within its segment, 4 <= size <= low (no limit
+ * to note: _frames notes sizes over `low`), size <= limit, and which ends by `send`; each
+ * an item (start, end, size, ts, row, slot, at, seg_end) as _frames defers it, `slot` on
+ * from the one given. Every position is checked against its array or the buffer. */
+static PyObject *json_run(PyObject *self, PyObject *args) {
+    PyObject *bo, *soo, *loo, *poo, *rowso, *timeso;
+    long long send, pos, low, limit;
+    Py_ssize_t jj, slot;
+    Held hb = {0}, hs = {0}, hl = {0}, hp = {0}, hr = {0}, ht = {0};
+    PyObject *items = NULL, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOLLnLLn", &bo, &soo, &loo, &poo, &rowso, &timeso, &send,
+                          &pos, &jj, &low, &limit, &slot))
+        return NULL;
+    if (hold(bo, &hb, 1) < 0 || hold(soo, &hs, 8) < 0 || hold(loo, &hl, 8) < 0 ||
+        hold(poo, &hp, 8) < 0 || hold(rowso, &hr, 8) < 0 || hold(timeso, &ht, 8) < 0)
+        goto done;
+    const unsigned char *buf = hb.view.buf;
+    Py_ssize_t nbuf = hb.view.len, n = hs.view.len / 8;
+    const int64_t *so = hs.view.buf, *lo = hl.view.buf, *po = hp.view.buf, *rows = hr.view.buf,
+                  *times = ht.view.buf;
+    if (hl.view.len / 8 != n || hp.view.len / 8 != n || hr.view.len / 8 != n ||
+        ht.view.len / 8 != n || jj < 0 || jj >= n) {
+        PyErr_SetString(PyExc_ValueError, "json_run: segment arrays of one length expected");
+        goto done;
+    }
+    items = PyList_New(0);
+    if (items == NULL) goto done;
+    while (send - pos >= 8) {
+        Py_ssize_t j = jj;
+        int64_t seg_end = so[j] + lo[j];
+        if (!(so[j] <= pos && pos < seg_end)) {
+            if (pos == seg_end && j + 1 < n) {
+                j = j + 1;
+            } else {
+                while (j + 1 < n && so[j + 1] <= pos) j++;
+            }
+            if (!(so[j] <= pos)) break;
+            seg_end = so[j] + lo[j];
+        }
+        int64_t at = po[j] + pos - so[j];
+        if (pos + 8 > seg_end || at < 0 || at + 8 > nbuf) break;
+        const unsigned char *h = buf + at;
+        int64_t size = (int64_t)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+                                 (uint32_t)h[2] << 8 | h[3]);
+        if (h[4] != 0 || h[5] != 0 || size > low || size > limit || size < 4) break;
+        int64_t end = pos + 4 + size;
+        if (end > send) break;
+        Py_ssize_t k = j;
+        if (end > seg_end)
+            while (k + 1 < n && so[k + 1] <= end - 1) k++;
+        PyObject *item = Py_BuildValue("(LLLLLnLL)", (long long)pos, (long long)end,
+                                       (long long)size, (long long)times[k], (long long)rows[k],
+                                       slot, (long long)at, (long long)seg_end);
+        if (item == NULL || PyList_Append(items, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(items);
+            goto done;
+        }
+        Py_DECREF(item);
+        slot++;
+        jj = k;
+        pos = end;
+    }
+    result = Py_BuildValue("(LnN)", pos, jj, items);
+    items = NULL;
+done:
+    Py_XDECREF(items);
+    release(&hb);
+    release(&hs);
+    release(&hl);
+    release(&hp);
+    release(&hr);
+    release(&ht);
+    return result;
+}
+
+/* The 8-tuple of a deferred frame (start, end, size, ts, row, slot, at, seg_end). */
+static PyObject *item_at(PyObject *items, Py_ssize_t k) {
+    PyObject *item = PyList_GET_ITEM(items, k);
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 8) {
+        PyErr_SetString(PyExc_TypeError, "deferred frames are 8-tuples");
+        return NULL;
+    }
+    return item;
+}
+
+/* (mv, items, read) -> each deferred frame's bytes: mv[at : at + end - start] when it ends
+ * in its segment (a slice, clamped to the buffer as Python's is), else read(start, end). */
+static PyObject *frames_of(PyObject *self, PyObject *args) {
+    PyObject *mv, *items, *read, *out = NULL;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "OO!O", &mv, &PyList_Type, &items, &read)) return NULL;
+    if (PyObject_GetBuffer(mv, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *item = item_at(items, k), *frame = NULL;
+        if (item == NULL) goto error;
+        long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)),
+                  end = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1)),
+                  at = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 6)),
+                  seg_end = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 7));
+        if (PyErr_Occurred()) goto error;
+        if (end <= seg_end && at >= 0 && end >= start) {
+            long long lo = at < view.len ? at : view.len, hi = at + (end - start);
+            hi = hi < view.len ? hi : view.len;
+            frame = PyBytes_FromStringAndSize((const char *)view.buf + lo, hi - lo);
+        } else {
+            frame = PyObject_CallFunctionObjArgs(read, PyTuple_GET_ITEM(item, 0),
+                                                 PyTuple_GET_ITEM(item, 1), NULL);
+        }
+        if (frame == NULL) goto error;
+        PyList_SET_ITEM(out, k, frame);
+    }
+    PyBuffer_Release(&view);
+    return out;
+error:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* (records, items, make, connection, direction, slots) -> the indices of the frames left
+ * (records[k] None): each light record's event, make(ts, connection, direction, start,
+ * record), put in its slot as (row, slot, event), as plain_walk's _read puts it. */
+static PyObject *place(PyObject *self, PyObject *args) {
+    PyObject *records, *items, *make, *connection, *direction, *slots;
+    if (!PyArg_ParseTuple(args, "O!O!OOOO!", &PyList_Type, &records, &PyList_Type, &items,
+                          &make, &connection, &direction, &PyList_Type, &slots))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (PyList_GET_SIZE(items) != n) {
+        PyErr_SetString(PyExc_ValueError, "place: a record (or None) a deferred frame");
+        return NULL;
+    }
+    PyObject *left = PyList_New(0);
+    for (Py_ssize_t k = 0; left != NULL && k < n; k++) {
+        PyObject *record = PyList_GET_ITEM(records, k), *item, *index, *event, *placed;
+        if (record == Py_None) {
+            if ((index = PyLong_FromSsize_t(k)) == NULL || PyList_Append(left, index) < 0) {
+                Py_XDECREF(index);
+                goto error;
+            }
+            Py_DECREF(index);
+            continue;
+        }
+        if ((item = item_at(items, k)) == NULL) goto error;
+        PyObject *row = PyTuple_GET_ITEM(item, 4), *slot = PyTuple_GET_ITEM(item, 5);
+        Py_ssize_t at = PyLong_AsSsize_t(slot);
+        if (at == -1 && PyErr_Occurred()) goto error;
+        if (at < 0 || at >= PyList_GET_SIZE(slots)) {
+            PyErr_SetString(PyExc_IndexError, "place: a slot outside the block's events");
+            goto error;
+        }
+        PyObject *call[5] = {PyTuple_GET_ITEM(item, 3), connection, direction,
+                             PyTuple_GET_ITEM(item, 0), record};
+        if ((event = PyObject_Vectorcall(make, call, 5, NULL)) == NULL) goto error;
+        placed = PyTuple_Pack(3, row, slot, event);
+        Py_DECREF(event);
+        if (placed == NULL) goto error;
+        PyObject *old = PyList_GET_ITEM(slots, at);
+        PyList_SET_ITEM(slots, at, placed);
+        Py_XDECREF(old);
+    }
+    return left;
+error:
+    Py_XDECREF(left);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
+    {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
+    {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
+    {"hot_records", hot_records, METH_VARARGS,
+     "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "RocketMQ's hot frames read for the analyses, compiled.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+#define NAME(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL;
+    NAME(N_FRAME, "frame") NAME(N_OPAQUE, "opaque") NAME(N_GROUP, "group")
+    NAME(N_TOPIC, "topic") NAME(N_QUEUE_ID, "queue_id") NAME(N_MSG_ID, "msg_id")
+    NAME(N_TAGS, "tags") NAME(N_KEYS, "keys") NAME(N_WIRE, "wire") NAME(N_CODE, "code")
+    NAME(N_REMARK, "remark") NAME(N_REQUEST_CODE, "request_code")
+    NAME(N_QUEUE_OFFSET, "queue_offset") NAME(N_MESSAGES, "messages") NAME(N_BYTES, "bytes")
+    NAME(N_NEXT, "next_begin_offset") NAME(N_MIN, "min_offset") NAME(N_MAX, "max_offset")
+    NAME(N_OFFSET, "offset") NAME(N_BROKER, "suggested_broker_id")
+#undef NAME
+    return PyModule_Create(&module);
+}

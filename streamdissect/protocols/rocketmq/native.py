@@ -1,0 +1,58 @@
+"""RocketMQ's compiled hot-frame reader (_native.c), when it was built and is wanted.
+
+Built beside the Stream's loops by setup.py (optional); the Python path it replaces (the
+headers parsed by the json module, hot.hot_record) is the fallback and the reference.
+STREAMDISSECT_NATIVE says which, as for every compiled part (capture.native.optional): "0"
+the Python path, "1" the compiled reader or an ImportError, unset the compiled one when built.
+
+`loaded`: the extension module, or None (plain_walk reads it at each block, so tests can set
+it to None).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from streamdissect.capture.native import ENV, optional
+from streamdissect.protocols.rocketmq import messages, spec
+
+# What the C code knows of the spec: the V2 send's keys of its producer group, topic, queue,
+# system flag and properties, the properties' separators and names, the response flag, the
+# JSON serialization, the header length's mask, the pull response's keys, the stored
+# messages' magics, their system flag's compressed and IPv6 hosts bits, their fixed part
+_SPEC_READ = ("abefi", "\x01", "\x02", ("UNIQ_KEY", "TAGS", "KEYS"), 1, 0, 0xFFFFFF,
+              frozenset(("nextBeginOffset", "minOffset", "maxOffset")),
+              {-626843481: 1, -626843477: 2}, 0x1, 0x10, 0x20,
+              ">iiiiiqqiq4siq4siiqi")  # fmt: skip
+
+
+def _spec_now() -> tuple:
+    by_name = {f.name: f.key for f in spec.SEND_V2.fields}
+    letters = "".join(by_name[n] for n in ("producerGroup", "topic", "queueId", "sysFlag",
+                                           "properties"))  # fmt: skip
+    return (letters, spec.NAME_VALUE_SEPARATOR, spec.PROPERTY_SEPARATOR,
+            (spec.UNIQ_KEY, spec.TAGS, spec.KEYS), spec.RESPONSE_FLAG, spec.JSON,
+            spec.HEADER_LENGTH_MASK, spec.PULL_RESPONSE_KEYS, spec.STORED_MAGICS,
+            spec.SYSFLAG_COMPRESSED, spec.SYSFLAG_BORNHOST_V6, spec.SYSFLAG_STOREHOST_V6,
+            messages._PLAIN_FIXED.format)  # fmt: skip
+
+
+def _load() -> ModuleType | None:
+    if _spec_now() != _SPEC_READ:  # (the table changed: the C code is behind)
+        if os.environ.get(ENV, "") == "1":
+            raise ImportError("the compiled RocketMQ reader reads another spec")
+        return None
+    return optional("streamdissect.protocols.rocketmq._native")
+
+
+def _compiled() -> ModuleType | None:
+    """The extension module when built (whatever STREAMDISSECT_NATIVE says: the tests')."""
+    try:
+        from streamdissect.protocols.rocketmq import _native
+    except ImportError:
+        return None
+    return _native
+
+
+loaded = _load()
