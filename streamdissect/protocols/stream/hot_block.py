@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -103,8 +102,7 @@ class HotBlock:
         if walk.big:  # (LimitCheck: the row of the packet that tells the size)
             big = np.asarray(walk.big, dtype=np.int64)
             told = segments.rows[np.searchsorted(so_a, offsets[big] + 3, side="right") - 1]
-            check.big.extend(zip(told.tolist(), offsets[big].tolist(), repeat(segments.side),
-                                 sizes[big].tolist()))  # fmt: skip
+            check.big_runs.append((told, offsets[big], segments.side, sizes[big]))
         self.notes.append(note)
 
     def _crossing(self, note: HotNote, crossing: np.ndarray, ends: np.ndarray, seg: np.ndarray,
