@@ -37,3 +37,29 @@ def test_big_deliver_is_counted_not_kept(big_capture):
     ]
     assert [r.record_count for r in kept] == [r.record_count for r in delivers]
     assert all(r.crc_ok for r in kept)
+
+
+def test_limit_check_reads_the_big_frames_noted_as_arrays():
+    """LimitCheck.wrong (did a Tune lower the frame limit under a frame already walked as
+    within it?) answers the same for big frames noted as arrays (big_runs: the hot walk's) as
+    for the same frames noted one by one (big)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from streamdissect.framing.walk import LimitCheck
+
+    framer = SimpleNamespace(frame_limit=1000, max_frame=1000)
+    rows, offsets, sizes = np.array([3, 5, 9]), np.array([100, 200, 300]), np.array([900, 600, 700])
+    cases = [  # (row, offset, side, new limit) of each Tune -> wrong
+        ([(4, 0, 0, 650)], True),  # (the frame of row 9, 700 bytes, is over it)
+        ([(6, 0, 0, 800)], False),
+        ([(2, 0, 0, 650)], True),  # (rows 3 and 9)
+        ([(10, 0, 0, 650)], False),  # (after every big frame)
+    ]
+    for changes, expected in cases:
+        one, many = LimitCheck(framer), LimitCheck(framer)
+        one.big.extend(zip(rows.tolist(), offsets.tolist(), [0] * 3, sizes.tolist()))
+        many.big_runs.append((rows, offsets, 0, sizes))
+        one.changes, many.changes = list(changes), list(changes)
+        assert one.wrong() == many.wrong() == expected

@@ -186,6 +186,20 @@ def test_stall_columns_are_its_rows(chunk, monkeypatch):
         assert "".join(pieces) == json.dumps(expected, indent=1)
 
 
+def test_stalled_ms_is_the_rows_sum():
+    """StallLog.stalled_ms from its columns is sum() of its rows' durations in order, an open
+    one as 0 (and with times past int64, a last one open or ended, no stall at all)."""
+    from streamdissect.protocols.stream.analysis.credit import Stall, StallLog
+
+    ended_last = StallLog("c", 3)
+    ended_last.append(Stall("c", 3, 10, False))
+    ended_last.last.end_ns, ended_last.last.duration_ms = 20, 1e-5
+    for log in [*_stall_logs(), StallLog("c", 3), ended_last]:
+        expected = sum(row[4] or 0.0 for row in list(log))
+        got = log.stalled_ms()
+        assert (type(got), got) == (type(expected), expected)
+
+
 BOOL_COLUMNS = {  # a bool column's values in a chunk: each kind of text, and values cast
     "all true": [True] * 40, "all false": [False] * 40, "mixed": [True, False] * 20,
     "with None": [None, True, False, None] * 10, "all None": [None] * 40,

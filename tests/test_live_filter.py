@@ -14,8 +14,9 @@ import worsen
 from rocketmq_support import both_protocols
 
 from streamdissect.capture import CaptureError
+from streamdissect.capture import live as live_capture
 from streamdissect.capture.live import capture_filter
-from streamdissect.cli import _live, main
+from streamdissect.cli import main
 from streamdissect.cli._options import add_port_options, port_map
 
 ROCKETMQ_CAPTURE = worsen.CAPTURES / "rocketmq" / "rmq-java-json.pcap"
@@ -43,7 +44,7 @@ def filter_of(subcommand: str, options: list[str], monkeypatch, capsys, tmp_path
         handed.append(capture_filter(ports, heuristic))
         raise CaptureError("(the test stops here)")
 
-    monkeypatch.setattr(_live, "LiveCapture", capture)
+    monkeypatch.setattr(live_capture, "LiveCapture", capture)
     assert main([subcommand, "-i", "lo", *options]) == 2
     assert "(the test stops here)" in capsys.readouterr().err
     [bpf] = handed

@@ -36,12 +36,10 @@ from collections.abc import Iterable
 from typing import BinaryIO, NamedTuple
 
 from streamdissect.capture.errors import CaptureError
+from streamdissect.capture.limits import BUFFER_MIB
 from streamdissect.capture.pcap_clock import PcapClock
 
 TOOLS = ("tcpdump", "dumpcap")
-# The kernel's capture buffer: a few seconds of a busy link while the analysis catches up
-# (tcpdump's default, 2 MiB, holds a fraction of a second of a loaded broker's traffic)
-BUFFER_MIB = 32
 SAID_KEPT = 1 << 16  # the tail of the tool's stderr kept: its last counts are in it
 # Without immediate mode, libpcap's timeout (tcpdump's: 1 s): the kernel hands a block of
 # packets over when it is full or this old, so a stop waits this long for its last packets

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator
 
 from streamdissect.capture import CaptureError
-from streamdissect.capture.live import BUFFER_MIB, LiveCapture
+from streamdissect.capture.limits import BUFFER_MIB
 from streamdissect.cli._options import capture_ports, port_map
 
 
@@ -177,7 +176,11 @@ def sources(args: argparse.Namespace, ports: tuple[int, ...],
     if not args.interface:
         yield args.captures, None
         return
-    live = LiveCapture(args.interface, ports, not args.no_heuristic, args.write,
+    import signal  # (with the live capture: only when capturing)
+
+    from streamdissect.capture import live as live_capture
+
+    live = live_capture.LiveCapture(args.interface, ports, not args.no_heuristic, args.write,
                        buffer_mib=args.buffer, immediate=immediate)  # fmt: skip
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     timer = None

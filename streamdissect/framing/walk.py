@@ -20,6 +20,7 @@ import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any, NamedTuple, Protocol
 
 from streamdissect.framing.framer import (
@@ -39,13 +40,16 @@ MIN_LIMIT = MIN_NEGOTIATED_FRAME_MAX - 4  # no negotiated limit is lower
 class LimitCheck:
     """Did a Tune walked in one direction change the frame limit under the other one?"""
 
-    __slots__ = ("big", "changes", "initial", "low", "tail")
+    __slots__ = ("big", "big_runs", "changes", "initial", "low", "tail")
 
     def __init__(self, framer: Framer) -> None:
         """`framer`: either of the connection's (the frame limit holds both ways)."""
         self.initial = framer.frame_limit
         self.low = min(MIN_LIMIT, framer.max_frame)  # frames up to it are within every limit
         self.big: list[tuple] = []  # (row that tells the size, offset, side, size)
+        # the same of many frames at once, as arrays (rows, offsets, side, sizes): read only
+        # when a Tune changed the limit, which is rare
+        self.big_runs: list[tuple] = []
         self.changes: list[tuple] = []  # (row of the Tune, offset, side, new limit)
         self.tail = False  # exact code ran on its own clock
 
@@ -57,7 +61,9 @@ class LimitCheck:
             # the limit on its own clock, so the one left is not the later one in time
             return True
         changes = sorted(self.changes)
-        for row, pos, side, size in self.big:
+        runs = (zip(rows.tolist(), offsets.tolist(), repeat(side), sizes.tolist())
+                for rows, offsets, side, sizes in self.big_runs)  # fmt: skip
+        for row, pos, side, size in chain(self.big, *runs):
             limit = self.initial
             for crow, cpos, cside, new in changes:
                 if crow < row or (crow == row and cside == side and cpos < pos):

@@ -13,7 +13,9 @@ carry the names of schema.FRAMES.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -82,14 +84,14 @@ def sliding(data: np.ndarray, width: int) -> np.ndarray:
 
 def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
            crcs: dict[int, int] | None = None, whole_chunk: bool = False,
-           messages: dict[int, np.ndarray] | None = None) -> HotColumns:  # fmt: skip
+           messages: MessagePositions | None = None) -> HotColumns:  # fmt: skip
     """Fields of the hot frames starting at `starts` in `data` (at least PAD bytes after
     each). Every frame is whole there, but a Deliver in `crcs` (frame number -> CRC-32 of its
     chunk data, computed where its bytes are), of which only the head is needed.
     `crc_limit`: Deliver frames up to this size have their chunk's CRC checked (None: all),
-    as the framer keeps their data. `whole_chunk`: the CHUNK_COLUMNS too. `messages`: frame
-    number -> where in `data` the (id, entry word) of each message of a Publish are, of
-    which only the head is whole at its start."""
+    as the framer keeps their data. `whole_chunk`: the CHUNK_COLUMNS too. `messages`: where
+    in `data` the (id, entry word) of each message of some Publish frames are, of which only
+    the head is whole at its start."""
     g = _Gathered.of(data, starts, whole_chunk)
     ones = g.version == 1
     # Heartbeat: nothing but its header.
@@ -189,7 +191,7 @@ def _confirms(g: _Gathered, rows: np.ndarray) -> None:
         g.accepted[rows] = True
 
 
-def _publishes(g: _Gathered, rows: np.ndarray, messages: dict[int, np.ndarray] | None) -> None:
+def _publishes(g: _Gathered, rows: np.ndarray, messages: MessagePositions | None) -> None:
     """Publish v1, simple entries of one size (what clients send one message at a time)."""
     if not len(rows):
         return
@@ -200,18 +202,19 @@ def _publishes(g: _Gathered, rows: np.ndarray, messages: dict[int, np.ndarray] |
     rows, count, stride, publisher = rows[ok], count[ok], stride[ok], h["publisher_id"][ok]
     if not len(rows):
         return
-    if not messages and bool((count == 1).all()):
+    elsewhere = messages is not None and len(messages.frames) > 0
+    if not elsewhere and bool((count == 1).all()):
         # A message a frame (what clients send one at a time): the head holds it, read
         # and checked already (its entry word fills the frame).
         _published(g, rows, publisher, count, h["publishing_id"][ok])
         return
     where = positions(g.starts[rows] + FIRST_ID, count, stride)
-    if messages:  # (frames whose messages are elsewhere: their positions)
+    if elsewhere:  # (frames whose messages are elsewhere: their positions)
         first = np.cumsum(count) - count
-        for row, at in messages.items():
+        for row, n, at in messages.items():
             j = int(np.searchsorted(rows, row))
-            if j < len(rows) and rows[j] == row and len(at) == count[j]:
-                where[first[j] : first[j] + count[j]] = at
+            if j < len(rows) and rows[j] == row and n == count[j]:
+                where[first[j] : first[j] + n] = at
     message = g.items(MESSAGE.itemsize)[where].view(MESSAGE)
     frame_of = np.repeat(np.arange(len(rows)), count)
     bad = message["entry_word"].astype(np.int64) + MESSAGE.itemsize != stride[frame_of]
@@ -280,6 +283,50 @@ def positions(firsts: np.ndarray, counts: np.ndarray, strides: np.ndarray | int)
         return np.repeat(firsts - before * strides, counts) + index * strides
     return (np.repeat(firsts, counts)
             + (index - np.repeat(before, counts)) * np.repeat(strides, counts))  # fmt: skip
+
+
+class MessagePositions(NamedTuple):
+    """Where the (id, entry word) of each message of some Publish frames are, when not after
+    their heads (frames that cross segments): the frames' numbers (ascending), their message
+    counts, and the positions of all their messages, frame after frame (one array: a frame's
+    own array each was ~1 us a frame to make and as much to join again)."""
+
+    frames: np.ndarray
+    counts: np.ndarray
+    where: np.ndarray
+
+    def items(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(frame, count, positions) of each frame."""
+        firsts = (np.cumsum(self.counts) - self.counts).tolist()
+        for frame, n, a in zip(self.frames.tolist(), self.counts.tolist(), firsts):
+            yield frame, n, self.where[a : a + n]
+
+    def holds(self, frame: int) -> bool:
+        return bool((self.frames == frame).any())
+
+    def renumbered(self, numbers: np.ndarray) -> MessagePositions:
+        """The same, frame k numbered numbers[k] (the frames in the ascending order of those)."""
+        new = numbers[self.frames]
+        order = np.argsort(new, kind="stable")
+        counts = self.counts[order]
+        firsts = (np.cumsum(self.counts) - self.counts)[order]
+        return MessagePositions(new[order], counts, self.where[positions(firsts, counts, 1)])
+
+    @staticmethod
+    def joined(parts: list[tuple[int, MessagePositions]]) -> MessagePositions:
+        """Parts (the number of their first frame, part) of ascending frames as one."""
+        parts = [(first, part) for first, part in parts if len(part.frames)]
+        if not parts:
+            return NO_MESSAGES
+        if len(parts) == 1 and parts[0][0] == 0:
+            return parts[0][1]
+        return MessagePositions(np.concatenate([part.frames + first for first, part in parts]),
+                                np.concatenate([part.counts for _, part in parts]),
+                                np.concatenate([part.where for _, part in parts]))
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+NO_MESSAGES = MessagePositions(_NONE, _NONE, _NONE)
 
 
 DIRECTIONS = ("c2s", "s2c")

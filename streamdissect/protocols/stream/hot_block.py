@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -53,7 +52,7 @@ class HotNote:
     at: np.ndarray
     spilled: dict  # frame number -> its bytes, past the patch area's room
     crcs: dict  # frame number -> CRC-32 of a crossing Deliver's chunk data
-    messages: dict  # frame number -> where a crossing Publish's messages are
+    messages: hot.MessagePositions  # where crossing Publish frames' messages are
     row: np.ndarray
     ts: np.ndarray
     slot: np.ndarray
@@ -90,7 +89,7 @@ class HotBlock:
         sizes = ends - offsets - 4
         seg = np.frombuffer(walk.segs, dtype=np.int64)  # (the segment each starts in)
         at = po_a[seg] + offsets - so_a[seg]
-        note = HotNote(walk.framer, segments.side, offsets.copy(), sizes, at, {}, {}, {},
+        note = HotNote(walk.framer, segments.side, offsets.copy(), sizes, at, {}, {}, hot.NO_MESSAGES,
                        None, None, None, segments.read)  # fmt: skip
         crossing = np.flatnonzero(ends > so_a[seg] + lo_a[seg])
         last = seg  # the segment of each frame's last byte: its first's, but for crossing ones
@@ -103,8 +102,7 @@ class HotBlock:
         if walk.big:  # (LimitCheck: the row of the packet that tells the size)
             big = np.asarray(walk.big, dtype=np.int64)
             told = segments.rows[np.searchsorted(so_a, offsets[big] + 3, side="right") - 1]
-            check.big.extend(zip(told.tolist(), offsets[big].tolist(), repeat(segments.side),
-                                 sizes[big].tolist()))  # fmt: skip
+            check.big_runs.append((told, offsets[big], segments.side, sizes[big]))
         self.notes.append(note)
 
     def _crossing(self, note: HotNote, crossing: np.ndarray, ends: np.ndarray, seg: np.ndarray,
@@ -174,8 +172,7 @@ class HotBlock:
         if len(cut):
             where[cut] = self._patch(message[cut], message[cut] + _MESSAGE, segments)
         note.at[frames[mine]] = heads_at[mine]
-        for k, part in zip(frames[mine].tolist(), np.split(where, np.cumsum(count)[:-1])):
-            note.messages[k] = part
+        note.messages = hot.MessagePositions(frames[mine], count, where)
         return done
 
     def _wanted_bytes(self, crossing: np.ndarray, note: HotNote, ends: np.ndarray,
@@ -264,11 +261,13 @@ class HotBlock:
             for k in note.spilled:
                 note.at[k] = 0
         at = np.concatenate([note.at for note in notes])
-        crcs, messages, first = {}, {}, 0
+        crcs, firsts, first = {}, [], 0
         for note in notes:
             crcs.update((first + k, crc) for k, crc in note.crcs.items())
-            messages.update((first + k, where) for k, where in note.messages.items())
+            firsts.append(first)
             first += len(note.at)
+        messages = hot.MessagePositions.joined(
+            [(a, note.messages) for a, note in zip(firsts, notes)])  # fmt: skip
         compiled = native.loaded
         if compiled is not None:
             return self._decoded_in_order(compiled, notes, data, starts, at, crcs, messages,
@@ -308,7 +307,8 @@ class HotBlock:
         return kept_of
 
     def _decoded_in_order(self, compiled: Any, notes: list[HotNote], data: np.ndarray,
-                          starts: np.ndarray, at: np.ndarray, crcs: dict, messages: dict,
+                          starts: np.ndarray, at: np.ndarray, crcs: dict,
+                          messages: hot.MessagePositions,
                           events: BlockEvents) -> tuple | None:  # fmt: skip
         """decode by the compiled loop, the frames taken in the block's order (their packet
         row, then event slot: what hot.in_order sorts them by) so that its columns come out
@@ -323,7 +323,7 @@ class HotBlock:
         columns = hot_native.decode(
             compiled, data, at.take(order), self.keep_limit,
             {int(placed[k]): crc for k, crc in crcs.items()}, self.whole_chunk,
-            {int(placed[k]): where for k, where in messages.items()})  # fmt: skip
+            messages.renumbered(placed))  # fmt: skip
         kept_of = self._kept(notes, columns.accepted.take(placed), data, starts, events)
         names: dict[str, int] = {}  # (numbered in the notes' order, as hot.in_order does)
         numbers, directions = [], []
@@ -356,7 +356,7 @@ def _record(note: HotNote, k: int, data: np.ndarray, events: BlockEvents) -> Non
     frame = note.spilled.get(k)
     if frame is None:  # (a crossing Deliver's or Publish's copy is its head)
         frame = data[: 4 + size].tobytes()
-        if k in note.crcs or k in note.messages:
+        if k in note.crcs or note.messages.holds(k):
             frame = note.read(offset, offset + 4 + size)
     keep_limit = framer.deliver_keep_limit
     if (keep_limit is not None and size > keep_limit

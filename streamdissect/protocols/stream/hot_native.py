@@ -20,7 +20,6 @@ import numpy as np
 from streamdissect.protocols.stream import hot, layouts
 
 NO_LIMIT = 1 << 62  # crc_limit None: every Deliver's CRC checked
-_EMPTY = np.zeros(0, dtype=np.int64)
 _DTYPES = {**hot.FIELD_COLUMNS, **hot.CHUNK_COLUMNS}
 
 
@@ -90,7 +89,7 @@ def plan(whole_chunk: bool) -> tuple[np.ndarray, tuple[str, ...]]:
 
 def decode(compiled: ModuleType, data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
            crcs: dict[int, int] | None = None, whole_chunk: bool = False,
-           messages: dict[int, np.ndarray] | None = None) -> hot.HotColumns:  # fmt: skip
+           messages: hot.MessagePositions | None = None) -> hot.HotColumns:  # fmt: skip
     """hot.decode (the same arguments and result) by `compiled` (_native)."""
     words, names = plan(whole_chunk)
     n = len(starts)
@@ -99,16 +98,15 @@ def decode(compiled: ModuleType, data: np.ndarray, starts: np.ndarray, crc_limit
     key, version, size, id_counts = (np.empty(n, dtype=np.int64) for _ in range(4))
     id_starts = np.zeros(n, dtype=np.int64)
     accepted = np.zeros(n, dtype=bool)
-    rows = sorted(messages) if messages else []
-    counts = np.array([len(messages[row]) for row in rows], dtype=np.int64)
+    if messages is None:
+        messages = hot.NO_MESSAGES
+    counts = messages.counts
     firsts = np.cumsum(counts) - counts
-    at = (np.concatenate([messages[row] for row in rows]).astype(np.int64) if rows
-          else _EMPTY)  # fmt: skip
     ids, checks = compiled.hot_decode(
         data, np.ascontiguousarray(starts, dtype=np.int64), words,
         [(values[name], valid[name]) for name in names], key, version, size, accepted,
         id_counts, id_starts, NO_LIMIT if crc_limit is None else crc_limit,
-        np.array(rows, dtype=np.int64), counts, firsts, at)  # fmt: skip
+        messages.frames, counts, firsts, messages.where)  # fmt: skip
     crc = np.full(n, -1, dtype=np.int8)
     if checks:
         quads = np.frombuffer(checks, dtype=np.int64).reshape(-1, 4)

@@ -78,7 +78,8 @@ class HotWalk:
         if p == pos:
             return pos, jj
         if big:
-            self.big.extend(len(starts) + k for k in big)
+            first = len(starts)
+            self.big += [first + k for k in big]
         starts.frombytes(noted)
         self.segs.frombytes(segs)
         return self._ran(p, len(noted) >> 3, jj)

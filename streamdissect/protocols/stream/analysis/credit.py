@@ -176,7 +176,18 @@ class StallLog:
     __hash__ = None
 
     def stalled_ms(self) -> float:
-        """The stalls' durations summed in order (an open one counts 0)."""
+        """The stalls' durations summed in order (an open one counts 0): the settled ones'
+        from their columns by numpy's add.accumulate (one addition after the other, as
+        sum() adds floats; not a tuple a stall), the rest row by row."""
+        settled = len(self._starts)
+        starts, ends = self._starts, self._ends
+        if settled and starts.__class__ is array and ends.__class__ is array:
+            first, last = np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)
+            ended = last != NO_END
+            last = np.where(ended, last, first)  # (an open one: 0)
+            if min(first.min(), last.min()) >= 0:  # (end - start: exact, as in column_slices)
+                total = float(np.add.accumulate((last - first) / 1e6)[-1])
+                return sum((row[4] or 0.0 for row in self[settled:]), total)
         return sum(row[4] or 0.0 for row in self)
 
 
