@@ -1049,7 +1049,8 @@ def run_pcap(data: bytes, path: str) -> None:
     with open(path, "wb") as f:
         f.write(data)
     try:  # (the compiled run of a pcapng file's packet blocks against the Python one)
-        check_native_pcapng_walk(data, random.Random(hashlib.sha1(data).digest()))
+        PCAPNG_WALK_CHECKS[0] += check_native_pcapng_walk(
+            data, random.Random(hashlib.sha1(data).digest()))
     except Mismatch as mismatch:
         raise Finding(str(mismatch)) from None
     engines = ("auto", "stream") if "engine" in Dissector.__init__.__code__.co_varnames else ()
@@ -1117,6 +1118,7 @@ def run_pcap(data: bytes, path: str) -> None:
 
 
 ROTATED_CHECKS = [0]  # (captures cut and stitched so far: the campaign's summary says)
+PCAPNG_WALK_CHECKS = [0]  # (pcapng files walked by both runs of their packet blocks, so far)
 
 
 def check_messages(events: list) -> None:
@@ -1411,6 +1413,7 @@ def campaign(
         },
         "findings": sum(s.findings for s in stats.values()),
         "pcaps_cut_into_rotated_pieces": ROTATED_CHECKS[0],
+        "pcapngs_walked_both_ways": PCAPNG_WALK_CHECKS[0],
         "mutator_errors": generator_errors,
         "rss_after_warmup_mib": round(base / 2**20, 1),
         "rss_end_mib": round(rss_end / 2**20, 1),
