@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from streamdissect.capture import CaptureError
 from streamdissect.capture import native as capture_native
 from streamdissect.capture.blocks import sliding
 from streamdissect.capture.pcapng_walk import PcapngWalk
@@ -164,13 +165,16 @@ def pcapng_walked(data: bytes, compiled: Any, reads: list[int]) -> tuple:
         buf = bytearray(data)
         walk = PcapngWalk("walked.pcapng")
         pos, made = 0, []
-        for end in [*reads, len(buf)]:
-            pieces, pos, stopped = walk.walk(buf, pos, max(end, pos), 0)
-            made.append(_comparable(pieces))
-            if stopped:
-                break
-        else:
-            made.append(_comparable(walk.finish(buf, pos, len(buf), 0, None)))
+        try:
+            for end in [*reads, len(buf)]:
+                pieces, pos, stopped = walk.walk(buf, pos, max(end, pos), 0)
+                made.append(_comparable(pieces))
+                if stopped:
+                    break
+            else:
+                made.append(_comparable(walk.finish(buf, pos, len(buf), 0, None)))
+        except CaptureError as refused:  # (no pcapng file: the clear error the reader gives)
+            made.append(("refused", str(refused)))
         return made, bytes(buf), walk.last_ts
     finally:
         capture_native.loaded = kept
