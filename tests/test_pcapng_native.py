@@ -115,6 +115,21 @@ def test_runs_alike_on_mutated_block_headers(compiled):
         fuzz_native.check_native_pcapng_walk(bytes(data), rng)
 
 
+REFUSAL = "pcapng section header has a bad byte-order magic"
+
+
+@needs_build
+def test_a_file_the_reader_refuses_is_both_runs_outcome(compiled):
+    """A first section header with a bad byte-order magic: the reader's clear error, the
+    same for both runs (a finding of the fuzz campaign's harness, which let it escape)."""
+    _, packets = worsen.read_pcap(worsen.real_capture())
+    data = bytearray(worsen.pcapng_bytes(packets[:20]))
+    data[8:12] = b"\x01\x02\x03\x04"
+    assert fuzz_native.check_native_pcapng_walk(bytes(data), random.Random(5))
+    made = fuzz_native.pcapng_walked(bytes(data), COMPILED, [])[0]
+    assert made == [("refused", f"walked.pcapng: {REFUSAL}")]
+
+
 def test_the_compiled_run_takes_every_form(walk_mode, tmp_path, monkeypatch):
     """pcapng, gzip'd pcapng and a pipe (the forms of test_input_forms.py) are walked by
     the compiled run when it is loaded, by the Python one when it is not."""
