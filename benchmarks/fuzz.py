@@ -72,7 +72,12 @@ for _place in (str(ROOT), str(ROOT / "benchmarks")):  # (the project; fuzz_memor
         sys.path.insert(0, _place)
 
 from fuzz_memory import sampled
-from fuzz_native import Mismatch, check_native_decode, check_native_walk
+from fuzz_native import (
+    Mismatch,
+    check_native_decode,
+    check_native_pcapng_walk,
+    check_native_walk,
+)
 
 from streamdissect.analysis.driver import analyze_events
 from streamdissect.capture import CaptureError
@@ -551,18 +556,39 @@ def _pcapng_block(block_type: int, body: bytes) -> bytes:
     return struct.pack("<II", block_type, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
 
 
+# if_tsresol of an interface: ns, us, ms, 2^-20 s, ps (the last two go the exact way)
+TSRESOLS = (9, 9, 6, 3, 0x94, 12)
+
+
+def _units(ts: int, tsresol: int, tsoffset: int) -> int:
+    """A time in ns as an interface's units (0 before its offset)."""
+    ns = max(0, ts - tsoffset * 10**9)
+    if tsresol & 0x80:
+        return ((ns << (tsresol & 0x7F)) // 10**9) & (2**64 - 1)
+    return (ns * 10 ** (tsresol & 0x7F) // 10**9) & (2**64 - 1)
+
+
 def _pcapng(linktype: int, packets: list[tuple[int, bytes, int]], rng: random.Random) -> bytes:
-    out = [_pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)),
-           _pcapng_block(1, struct.pack("<HHI", linktype, 0, 0) + struct.pack("<HH", 9, 1)
-                         + bytes([9, 0, 0, 0]) + struct.pack("<HH", 0, 0))]  # fmt: skip
+    """One section of 1-3 interfaces (their own time resolutions and offsets), packets on
+    any of them, some in simple or other blocks."""
+    interfaces = [(9, 0)] + [(rng.choice(TSRESOLS), rng.choice((0, 0, 1_000, -1_000)))
+                             for _ in range(rng.choice((0, 0, 1, 2)))]  # fmt: skip
+    out = [_pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))]
+    for tsresol, tsoffset in interfaces:
+        offset = struct.pack("<HHq", 14, 8, tsoffset) if tsoffset else b""
+        out.append(_pcapng_block(1, struct.pack("<HHI", linktype, 0, 0) + struct.pack("<HH", 9, 1)
+                                 + bytes([tsresol, 0, 0, 0]) + offset
+                                 + struct.pack("<HH", 0, 0)))  # fmt: skip
     for ts, data, wirelen in packets:
+        iface = rng.randrange(len(interfaces))
+        ts = _units(ts, *interfaces[iface])
         kind = rng.random()
         if kind < 0.05:
             out.append(_pcapng_block(3, struct.pack("<I", wirelen) + data))
         elif kind < 0.08:
             out.append(_pcapng_block(rng.choice((4, 5, 0x0BAD, 0x80000001)), data[:20]))
         else:
-            out.append(_pcapng_block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF,
+            out.append(_pcapng_block(6, struct.pack("<IIIII", iface, ts >> 32, ts & 0xFFFFFFFF,
                                                     len(data), wirelen) + data))  # fmt: skip
     return b"".join(out)
 
@@ -1022,6 +1048,11 @@ def run_pcap(data: bytes, path: str) -> None:
     exactly the events of the streaming (reference) engine."""
     with open(path, "wb") as f:
         f.write(data)
+    try:  # (the compiled run of a pcapng file's packet blocks against the Python one)
+        PCAPNG_WALK_CHECKS[0] += check_native_pcapng_walk(
+            data, random.Random(hashlib.sha1(data).digest()))
+    except Mismatch as mismatch:
+        raise Finding(str(mismatch)) from None
     engines = ("auto", "stream") if "engine" in Dissector.__init__.__code__.co_varnames else ()
     runs = _engine_runs([path], engines)
     if len(runs) == 2:
@@ -1087,6 +1118,7 @@ def run_pcap(data: bytes, path: str) -> None:
 
 
 ROTATED_CHECKS = [0]  # (captures cut and stitched so far: the campaign's summary says)
+PCAPNG_WALK_CHECKS = [0]  # (pcapng files walked by both runs of their packet blocks, so far)
 
 
 def check_messages(events: list) -> None:
@@ -1381,6 +1413,7 @@ def campaign(
         },
         "findings": sum(s.findings for s in stats.values()),
         "pcaps_cut_into_rotated_pieces": ROTATED_CHECKS[0],
+        "pcapngs_walked_both_ways": PCAPNG_WALK_CHECKS[0],
         "mutator_errors": generator_errors,
         "rss_after_warmup_mib": round(base / 2**20, 1),
         "rss_end_mib": round(rss_end / 2**20, 1),

@@ -6,7 +6,8 @@ the stream.
 
 benchmarks/fuzz.py calls `check_native_walk` and `check_native_decode` on every input of
 its stream target; the pcap target compares the analyze report made with either walk to the
-reference engine's.
+reference engine's, and `check_native_pcapng_walk` holds the compiled run of a pcapng
+file's Enhanced Packet Blocks (capture/_records.c: epb_run) to PcapngWalk's Python one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from streamdissect.capture import CaptureError
+from streamdissect.capture import native as capture_native
 from streamdissect.capture.blocks import sliding
+from streamdissect.capture.pcapng_walk import PcapngWalk
 from streamdissect.protocols.stream import hot, hot_native, native
 from streamdissect.protocols.stream.hot_walk import HotWalk
 from streamdissect.tcp.vectorized import InOrder, _ints
@@ -145,4 +149,56 @@ def check_native_decode(stream: bytes, rng: random.Random) -> bool:
         which = [name for name, a, b in zip(names, made, python) if a != b]
         raise Mismatch(f"the compiled decode differs from the Python one in {which} "
                        f"({len(starts)} frames, crc_limit {crc_limit})")
+    return True
+
+
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+
+
+def pcapng_walked(data: bytes, compiled: Any, reads: list[int]) -> tuple:
+    """What PcapngWalk makes of the pcapng file `data` with the compiled run (the module) or
+    the Python one (None), its bytes read up to each of `reads` in turn: the pieces of each
+    read (arrays as lists), the bytes after the walk (times rewritten in place), the last
+    time."""
+    kept = capture_native.loaded
+    capture_native.loaded = compiled
+    try:
+        buf = bytearray(data)
+        walk = PcapngWalk("walked.pcapng")
+        pos, made = 0, []
+        try:
+            for end in [*reads, len(buf)]:
+                pieces, pos, stopped = walk.walk(buf, pos, max(end, pos), 0)
+                made.append(_comparable(pieces))
+                if stopped:
+                    break
+            else:
+                made.append(_comparable(walk.finish(buf, pos, len(buf), 0, None)))
+        except CaptureError as refused:  # (no pcapng file: the clear error the reader gives)
+            made.append(("refused", str(refused)))
+        return made, bytes(buf), walk.last_ts
+    finally:
+        capture_native.loaded = kept
+
+
+def _comparable(pieces: list) -> list:
+    return [(kind, payload.tolist() if isinstance(payload, np.ndarray) else payload)
+            for kind, payload in pieces]  # fmt: skip
+
+
+def check_native_pcapng_walk(data: bytes, rng: random.Random) -> bool:
+    """Both runs walk the pcapng file `data`, read in 1-4 random pieces, alike: the same
+    pieces, the same bytes after, the same last time; False when the extension is not there
+    or `data` is no pcapng file."""
+    compiled = capture_native.loaded
+    if compiled is None or not data.startswith(PCAPNG_MAGIC):
+        return False
+    reads = sorted(rng.randrange(len(data) + 1) for _ in range(rng.randrange(4)))
+    python = pcapng_walked(data, None, reads)
+    made = pcapng_walked(data, compiled, reads)
+    if made != python:
+        names = ("pieces", "bytes after", "last time")
+        which = [name for name, a, b in zip(names, made, python) if a != b]
+        raise Mismatch(f"the compiled pcapng walk differs from the Python one in {which} "
+                       f"(reads ending at {reads})")
     return True

@@ -1,4 +1,5 @@
-"""The compiled record walk (_records.c), when it was built and is wanted.
+"""The compiled record walks (_records.c: pcap records, pcapng runs of Enhanced Packet Blocks),
+when built and wanted.
 
 `pip install` builds the optional C extensions when a C compiler and the Python headers are
 there (setup.py); without them the pure-Python code runs, which is also the reference they

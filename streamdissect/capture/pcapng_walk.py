@@ -7,7 +7,9 @@ one's time is rewritten there as seconds and nanoseconds (frac_ns = 1) in the se
 order: no packet byte is copied. Every other block (section and interface blocks, simple and
 obsolete packet blocks, an EPB on an interface of another link type or whose time the
 columns cannot convert, anything damaged) goes through capture.pcapng.PcapngBlocks, the
-reference reader's own code, and its packets are handed on one by one.
+reference reader's own code, and its packets are handed on one by one. The runs are walked
+by compiled code when it is built and wanted (capture/_records.c: epb_run, loaded by
+capture.native), else by _python_run, its reference.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from streamdissect.capture import native
 from streamdissect.capture.blocks import (
     ANOMALY,
     BLOCK_REGION,
@@ -52,6 +55,7 @@ class PcapngWalk:
         self.blocks = PcapngBlocks(path, self._report)
         self.layout: Layout | None = None
         self.regular: frozenset[int] = frozenset()  # interfaces whose EPBs are walked in place
+        self.regular_mask = b""  # the same, a byte an interface (for the compiled run)
         self.scale = self.offset_ns = self.units_min = self.units_max = np.zeros(0)
         self.skipping = 0  # bytes of an oversized block still to pass over
         self.pending: bytearray | None = None  # a big non-packet block being gathered
@@ -188,6 +192,7 @@ class PcapngWalk:
             self.units_min[i], self.units_max[i] = low, high
         if self.layout is not None and self.layout.order != self.blocks.order:
             self.layout, self.regular = None, frozenset()  # (a section in the other order)
+            self.regular_mask = b""
         elif self.layout is not None:
             self._regular_for(self.layout.linktype)
 
@@ -195,6 +200,7 @@ class PcapngWalk:
         interfaces = self.blocks.interfaces
         self.regular = frozenset(i for i, f in enumerate(interfaces)
                                  if f[0] == linktype and self.scale[i])  # fmt: skip
+        self.regular_mask = bytes(i in self.regular for i in range(len(self.scale)))
         self.patterns = {}
 
     def _switch(self, buf: Any, pos: int) -> bool:
@@ -217,7 +223,20 @@ class PcapngWalk:
 
     def _run(self, buf: Any, pos: int, end: int) -> tuple[np.ndarray, int]:
         """The record starts (block + 12) of the whole, ordinary EPBs from `pos`, their
-        times rewritten in place; and where the run stopped."""
+        times rewritten in place; and where the run stopped. By the compiled run when it is
+        loaded (capture.native), else _python_run."""
+        compiled = native.loaded
+        if compiled is None:
+            return self._python_run(buf, pos, end)
+        noted, pos, last_ns = compiled.epb_run(
+            buf, pos, end, self.blocks.order == ">", MAX_PACKET + 64, self.regular_mask,
+            self.scale, self.offset_ns, self.units_min, self.units_max)  # fmt: skip
+        if last_ns >= 0:
+            self.blocks.last_ts = last_ns
+        return np.frombuffer(noted, dtype=np.int64), pos
+
+    def _python_run(self, buf: Any, pos: int, end: int) -> tuple[np.ndarray, int]:
+        """_run in Python (the reference of _records.epb_run)."""
         order = self.blocks.order
         heads = struct.Struct(order + "III").unpack_from
         regular, patterns = self.regular, self.patterns
