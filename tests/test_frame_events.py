@@ -55,6 +55,25 @@ def test_frame_events_give_the_tables_of_the_records(path):
     assert_same_tables(path)
 
 
+@pytest.mark.parametrize("name", ["rstream-slow-consumer-3.10.pcap", "raw-deliver-v2-4.0.pcap"])
+def test_a_deliver_cut_inside_its_chunk_header(tmp_path, name):
+    """Snaplen cutting a Deliver (v1, v2) at each byte of its chunk header: the row keeps the
+    header's whole fields (chunk_type, num_entries, num_records before chunk_id), and so
+    must the events made from it (fuzz finding pcap-ca6a6c11b824)."""
+    linktype, packets = worsen.read_pcap(worsen.CAPTURES / name)
+    first, num_records = (schema.column_names("deliveries").index(c)
+                          for c in ("chunk_first_offset", "num_records"))  # fmt: skip
+    header_only = 0  # rows of Delivers cut after num_records but before chunk_id
+    for length in range(70, 130):
+        path = worsen.write_pcap(tmp_path / f"cut{length}.pcap", linktype,
+                                 worsen.snaplen(packets, length))  # fmt: skip
+        made, expected, _ = both_ways(path)
+        assert made == expected, length
+        header_only += sum(r[first] is None and r[num_records] is not None
+                           for r in expected["deliveries"])  # fmt: skip
+    assert header_only
+
+
 @pytest.mark.parametrize("how", ["reorder", "duplicate", "snaplen", "dropped", "midstream"])
 def test_frame_events_of_made_worse_copies(tmp_path, how):
     linktype, packets = worsen.read_pcap(worsen.CAPTURES / "rstream-slow-consumer-3.10.pcap")

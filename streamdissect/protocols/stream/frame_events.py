@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamdissect.framing.events import FrameEvent
-from streamdissect.protocols.stream.frame_table import CHUNK_COLUMNS
+from streamdissect.protocols.stream.frame_table import chunk_of_row
 from streamdissect.protocols.stream.hot import (
     CONFIRM_KEY,
     CREDIT_KEY,
@@ -135,9 +135,8 @@ class _Columns:
         for ts, row in zip(times, self.table.take(pa.array(rows, pa.int64())).to_pylist()):
             extra = row.pop("fields")
             record = {**json.loads(extra), **row} if extra else row
-            if record.get("chunk_id") is not None:
-                chunk = {header: record.get(column) for column, header in CHUNK_COLUMNS.items()}
-                chunk["num_records"] = record.get("record_count")
+            chunk = chunk_of_row(record)
+            if chunk is not None:
                 record["chunk"] = chunk
             out.append(FrameEvent(ts, row["connection"], row["direction"], row["stream_offset"],
                                   record))  # fmt: skip

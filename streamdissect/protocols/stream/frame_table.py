@@ -47,6 +47,20 @@ TYPED_ATTRIBUTES = ("publisher_id", "subscription_id", "stream", "record_count",
 CHUNK_COLUMNS = {"chunk_id": "chunk_id", "chunk_timestamp_ms": "timestamp",
                  "num_entries": "num_entries", "chunk_type": "chunk_type"}  # fmt: skip
 SPARSE = (*TYPED_ATTRIBUTES, *CHUNK_COLUMNS, "crc_ok", "fields")
+
+
+def chunk_of_row(row: dict) -> dict | None:
+    """A Deliver's chunk header back from its row (the CHUNK_COLUMNS and record_count; what
+    the table leaves out is absent), None when the row holds none of it. A Deliver cut
+    inside its chunk header keeps the fields that are whole (chunk_type, num_entries and
+    num_records come before chunk_id), so any one of the columns means a header."""
+    if all(row.get(column) is None for column in CHUNK_COLUMNS):
+        return None
+    chunk = {header: row.get(column) for column, header in CHUNK_COLUMNS.items()}
+    chunk["num_records"] = row.get("record_count")
+    return chunk
+
+
 # Never in the table: payload bytes, and what the typed columns already hold.
 LEFT_OUT = frozenset(("messages", "chunk_payload", "chunk", "entry_count", "crc_ok"))
 
