@@ -241,6 +241,14 @@ static PyObject *text_or_none(Span span) {
     return out;
 }
 
+/* A text many rows hold (a group, a topic, a tag) as one string for all of them, as the
+   collectors keep it (analysis/rows.py `shared`): interned here, not by a Python call a
+   row. NULL passes through (an error). */
+static PyObject *interned(PyObject *text) {
+    if (text != NULL && PyUnicode_CheckExact(text)) PyUnicode_InternInPlace(&text);
+    return text;
+}
+
 /* Whether an integer field's text is absent or digits alone (the scanner types those). */
 static int typed_here(Span span) {
     long long v;
@@ -343,7 +351,7 @@ static int send_properties(PyObject *send, Span span) {
     }
     PyMem_Free(buf);
     if (set(send, N_MSG_ID, values[0]) < 0) r = -1;
-    if (set(send, N_TAGS, values[1]) < 0) r = -1;
+    if (set(send, N_TAGS, interned(values[1])) < 0) r = -1;
     if (set(send, N_KEYS, values[2]) < 0) r = -1;
     return r;
 }
@@ -416,8 +424,8 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
     if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
         set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
         set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
-        set(out, N_GROUP, text_or_none(h.ext[E_GROUP])) < 0 ||
-        set(out, N_TOPIC, text_or_none(h.ext[E_TOPIC])) < 0 ||
+        set(out, N_GROUP, interned(text_or_none(h.ext[E_GROUP]))) < 0 ||
+        set(out, N_TOPIC, interned(text_or_none(h.ext[E_TOPIC]))) < 0 ||
         set(out, N_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
         send_properties(out, h.ext[E_PROPERTIES]) < 0) {
         Py_XDECREF(out);

@@ -20,6 +20,7 @@ every table of the shipped captures and made-worse copies to it, fuzz targets to
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
@@ -39,7 +40,8 @@ SEND_CODES = spec.SEND_CODES
 
 class HotSend:
     """A plain SEND_MESSAGE_V2 request: its header's producer group, topic and queue, its
-    message's ids (UNIQ_KEY), tags, keys and body length; `frame` makes the command again
+    message's ids (UNIQ_KEY), tags, keys and body length (the group, topic and tags
+    interned, as the sends' rows keep them); `frame` makes the command again
     when asked (`command`). (Not the parsed header: a block's thousands of them kept would
     be scanned and promoted by the garbage collector, and freed late.)"""
 
@@ -123,18 +125,21 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
         return None  # (a compressed message: decoded as ever)
     send = HotSend()
     send.opaque, send.frame = opaque, frame
-    value = ext.get(_GROUP)
-    send.group = value if value.__class__ is str else None
-    value = ext.get(_TOPIC)
-    send.topic = value if value.__class__ is str else None
+    send.group, send.topic = _shared_text(ext.get(_GROUP)), _shared_text(ext.get(_TOPIC))
     send.queue_id = _integer(ext.get(_QUEUE))
     value = ext.get(_PROPERTIES)
     properties = parse_properties(value if value.__class__ is str else "")
     send.msg_id = properties.get(_UNIQ_KEY) or None  # (messages.Message.msg_id)
-    send.tags, send.keys = properties.get(_TAGS), properties.get(_KEYS)
+    send.tags, send.keys = _shared_text(properties.get(_TAGS)), properties.get(_KEYS)
     # (the frame is whole: its body is what follows the header, the word's low 3 bytes)
     send.wire = len(frame) - 8 - int.from_bytes(frame[5:8], "big")
     return send
+
+
+def _shared_text(value: Any) -> str | None:
+    """A text field's value (None: not text), interned: a HotSend's group, topic and tags
+    are what every send row of them holds (analysis/rows.py `shared`), one string for all."""
+    return sys.intern(value) if value.__class__ is str else None
 
 
 def _integer(value: Any) -> int | None:

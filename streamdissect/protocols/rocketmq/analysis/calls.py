@@ -185,9 +185,19 @@ class CallCollector:
         # (code, server, direction) -> (its counts, its answered calls' latencies: memory a
         # distinct latency, not a call)
         self._groups: dict[tuple, tuple[dict, ExactSample]] = {}
+        # (code, connection, direction) -> its group (of its server): a request's, found
+        # without naming its server
+        self._of_connection: dict[tuple, tuple[dict, ExactSample]] = {}
 
     def _group(self, code: int | None, connection: str, direction: str) -> tuple:
         """(counts, latency sample) of the calls of this code, server and direction."""
+        at = (code, connection, direction)
+        found = self._of_connection.get(at)
+        if found is None:
+            found = self._of_connection[at] = self._server_group(code, connection, direction)
+        return found
+
+    def _server_group(self, code: int | None, connection: str, direction: str) -> tuple:
         key = (code, server_of(connection), direction)
         group = self._groups.get(key)
         if group is None:
@@ -219,7 +229,9 @@ class CallCollector:
         """A request (its event, and what is read of its record: see Asked)."""
         self.answered = self.asked = None
         oneway = flag & ONEWAY_FLAG
-        group, sample = self._group(code, ev.connection, ev.direction)
+        connection, direction = ev.connection, ev.direction
+        found = self._of_connection.get((code, connection, direction))  # (_group, inline)
+        group, sample = found if found is not None else self._group(code, connection, direction)
         group["oneway" if oneway else "calls"] += 1
         row = index = None
         if self._keep_rows:

@@ -23,6 +23,8 @@ from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
 from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
+_RESPONSE = spec.RESPONSE_FLAG
+
 # The collector (attribute of Collectors) that makes each table.
 MADE_BY = {"rocketmq_connections": "connections", "rocketmq_requests": "calls",
            "rocketmq_latency": "calls",
@@ -48,7 +50,8 @@ class Collectors:
         self.active: tuple | None = None
         # what a request of a code, a response to a request of a code, goes to
         self._by_request: dict[int, tuple] = {}
-        self._by_response: dict[int | None, tuple] = {}
+        self._by_response: dict[int | None, tuple] = {}  # (code 0: no error to count)
+        self._by_error_response: dict[int | None, tuple] = {}
 
     @classmethod
     def made(cls, report_only: bool = False,
@@ -101,11 +104,15 @@ class Collectors:
         """A command to the collectors of its code (the driver looks up no handlers a frame:
         this is the one lookup, by the code alone)."""
         rec = ev.record
-        if rec.flag & spec.RESPONSE_FLAG:
-            handlers = self._by_response.get(rec.request_code)
+        if rec.flag & _RESPONSE:
+            # (the errors' collector counts the responses of a code other than 0 alone: the
+            # others are not passed to it, one call a response fewer)
+            by_code = self._by_error_response if rec.code else self._by_response
+            handlers = by_code.get(rec.request_code)
             if handlers is None:
-                handlers = self._by_response[rec.request_code] = self._fed(
-                    (self.calls.on_frame, self.connections.on_frame, self.errors.on_response)
+                errors = (self.errors.on_response,) if rec.code else ()
+                handlers = by_code[rec.request_code] = self._fed(
+                    (self.calls.on_frame, self.connections.on_frame) + errors
                     + self._responses_to(rec.request_code))  # fmt: skip
         else:
             handlers = self._by_request.get(rec.code)

@@ -17,7 +17,7 @@ from streamdissect.protocols.rocketmq.analysis.calls import (
     server_of,
 )
 from streamdissect.protocols.rocketmq.analysis.rows import RowShape, shared
-from streamdissect.protocols.rocketmq.hot import HotAnswer
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotSend
 from streamdissect.protocols.rocketmq.tables import SENDS
 
 S = RowShape(SENDS)
@@ -55,13 +55,14 @@ class SendCollector(PerCall):
 
     def on_hot_send(self, ev: Any) -> None:
         """A send request as a light record (hot.HotSend: one message, not compressed, its
-        topic and queue the header's, as messages.sent_message makes it)."""
+        topic and queue the header's, as messages.sent_message makes it; its group, topic
+        and tags come interned, as `shared` keeps them)."""
         rec = ev.record
         connection, wire = ev.connection, rec.wire
         self.add_row(_message_row(connection, server_of(connection), ev.ts_ns, rec.opaque,
-                                  rec.code_name, 0, _status(rec.flag), shared(rec.group),
-                                  shared(rec.topic), rec.queue_id, rec.msg_id, shared(rec.tags),
-                                  rec.keys, False, wire, wire))  # fmt: skip
+                                  rec.code_name, 0, _HOT_STATUS, rec.group, rec.topic,
+                                  rec.queue_id, rec.msg_id, rec.tags, rec.keys, False, wire,
+                                  wire))  # fmt: skip
         self.keep(ev)
 
     def answered(self, request: Any, rows: list, ev: Any) -> None:
@@ -88,3 +89,6 @@ class SendCollector(PerCall):
 def _status(flag: int) -> str:
     """A send's status until its response comes."""
     return "oneway" if flag & ONEWAY_FLAG else "no_response"
+
+
+_HOT_STATUS = _status(HotSend.flag)  # (a HotSend's flag is its class's: never oneway)
