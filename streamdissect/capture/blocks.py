@@ -468,6 +468,15 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
                 return True
         return False
 
+    def parent_waits() -> bool:
+        # Whether the parent said it waits (heard without blocking). A piece it waits for is
+        # handed on unparsed: it parses it at once while this process reads on, so that a
+        # capture whose reading is the slower side (large frames: ~1.4 KB a record) has its
+        # parsing shared by whichever process is free. The same columns either way.
+        while not waiting and select.select([free_r], [], [], 0)[0]:
+            hear()
+        return waiting
+
     layout_now: Layout | None = None
     this_read = None  # (slot, base) of the read whose pieces the slot's column areas hold
     used = 0  # column areas of the slot used by this read
@@ -493,8 +502,9 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
             for at in range(0, len(payload), rows):
                 piece = payload[at : at + rows]
                 flows = -1
-                if used < parse.areas:
+                if used < parse.areas and not parent_waits():
                     flows = parse(slot, used, piece, layout_now)
+                waiting = False  # (a piece handed to a waiting parent: it is busy now)
                 if flows >= 0:
                     out.write(_ITEM.pack(kind, slot, used, base, read, len(piece), flows))
                     used += 1
