@@ -13,7 +13,7 @@ from pathlib import Path
 import worsen
 
 from streamdissect.capture import packet_columns
-from streamdissect.capture.blocks import HELPER_GROWTH, Reading, read_blocks
+from streamdissect.capture.blocks import Reading, read_blocks
 from streamdissect.capture.errors import ignore_anomaly
 from streamdissect.capture.limits import MAX_PACKET
 from streamdissect.capture.pcap import RECORD_HEADER_SIZE
@@ -22,7 +22,7 @@ from streamdissect.capture.sources import open_sources
 BLOCK, FIRST = 9_000, 1_000
 
 
-def walked(paths: list[str], more=None, growth=(2, 1)) -> tuple[list[int], list[int]]:
+def walked(paths: list[str], more=None) -> tuple[list[int], list[int]]:
     """(the bytes each read asked for, the bytes each walk was given: the block) over a
     capture of `paths`, read in this process into one buffer."""
     sources = open_sources(paths, lambda path: ignore_anomaly)
@@ -42,7 +42,7 @@ def walked(paths: list[str], more=None, growth=(2, 1)) -> tuple[list[int], list[
     size = BLOCK + RECORD_HEADER_SIZE + MAX_PACKET + packet_columns.PAD
     try:
         for _ in read_blocks(Reading(sources, BLOCK), memoryview(bytearray(size)), size,
-                             lambda: 0, FIRST, more, growth):  # fmt: skip
+                             lambda: 0, FIRST, more):  # fmt: skip
             pass
     finally:
         for source in sources:
@@ -57,28 +57,6 @@ def test_the_files_of_a_set_go_on_where_the_last_ones_reads_were(tmp_path):
     assert asked[:4] == [FIRST, 2 * FIRST, 4 * FIRST, 8 * FIRST]
     assert asked[4:] == [BLOCK] * len(asked[4:])
     assert len(paths) == 4 and len(asked) > 4 + len(paths)  # (every file read in full blocks)
-
-
-def test_the_helpers_reads_grow_by_a_quarter_and_a_tiny_one_by_a_byte_at_least(tmp_path):
-    path = str(worsen.real_capture())
-    asked, _ = walked([path], growth=HELPER_GROWTH)
-    # (1,000 * 5 // 4 = 1,250, then 1,562, 1,952, ... up to BLOCK)
-    assert asked[:5] == [1_000, 1_250, 1_562, 1_952, 2_440]
-    full = asked.index(BLOCK)
-    assert asked[full:] == [BLOCK] * len(asked[full:])
-    sources = open_sources([path], lambda p: ignore_anomaly)
-    size = BLOCK + RECORD_HEADER_SIZE + MAX_PACKET + packet_columns.PAD
-    asked_tiny = []
-    read = sources[0].bytes.readinto
-    sources[0].bytes.readinto = lambda view: asked_tiny.append(len(view)) or read(view)
-    try:
-        pieces = read_blocks(Reading(sources, BLOCK), memoryview(bytearray(size)), size,
-                             lambda: 0, 1, None, HELPER_GROWTH)  # fmt: skip
-        for _, _ in zip(range(6), pieces):
-            pass
-    finally:
-        sources[0].close()
-    assert asked_tiny[:5] == [1, 2, 3, 4, 5]  # (1 * 5 // 4 is 1: a byte more each time)
 
 
 def _fifo(path: Path, folder: Path) -> tuple[str, subprocess.Popen]:

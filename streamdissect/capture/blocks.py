@@ -186,12 +186,7 @@ class Reading(NamedTuple):
 # `parse`) into that area, else -1. Parsed, the region's n record starts are there too; else
 # n bytes of starts follow on the pipe; other kinds: n bytes of their pickled payload.
 _ITEM = struct.Struct("<BBBQQQq")
-FIRST_BLOCK = 1 << 20  # the helper's first read; each next one 5/4 the last, up to BLOCK
-# How much bigger each read is than the last, as (numerator, denominator). The helper's reads
-# grow slowly: while they grow, this process waits for each next read (the helper walks and
-# parses as fast as it is dissected here), and a read twice the last one kept it waiting
-# ~0.02 s in all on the small-frame benchmark capture; 5/4 about halves that.
-HELPER_GROWTH = (5, 4)
+FIRST_BLOCK = 1 << 20  # the helper's first read; each next one twice the last, up to BLOCK
 FIRST_READ = 1 << 18  # the first read without a helper (see read_blocks)
 SLOTS = 3  # shared read buffers: one being filled, one waiting, one being dissected
 _WAITING = b"\xff"  # (on the free pipe, not a slot) the parent has nothing left to dissect
@@ -199,19 +194,18 @@ _END = 0xFF  # (a kind on the data pipe) the helper read everything: its last it
 
 
 def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[[], int],
-                first: int, more: Callable[[int], bool] | None = None,
-                growth: tuple[int, int] = (2, 1)) -> Iterator[tuple]:  # fmt: skip
+                first: int, more: Callable[[int], bool] | None = None) -> Iterator[tuple]:  # fmt: skip
     """The pieces of every file of `reading`, as (kind, slot, base, read, payload): a
     BLOCK_REGION's record starts are relative to its slot, whose first byte is at file offset
     `base`; `read`: raw bytes read since the last one (progress). Each read goes to slot
     take() at `slot * stride`; a slot is handed to take() again only once its block is
-    dissected (the caller's business). A small first read (`first`), each next one `growth`
-    times the last (at least a byte more): a capture that starts mid-connection has its
-    first block's connections go through the exact code, so that block is kept short; the
-    files of a set after the first go on where the last one's reads were (as one file would:
-    the same blocks, the same memory, whatever the files' sizes). A read that comes back
-    short (a pipe's: what had come) is handed on as it is, unless more(descriptor) says to
-    wait for more into the same read (see _helper)."""
+    dissected (the caller's business). A small first read (`first`), each next one twice the
+    last: a capture that starts mid-connection has its first block's connections go through
+    the exact code, so that block is kept short; the files of a set after the first go on
+    where the last one's reads were (as one file would: the same blocks, the same memory,
+    whatever the files' sizes). A read that comes back short (a pipe's: what had come) is
+    handed on as it is, unless more(descriptor) says to wait for more into the same read
+    (see _helper)."""
     block = reading.block
     slot = None  # (taken when a file begins: the last one's may still be dissected)
     size = min(first, block)
@@ -234,7 +228,7 @@ def read_blocks(reading: Reading, view: memoryview, stride: int, take: Callable[
                 if not extra:
                     break
                 got += extra
-            size = min(max(size * growth[0] // growth[1], size + 1), block)
+            size = min(2 * size, block)
             end = at + have + got
             if got:
                 pieces, pos, stopped = walker.walk(view.obj, at, end, base - at)
@@ -468,23 +462,14 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
                 return True
         return False
 
-    def parent_waits() -> bool:
-        # Whether the parent said it waits (heard without blocking). A piece it waits for is
-        # handed on unparsed: it parses it at once while this process reads on, so that a
-        # capture whose reading is the slower side (large frames: ~1.4 KB a record) has its
-        # parsing shared by whichever process is free. The same columns either way.
-        while not waiting and select.select([free_r], [], [], 0)[0]:
-            hear()
-        return waiting
-
     layout_now: Layout | None = None
     this_read = None  # (slot, base) of the read whose pieces the slot's column areas hold
     used = 0  # column areas of the slot used by this read
     rows = parse.rows if parse is not None else 0
     view = memoryview(slots.memory)
     with open(data_w, "wb", buffering=0) as out:
-        reads = read_blocks(reading, view, slots.stride, take, FIRST_BLOCK, more, HELPER_GROWTH)
-        for kind, slot, base, read, payload in reads:
+        for kind, slot, base, read, payload in read_blocks(reading, view, slots.stride, take,
+                                                           FIRST_BLOCK, more):  # fmt: skip
             if kind != BLOCK_REGION:
                 if kind == LAYOUT:
                     layout_now = payload
@@ -502,9 +487,8 @@ def _helper(reading: Reading, slots: SharedSlots, pipes: tuple[int, int],
             for at in range(0, len(payload), rows):
                 piece = payload[at : at + rows]
                 flows = -1
-                if used < parse.areas and not parent_waits():
+                if used < parse.areas:
                     flows = parse(slot, used, piece, layout_now)
-                waiting = False  # (a piece handed to a waiting parent: it is busy now)
                 if flows >= 0:
                     out.write(_ITEM.pack(kind, slot, used, base, read, len(piece), flows))
                     used += 1
