@@ -15,6 +15,26 @@
 #define RECORD_HEADER 16
 #define CAPLEN_AT 8
 
+static inline uint32_t u32_at(const uint8_t *c, int big_endian) {
+    return big_endian ? ((uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3])
+                      : ((uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 | (uint32_t)c[1] << 8 | c[0]);
+}
+
+/* The starts of a walk over buf[pos:end] of a buffer of `len` bytes: room for one an `step`
+ * bytes (the least a record or block takes), or NULL with the error set, when pos and end
+ * lie outside the buffer (`what` names the walk) or memory is short. */
+static int64_t *starts_room(Py_ssize_t pos, Py_ssize_t end, Py_ssize_t len, Py_ssize_t step,
+                            const char *what) {
+    if (pos < 0 || end < pos || end > len) {
+        PyErr_Format(PyExc_ValueError, "%s: pos and end outside the buffer", what);
+        return NULL;
+    }
+    int64_t *starts = PyMem_Malloc((size_t)((end - pos) / step + 1) * sizeof(int64_t));
+    if (starts == NULL)
+        PyErr_NoMemory();
+    return starts;
+}
+
 static PyObject *record_starts(PyObject *self, PyObject *args) {
     PyObject *obuf;
     Py_ssize_t pos, end;
@@ -27,26 +47,15 @@ static PyObject *record_starts(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     int64_t *starts = NULL;
-    if (pos < 0 || end < pos || end > view.len) {
-        PyErr_SetString(PyExc_ValueError, "record walk: pos and end outside the buffer");
+    starts = starts_room(pos, end, view.len, RECORD_HEADER, "record walk");
+    if (starts == NULL)
         goto done;
-    }
-    /* at most one record a RECORD_HEADER bytes */
-    Py_ssize_t room = (end - pos) / RECORD_HEADER + 1;
-    starts = PyMem_Malloc((size_t)room * sizeof(int64_t));
-    if (starts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     const uint8_t *b = view.buf;
     Py_ssize_t n = 0;
     int bad = 0;
     while (end - pos >= RECORD_HEADER) {
         const uint8_t *c = b + pos + CAPLEN_AT;
-        uint32_t cap = big_endian ? ((uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 |
-                                     (uint32_t)c[2] << 8 | c[3])
-                                  : ((uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 |
-                                     (uint32_t)c[1] << 8 | c[0]);
+        uint32_t cap = u32_at(c, big_endian);
         if ((long long)cap > max_packet) {
             bad = 1;
             break;
@@ -83,11 +92,6 @@ done:
 #define EPB_MIN 32
 #define EPB_HEAD 12
 #define NS_PER_S 1000000000LL
-
-static inline uint32_t u32_at(const uint8_t *c, int big_endian) {
-    return big_endian ? ((uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3])
-                      : ((uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 | (uint32_t)c[1] << 8 | c[0]);
-}
 
 static inline void u32_put(uint8_t *c, uint32_t v, int big_endian) {
     for (int k = 0; k < 4; k++)
@@ -127,17 +131,9 @@ static PyObject *epb_run(PyObject *self, PyObject *args) {
     for (; got < 4; got++)
         if (table_of(otables[got], &tables[got], regular.len) < 0)
             goto done;
-    if (pos < 0 || end < pos || end > view.len) {
-        PyErr_SetString(PyExc_ValueError, "epb run: pos and end outside the buffer");
+    starts = starts_room(pos, end, view.len, EPB_MIN, "epb run");
+    if (starts == NULL)
         goto done;
-    }
-    /* at most one block an EPB_MIN bytes */
-    Py_ssize_t room = (end - pos) / EPB_MIN + 1;
-    starts = PyMem_Malloc((size_t)room * sizeof(int64_t));
-    if (starts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     uint8_t *b = view.buf;
     const uint8_t *is_regular = regular.buf;
     const int64_t *scale = tables[0].buf, *offset_ns = tables[1].buf;
