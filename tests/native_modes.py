@@ -33,5 +33,5 @@ def walk_mode(request, monkeypatch):
         monkeypatch.setattr(rocketmq_native, "loaded", None)
         monkeypatch.setattr(capture_native, "loaded", None)
         monkeypatch.setattr(_text_report, "compiled_rows", None)
-        monkeypatch.setenv(native.ENV, "0")
+        monkeypatch.setenv(capture_native.ENV, "0")
     return request.param

@@ -20,6 +20,7 @@ from array import array
 import pytest
 from test_fuzz_harness import load
 
+from streamdissect.capture.native import ENV
 from streamdissect.protocols.rocketmq import native as rocketmq_native
 from streamdissect.protocols.stream import hot, native
 
@@ -27,7 +28,7 @@ NAME = "streamdissect.protocols.stream._native"
 ROCKETMQ_NAME = "streamdissect.protocols.rocketmq._native"
 BUILT = importlib.util.find_spec(NAME) is not None
 COMPILED = importlib.import_module(NAME) if BUILT else None  # (also when switched off)
-WANTED = os.environ.get(native.ENV, "")
+WANTED = os.environ.get(ENV, "")
 needs_build = pytest.mark.skipif(
     not BUILT, reason="the C extension was not built (no C compiler at install): the Python "
     "walk runs; STREAMDISSECT_NATIVE=1 makes a missing build an error")  # fmt: skip
@@ -59,7 +60,7 @@ def test_environment_variable_chooses(part, wanted):
     loader, name = LOADERS[part]
     code = (f"from {loader.__name__} import loaded; "
             "print(getattr(loaded, '__name__', None))")  # fmt: skip
-    env = {**os.environ, native.ENV: wanted}
+    env = {**os.environ, ENV: wanted}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()  # fmt: skip
     assert out == ("None" if wanted == "0" else name)
@@ -70,9 +71,9 @@ def test_rocketmq_reader_not_loaded_for_another_spec(monkeypatch):
     code is behind, so the Python path runs (and =1 says so)."""
     assert rocketmq_native._spec_now() == rocketmq_native._SPEC_READ
     monkeypatch.setattr(rocketmq_native, "_spec_now", lambda: ("another",))
-    monkeypatch.setenv(native.ENV, "")
+    monkeypatch.setenv(ENV, "")
     assert rocketmq_native._load() is None
-    monkeypatch.setenv(native.ENV, "1")
+    monkeypatch.setenv(ENV, "1")
     with pytest.raises(ImportError):
         rocketmq_native._load()
 

@@ -20,11 +20,17 @@ from types import ModuleType
 ENV = "STREAMDISSECT_NATIVE"
 
 
-def optional(name: str) -> ModuleType | None:
+def optional(name: str, stale: str | None = None) -> ModuleType | None:
     """The extension module `name` as ENV wants it: None for "0", the module or an
-    ImportError for "1", else the module when it was built."""
+    ImportError for "1", else the module when it was built. `stale`: why the compiled code
+    no longer matches the Python tables it was written from (then it is not used: an
+    ImportError saying so for "1", else None)."""
     wanted = os.environ.get(ENV, "")
     if wanted == "0":
+        return None
+    if stale is not None:
+        if wanted == "1":
+            raise ImportError(stale)
         return None
     try:
         return importlib.import_module(name)

@@ -109,8 +109,11 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     # spec.STR from a JSON value; an integer field's by _integer)
     if flag == _RESPONSE:
         if code == 0 and _PULL_KEYS <= ext.keys():
-            return _pulled(frame, opaque, remark, ext)
-        answer = HotAnswer()
+            answer = _pulled(frame, ext)
+            if answer is None:
+                return None
+        else:
+            answer = HotAnswer()
         answer.code, answer.opaque, answer.remark, answer.request_code = code, opaque, remark, None
         answer.frame = frame
         value = ext.get("msgId")
@@ -152,19 +155,14 @@ def _integer(value: Any) -> int | None:
     return typed_value(value, _INT)
 
 
-def _pulled(frame: bytes, opaque: int, remark: str | None, ext: dict) -> HotPulled | None:
-    """A pull response's light record (None: its stored messages are decoded as ever)."""
+def _pulled(frame: bytes, ext: dict) -> HotPulled | None:
+    """A pull response's light record, with what only a pull response has (hot_record sets
+    what every response has), or None: its stored messages are decoded as ever."""
     sizes = plain_sizes(frame[8 + int.from_bytes(frame[5:8], "big") :])
     if sizes is None:
         return None
     pulled = HotPulled()
-    pulled.code, pulled.opaque, pulled.remark, pulled.request_code = 0, opaque, remark, None
-    pulled.frame = frame
     pulled.messages, pulled.bytes = sizes
-    value = ext.get("msgId")
-    pulled.msg_id = value if value.__class__ is str else None
-    pulled.queue_id = _integer(ext.get("queueId"))
-    pulled.queue_offset = _integer(ext.get("queueOffset"))
     pulled.next_begin_offset = _integer(ext.get("nextBeginOffset"))
     pulled.min_offset = _integer(ext.get("minOffset"))
     pulled.max_offset = _integer(ext.get("maxOffset"))

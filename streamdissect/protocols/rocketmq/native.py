@@ -11,10 +11,9 @@ it to None).
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
-from streamdissect.capture.native import ENV, optional
+from streamdissect.capture.native import optional
 from streamdissect.protocols.rocketmq import messages, spec
 
 # What the C code knows of the spec: the V2 send's keys of its producer group, topic, queue,
@@ -38,14 +37,6 @@ def _spec_now() -> tuple:
             messages._PLAIN_FIXED.format)  # fmt: skip
 
 
-def _load() -> ModuleType | None:
-    if _spec_now() != _SPEC_READ:  # (the table changed: the C code is behind)
-        if os.environ.get(ENV, "") == "1":
-            raise ImportError("the compiled RocketMQ reader reads another spec")
-        return None
-    return optional("streamdissect.protocols.rocketmq._native")
-
-
 def _compiled() -> ModuleType | None:
     """The extension module when built (whatever STREAMDISSECT_NATIVE says: the tests')."""
     try:
@@ -53,6 +44,14 @@ def _compiled() -> ModuleType | None:
     except ImportError:
         return None
     return _native
+
+
+def _load() -> ModuleType | None:
+    behind = _spec_now() != _SPEC_READ  # (the table changed: the C code is behind)
+    return optional(
+        "streamdissect.protocols.rocketmq._native",
+        stale="the compiled RocketMQ reader reads another spec" if behind else None,
+    )
 
 
 loaded = _load()

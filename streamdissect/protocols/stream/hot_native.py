@@ -23,18 +23,9 @@ NO_LIMIT = 1 << 62  # crc_limit None: every Deliver's CRC checked
 _DTYPES = {**hot.FIELD_COLUMNS, **hot.CHUNK_COLUMNS}
 
 
-def _at(layout: layouts.Layout) -> dict:
-    """Field name -> (offset from the frame's start, wire type)."""
-    found, at = {}, 0
-    for name, wire_type in layout.fields:
-        found[name] = (at, wire_type)
-        at += wire_type.size
-    return found
-
-
 def _four(layout: layouts.Layout, *names: str) -> list[int]:
     """The offsets of fields the C code reads as 4-byte big-endian words."""
-    fields = _at(layout)
+    fields = layout.at()
     for name in names:
         if fields[name][1].size != 4:
             raise ValueError(f"the compiled decode reads {name} as 4 bytes")
@@ -49,7 +40,7 @@ def plan(whole_chunk: bool) -> tuple[np.ndarray, tuple[str, ...]]:
 
     def fields(layout: layouts.Layout, puts: list[tuple]) -> list[int]:
         """(column, layout field[, shift, or]) each -> the C code's field list."""
-        at = _at(layout)
+        at = layout.at()
         words = [len(puts)]
         for column, name, *how in puts:
             offset, wire_type = at[name]
@@ -63,7 +54,7 @@ def plan(whole_chunk: bool) -> tuple[np.ndarray, tuple[str, ...]]:
              hot.DELIVER_KEY, credit_size, *_four(layouts.CONFIRM, "count"), hot.FIRST_ID,
              hot.CONFIRM_ID.itemsize, layouts.PUBLISH.size,
              *_four(layouts.PUBLISH, "count", "entry_word"), hot.MESSAGE.itemsize,
-             _at(layouts.MESSAGE)["publishing_id"][0], *_four(layouts.MESSAGE, "entry_word"),
+             layouts.MESSAGE.at()["publishing_id"][0], *_four(layouts.MESSAGE, "entry_word"),
              len(layouts.DELIVER)]  # fmt: skip
     lists = [
         fields(layouts.CREDIT, [("subscription_id", "subscription_id"), ("credit", "credit")]),
@@ -71,7 +62,7 @@ def plan(whole_chunk: bool) -> tuple[np.ndarray, tuple[str, ...]]:
         fields(layouts.PUBLISH, [("publisher_id", "publisher_id"), ("record_count", "count")]),
     ]  # fmt: skip
     for version, layout in layouts.DELIVER.items():
-        at = _at(layout)
+        at = layout.at()
         words += [version, layout.size, at["magic_version"][0], *at["num_entries"][0:1],
                   at["num_entries"][1].size, at["num_records"][0], at["num_records"][1].size,
                   *_four(layout, "data_length", "crc")]  # fmt: skip

@@ -49,6 +49,10 @@ class Layout(NamedTuple):
     def size(self) -> int:
         return sum(t.size for _, t in self.fields)
 
+    def at(self) -> dict[str, tuple[int, IntType]]:
+        """Field name -> (its offset from the frame's start, its wire type)."""
+        return _at(self.fields)
+
     def struct(self, start: int = 0) -> struct.Struct:
         """The fields from byte `start` on (8: the body after the frame header) as a struct."""
         return _struct(self.fields, start)
@@ -57,6 +61,15 @@ class Layout(NamedTuple):
         """The fields as a numpy layout of `width` bytes (0: just the fields), for items
         gathered from each frame's start."""
         return _dtype(self.fields, width)
+
+
+@cache
+def _at(fields: tuple) -> dict[str, tuple[int, IntType]]:
+    found, at = {}, 0
+    for name, wire_type in fields:
+        found[name] = (at, wire_type)
+        at += wire_type.size
+    return found
 
 
 @cache
@@ -73,14 +86,11 @@ def _struct(fields: tuple, start: int) -> struct.Struct:
 def _dtype(fields: tuple, width: int) -> Any:
     import numpy as np
 
-    names, formats, offsets, at = [], [], [], 0
-    for name, wire_type in fields:
-        names.append(name)
-        formats.append((">" if wire_type.size > 1 else "") + wire_type.fmt)
-        offsets.append(at)
-        at += wire_type.size
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": width or at})  # fmt: skip
+    at = _at(fields)
+    formats = [(">" if t.size > 1 else "") + t.fmt for _, t in at.values()]
+    return np.dtype({"names": list(at), "formats": formats,
+                     "offsets": [offset for offset, _ in at.values()],
+                     "itemsize": width or sum(t.size for _, t in fields)})  # fmt: skip
 
 
 def head(command: str, version: int) -> Layout:

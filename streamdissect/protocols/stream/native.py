@@ -13,10 +13,9 @@ set it to None).
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
-from streamdissect.capture.native import ENV, optional
+from streamdissect.capture.native import optional
 from streamdissect.protocols.stream import layouts
 from streamdissect.protocols.stream.primitives import U16, U32
 
@@ -25,11 +24,11 @@ _HEADER_READ = (("size", U32), ("key", U16))
 
 
 def _load() -> ModuleType | None:
-    if layouts.SIZE_KEY.fields != _HEADER_READ:  # (the table changed: the C code is behind)
-        if os.environ.get(ENV, "") == "1":
-            raise ImportError("the compiled Stream walk reads another frame header")
-        return None
-    return optional("streamdissect.protocols.stream._native")
+    behind = layouts.SIZE_KEY.fields != _HEADER_READ  # (the table changed: the C code is behind)
+    return optional(
+        "streamdissect.protocols.stream._native",
+        stale="the compiled Stream walk reads another frame header" if behind else None,
+    )
 
 
 loaded = _load()
