@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import Tool, measure, streamdissect_cmd
+from run import Tool, add_python_option, measure, streamdissect_cmd, use_interpreter
 
 LIMIT = 1.15
 FLAT = 1.10
@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flatness", type=Path, metavar="CAPTURE2X",
                     help="the same traffic twice as long: each form's peak RSS on it within "
                          f"{FLAT}x of the first's")
+    add_python_option(ap)
     args = ap.parse_args(argv)
+    use_interpreter(args.python)
     plain = str(args.capture)
     forms = make_forms(args.capture, HERE / "out" / "forms", args.pieces)
     sd = streamdissect_cmd()
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     after = os.getloadavg()
     by = {t.name: t for t in tools}
     base = by["plain"].median_s
-    print(f"\nload average before {load[0]:.2f}, after {after[0]:.2f} (2 CPUs)")
+    print(f"\nstreamdissect run by {sd[0]}")
+    print(f"load average before {load[0]:.2f}, after {after[0]:.2f} (2 CPUs)")
     print(f"{'tool':<8} {'median s':>9} {'min..max s':>15} {'x plain':>8} {'peak MB':>8}  what")
     for t in tools:
         if not t.ok:

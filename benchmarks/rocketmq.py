@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE))
 
 from run import (
     Tool,
+    add_python_option,
     byte_compile,
     children_cpu_s,
     cpu_ticks,
@@ -38,6 +39,7 @@ from run import (
     measure,
     streamdissect_cmd,
     tree_tools,
+    use_interpreter,
     warm,
 )
 
@@ -66,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also analyze the 1x capture with the streamdissect package of another "
                     "source tree, as the row analyze@NAME, in the same round robin (old and "
                     "new code side by side; repeatable)")
+    add_python_option(ap)
     args = ap.parse_args(argv)
+    use_interpreter(args.python)
     sys.stdout.reconfigure(line_buffering=True)
     paths = [os.path.abspath(args.capture)]
     if args.flatness:
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     load, ticks, ours = os.getloadavg(), cpu_ticks(), children_cpu_s()
     measure(tools, args.repeats, args.timeout, args.timeout, dict(os.environ), print)
     after, ticks2, ours2 = os.getloadavg(), cpu_ticks(), children_cpu_s()
-    print(f"\ngit {git_rev()}; load average before {load[0]:.2f}, after {after[0]:.2f} "
+    print(f"\nstreamdissect run by {streamdissect_cmd()[0]}")
+    print(f"git {git_rev()}; load average before {load[0]:.2f}, after {after[0]:.2f} "
           f"({os.cpu_count()} CPUs)")
     if ticks and ticks2:
         hz = os.sysconf("SC_CLK_TCK")

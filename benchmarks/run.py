@@ -245,10 +245,31 @@ def file_stats(path: str) -> tuple[int, int]:
         raise
 
 
+# The interpreter whose environment runs streamdissect's rows (`--python`: a fresh one from
+# installed.py, the package as users install it; default this one).
+INTERPRETER = sys.executable
+
+
+def use_interpreter(python: str | None) -> None:
+    global INTERPRETER
+    if python:
+        if not os.access(python, os.X_OK):
+            raise SystemExit(f"--python {python}: not an interpreter (make one: "
+                             "python benchmarks/installed.py)")
+        INTERPRETER = python
+
+
+def add_python_option(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--python", metavar="PATH",
+                    help="run streamdissect with this interpreter's environment (trees too): "
+                    "benchmarks/installed.py makes one with the package installed as users "
+                    "install it; default: this interpreter")
+
+
 def streamdissect_cmd() -> list[str]:
-    """The console script of this interpreter's environment (no pyenv shim in the timing)."""
-    script = Path(sys.executable).parent / "streamdissect"
-    return [str(script)] if script.exists() else [sys.executable, "-c", CLI_SCRIPT]
+    """The console script of the measured environment (no pyenv shim in the timing)."""
+    script = Path(INTERPRETER).parent / "streamdissect"
+    return [str(script)] if script.exists() else [INTERPRETER, "-c", CLI_SCRIPT]
 
 
 def tree_tools(path: str, trees: list[str], log) -> list[Tool]:
@@ -260,7 +281,7 @@ def tree_tools(path: str, trees: list[str], log) -> list[Tool]:
         tree = os.path.abspath(tree)
         if not name or not os.path.isdir(os.path.join(tree, "streamdissect")):
             raise SystemExit(f"--tree {given}: want NAME=DIR, DIR holding streamdissect/")
-        subprocess.run([sys.executable, "-m", "compileall", "-q",
+        subprocess.run([INTERPRETER, "-m", "compileall", "-q",
                         os.path.join(tree, "streamdissect")], check=True)  # fmt: skip
         log(f"byte-compiled {tree}/streamdissect (row analyze@{name})")
         tools.append(Tool(f"analyze@{name}", f"streamdissect analyze of {tree}",
@@ -286,18 +307,18 @@ def build_tools(path: str, scapy_slice: str, selected: set[str] | None,
              [sys.executable, "-c", SCAPY_SCRIPT, scapy_slice], scapy_slice,
              note="packets/s and MB/s from sniff()'s own time, imports excluded"),
         Tool("scapy-layer", "the same with streamdissect.scapy imported: frames decoded",
-             [sys.executable, "-c", SCAPY_LAYER_SCRIPT, scapy_slice], scapy_slice,
+             [INTERPRETER, "-c", SCAPY_LAYER_SCRIPT, scapy_slice], scapy_slice,
              note="packets/s and MB/s from sniff()'s own time, imports excluded"),
         Tool("frames", "streamdissect frames --format jsonl FILE > /dev/null",
              sd + ["frames", "--format", "jsonl", path], path),
         Tool("analyze", "streamdissect analyze --format json FILE > /dev/null",
              sd + ["analyze", "--format", "json", path], path),
         Tool("pandas", "python: streamdissect.analysis.analyze(FILE), every table built",
-             [sys.executable, "-c", PANDAS_SCRIPT, path], path),
+             [INTERPRETER, "-c", PANDAS_SCRIPT, path], path),
         Tool("tshark-ek", "tshark -r FILE -T ek > /dev/null: every packet's fields as JSON",
              ["tshark", "-r", path, "-T", "ek"], path),
         Tool("frames-table", "python: streamdissect.analysis.frames_table(FILE)",
-             [sys.executable, "-c", FRAMES_TABLE_SCRIPT, path], path),
+             [INTERPRETER, "-c", FRAMES_TABLE_SCRIPT, path], path),
         Tool("frames-text", "streamdissect frames FILE > /dev/null: a text line a frame",
              sd + ["frames", path], path),
         Tool("frames-filter", f"streamdissect frames -Y '{DELIVERS}' FILE > /dev/null",
@@ -549,7 +570,9 @@ def main(argv=None) -> int:
                     "old and new code side by side (repeatable)")
     ap.add_argument("--small", action="store_true",
                     help="judge by the small-frame targets (automatic for --shape small files)")
+    add_python_option(ap)
     args = ap.parse_args(argv)
+    use_interpreter(args.python)
 
     sys.stdout.reconfigure(line_buffering=True)
 
@@ -563,6 +586,7 @@ def main(argv=None) -> int:
     info = env_info()
     byte_compile(log)
     info["byte_compiled"] = True
+    info["interpreter"] = INTERPRETER
     packets, size = file_stats(path)
     made = {}
     if os.path.exists(path + ".json"):
@@ -645,6 +669,7 @@ def main(argv=None) -> int:
               "tree, not for a commit")
     print(f"  median of {args.repeats} runs each (min..max shown), peak RSS = max over the runs "
           f"({RSS_METHOD})")
+    print(f"  streamdissect run by {INTERPRETER}")
     before, after = ("/".join(f"{x:.2f}" for x in info[k])
                      for k in ("loadavg_before", "loadavg_after"))  # fmt: skip
     print(f"  load average (1/5/15 min) before {before}, after {after}: other work on the machine "
