@@ -30,7 +30,9 @@ def _one_column(spec: bytes, values) -> str | None:
 def test_every_character_is_escaped_as_the_json_module_does():
     every = [chr(c) for c in range(0x110000)]  # (lone surrogates too)
     assert_same_text(_one_column(b"t", ["".join(every)]), encode_basestring_ascii("".join(every)))
-    for texts in (every[:0x3000], every[0xD700:0xE100], every[0x10000::97], HOSTILE):
+    # each ASCII character at each place of a text read eight characters at a time
+    placed = [f"{'a' * at}{c}{'b' * (19 - at)}" for c in every[:0x80] for at in range(20)]
+    for texts in (every[:0x3000], every[0xD700:0xE100], every[0x10000::97], HOSTILE, placed):
         expected = ",".join(map(encode_basestring_ascii, texts))
         assert expected == ",".join(map(py_encode_basestring_ascii, texts))
         assert_same_text(_one_column(b"t", texts), expected)

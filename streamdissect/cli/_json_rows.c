@@ -50,18 +50,34 @@ static int put(Text *t, const char *s, Py_ssize_t len) {
     return 0;
 }
 
+static const char PAIRS[] = /* "00" to "99": two digits a division */
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* u's decimal digits, ending at `end` (the first is returned) */
+static char *digits_of(uint64_t u, char *end) {
+    while (u >= 100) {
+        end -= 2;
+        memcpy(end, PAIRS + 2 * (u % 100), 2);
+        u /= 100;
+    }
+    if (u >= 10) {
+        end -= 2;
+        memcpy(end, PAIRS + 2 * u, 2);
+    } else {
+        *--end = (char)('0' + u);
+    }
+    return end;
+}
+
 /* int.__repr__ of an int64 */
 static int put_int(Text *t, int64_t x) {
     char digits[24];
-    int at = 24;
-    uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
-    do {
-        digits[--at] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    char *at = digits_of(x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, digits + 24);
     if (x < 0)
-        digits[--at] = '-';
-    return put(t, digits + at, 24 - at);
+        *--at = '-';
+    return put(t, at, digits + 24 - at);
 }
 
 /* An ASCII str's characters (0: not ASCII, -1: an error) */
@@ -95,13 +111,9 @@ static int put_fixed(Text *t, int negative, uint64_t whole, uint64_t fraction, i
     if (negative)
         s[at++] = '-';
     char digits[24];
-    int d = 24;
-    do {
-        digits[--d] = (char)('0' + whole % 10);
-        whole /= 10;
-    } while (whole);
-    memcpy(s + at, digits + d, (size_t)(24 - d));
-    at += 24 - d;
+    char *first = digits_of(whole, digits + 24);
+    memcpy(s + at, first, (size_t)(digits + 24 - first));
+    at += (int)(digits + 24 - first);
     s[at++] = '.';
     char frac[24];
     for (int i = places - 1; i >= 0; i--) {
@@ -187,6 +199,19 @@ static int put_escaped(Text *t, Py_UCS4 c) {
 
 #define PLAIN(c) ((c) >= ' ' && (c) <= '~' && (c) != '\\' && (c) != '"')
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* Whether an 8-byte word of ASCII holds a byte that is not PLAIN: one below ' ', or '"',
+ * '\\' or DEL (a zero byte after the xor; bytes below 0x80, so no false alarm) */
+static int word_escapes(uint64_t w) {
+    uint64_t quote = w ^ (ONES * '"'), backslash = w ^ (ONES * '\\'), del = w ^ (ONES * 0x7f);
+    uint64_t low = w - ONES * ' ';
+    uint64_t zero = (quote - ONES) & ~quote;
+    zero |= (backslash - ONES) & ~backslash;
+    zero |= (del - ONES) & ~del;
+    return ((zero | low) & ~w & HIGHS) != 0;
+}
+
 /* encode_basestring_ascii(s): the str quoted, every character not printable ASCII (and
  * " and \) escaped */
 static int put_string(Text *t, PyObject *s) {
@@ -197,6 +222,11 @@ static int put_string(Text *t, PyObject *s) {
         const char *c = (const char *)PyUnicode_DATA(s);
         Py_ssize_t run = 0; /* the start of the characters not yet written */
         for (Py_ssize_t i = 0; i < len; i++) {
+            uint64_t w;
+            while (i + 8 <= len && (memcpy(&w, c + i, 8), !word_escapes(w)))
+                i += 8; /* (eight plain characters at a time) */
+            if (i == len)
+                break;
             if (PLAIN(c[i]))
                 continue;
             if (put(t, c + run, i - run) < 0 || put_escaped(t, (unsigned char)c[i]) < 0)
