@@ -1008,7 +1008,7 @@ def _report(path: str, engine: str, columns: bool = False) -> str:
 
 def _report_walked(path: str, compiled: bool) -> str:
     """The columns report (_report) with the compiled code as loaded (the walks:
-    native.loaded and capture.native.loaded; the rows of numbers: compiled_rows) or the
+    native.loaded and capture.native.loaded; the JSON rows: compiled_rows) or the
     Python code."""
     kept = native.loaded, capture_native.loaded, text_report.compiled_rows
     if not compiled:

@@ -1,6 +1,6 @@
 """Both walks of the Stream fast path and of the pcap records, RocketMQ's hot frames read
-by the compiled reader or the Python path, and both writers of the JSON report's rows of
-numbers: the compiled code (protocols/stream/_native.c, protocols/rocketmq/_native.c,
+by the compiled reader or the Python path, and both writers of the JSON report's rows (texts,
+numbers): the compiled code (protocols/stream/_native.c, protocols/rocketmq/_native.c,
 capture/_records.c, cli/_json_rows.c) and the pure-Python code it replaces (the reference).
 A test module that holds the bulk engine equal to the per-packet path runs each test in both
 modes:

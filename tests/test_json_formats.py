@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from array import array
 
-import numpy as np
 import pytest
 
 from streamdissect.analysis.compact import CompactRows
@@ -21,14 +19,20 @@ from streamdissect.cli._text_report import json_text, json_write
 STRINGS = ["10.0.0.1:5000-10.0.0.2:5552", "100%", "%s%d", 'é\n"', ""]
 COMPILED = report.compiled_rows  # (_json_rows.c, when built and wanted)
 
+# every test with the rows written by the compiled code and by the Python writer (the
+# reference): native_modes.py's walk_mode sets compiled_rows to None for "python"
+pytestmark = pytest.mark.usefixtures("walk_mode")
 
-@pytest.fixture(autouse=True, params=["compiled", "python"] if COMPILED else ["python"])
-def rows_mode(request, monkeypatch):
-    """Every test with the rows of numbers written by the compiled code and by the
-    %-format (the reference)."""
-    if request.param == "python":
-        monkeypatch.setattr(report, "compiled_rows", None)
-    return request.param
+
+def assert_same_text(got: str | None, expected: str) -> None:
+    """got == expected, and where they part when not (pytest's own diff of two texts of
+    megabytes takes minutes)."""
+    if got != expected:
+        at = next((i for i, (a, b) in enumerate(zip(got or "", expected)) if a != b),
+                  min(len(got or ""), len(expected)))  # fmt: skip
+        pytest.fail(f"the texts part at {at}: {(got or '')[at - 60 : at + 60]!r} against"
+                    f" {expected[at - 60 : at + 60]!r} (lengths {len(got or '')},"
+                    f" {len(expected)})")  # fmt: skip
 
 
 def _anomaly(i: int, rng: random.Random, same: bool) -> tuple:
@@ -230,7 +234,7 @@ def _assert_written_as_json_dumps(table: str, given: list[tuple]) -> None:
     for rows in (given, kept):
         pieces: list[str] = []
         json_write({"t": report.RowStream(table, rows)}, pieces.append)
-        assert "".join(pieces) == expected
+        assert_same_text("".join(pieces), expected)
 
 
 @pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
@@ -250,31 +254,50 @@ def test_rows_of_numbers_are_json_dumps(chunk, odd, monkeypatch):
     _assert_written_as_json_dumps("stalls", given)
 
 
-@pytest.mark.skipif(COMPILED is None, reason="the C extension was not built or not wanted")
-def test_compiled_rows_are_the_percent_format(monkeypatch):
-    """The compiled rows of numbers against _joined_rows' %-format on the same cells: ints at
-    the edges of int64 and past them, floats whose repr is long, short, exponent or -0.0,
-    columns as lists and arrays, fractions' texts, pieces holding "%"; a bool,
-    a float where an int is asked, or a text not ASCII: None (the %-format writes them)."""
-    monkeypatch.setattr(report, "compiled_rows", COMPILED)
-    rng = random.Random(11)
-    n = 500
-    ints = [rng.choice([0, -1, 7, 2**63 - 1, -(2**63), 2**63, -(2**70),
-                        rng.randrange(-(10**12), 10**12)]) for _ in range(n)]  # fmt: skip
-    floats = [rng.choice([0.1, -0.0, 1e16, 1e-7, 5e-324, 1.7976931348623157e308, 2.5,
-                          rng.random() * 10**rng.randrange(-20, 20)]) for _ in range(n)]  # fmt: skip
-    wholes = [rng.randrange(0, 1 << 16) for _ in range(n)]
-    fractions = [rng.choice([".0", ".5", ".000244140625"]) for _ in range(n)]
-    small = [rng.randrange(-(10**9), 10**9) for _ in range(n)]
-    cells = [(None, "%d", [ints]), ("\"100%\"", "", None), (None, "%r", [floats]),
-             (None, "%d%s", [wholes, fractions]), (None, "%d", [array("q", small)]),
-             (None, "%r", [array("d", floats)])]
-    heads = [f",\n  k{i}%: " for i in range(len(cells))]
-    made = report._compiled_rows("\n {", heads, cells, "\n }", n)
-    monkeypatch.setattr(report, "compiled_rows", None)
-    assert made is not None and made == report._joined_rows("\n {", heads, cells, "\n }", n)
-    monkeypatch.setattr(report, "compiled_rows", COMPILED)
-    for odd in ([True] * n, [1.0] * n, np.zeros(n)):
-        assert report._compiled_rows("{", ["a: "], [(None, "%d", [odd])], "}", n) is None
-        assert COMPILED.numeric_rows(["{", "}"], b"d", [odd], n) is None
-    assert report._compiled_rows("{", ["é: "], [(None, "%d", [small])], "}", n) is None
+# texts a capture can carry (a JSON header's "\ud800" escape or its surrogatepass decode
+# gives a lone surrogate): every control character, quotes, backslashes, non-ASCII of each
+# width, empty, huge
+HOSTILE = [
+    "".join(map(chr, range(0x20))), *map(chr, range(0x20)), "\x7f", '"', "\\", '\\"\\',
+    "/", "é", "ÿ\x80", "中文", "\U0001f600", "\uffff", "\U0010ffff", "\ud800", "\udfff",
+    "\udcff\ud83d", "a\ud83d\ude00b", "", " ", "%s%%", "x" * 100_000,
+    "".join(chr(c) for c in range(0, 0x3000, 7)) * 40,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("chunk", [report.ROW_CHUNK, 1, 7])
+def test_texts_are_json_dumps(chunk, monkeypatch):
+    """A send's texts (its topic, ids, keys, tags, status...) of every hostile kind, beside
+    None and plain texts, as json.dumps writes them."""
+    from streamdissect.tables import schema
+
+    monkeypatch.setattr(report, "ROW_CHUNK", chunk)
+    rng = random.Random(29)
+    kinds = [c.kind for c in schema.TABLES["rocketmq_sends"]]
+    plain = {"string": "SEND_OK", "int64": 7, "int32": 3, "float64": 0.25, "bool": False}
+    given = []
+    for i in range(120):
+        given.append(tuple(
+            rng.choice(HOSTILE + [None, "SEND_OK"]) if kind == "string" and i % 5
+            else HOSTILE[i % len(HOSTILE)] if kind == "string" else plain[kind]
+            for kind in kinds))  # fmt: skip
+    _assert_written_as_json_dumps("rocketmq_sends", given)
+
+
+def _captures() -> list:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "captures"
+    return sorted([*root.glob("*.pcap"), *root.glob("rocketmq/*.pcap")])
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.stem)
+def test_reports_of_the_captures_are_json_dumps(path):
+    """Every recorded capture's report (Stream and RocketMQ tables, rows of dicts) written
+    by json_write is json.dumps of its plain records."""
+    from streamdissect.analysis import analyze
+
+    a = analyze(str(path), report_only=True, helper_process=False)
+    pieces: list[str] = []
+    json_write(report.to_json(a, lazy=True), pieces.append)
+    assert_same_text("".join(pieces), json.dumps(report.to_json(a), indent=1))

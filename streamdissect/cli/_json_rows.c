@@ -1,15 +1,23 @@
-/* The JSON report's rows of numbers, written by compiled code (optional: _text_report.py
- * loads it; its %-format of the rows is the fallback and the reference).
+/* The JSON report's rows, written by compiled code (optional: _text_report.py loads it; its
+ * Python writer of the rows is the fallback and the reference).
  *
- * numeric_rows(pieces, specs, columns, n) -> str or None: n rows joined by ",", row r being
+ * json_rows(pieces, specs, columns, n) -> str or None: n rows joined by ",", row r being
  * pieces[0] + text(columns[0][r]) + pieces[1] + ... + text(columns[k-1][r]) + pieces[k],
- * where specs[c] says the text: 'd' int.__repr__ (ints), 'r' float.__repr__ (floats), 's'
- * the str itself. A column is a list or tuple (of exact ints, floats or str), or a buffer of
- * int64 ('d' only) or float64 ('r' only) items; every piece and 's' text ASCII. None when a
- * value is of another kind or a text not ASCII: the caller's %-format then writes the rows.
+ * a value's text as json.dumps writes it (ensure_ascii), by its column's spec:
+ *   'i' an int or None          (an int column: int.__repr__, or null)
+ *   'f' a finite float or None  (a float column: float.__repr__, or null)
+ *   't' a str or None           (a string column: encode_basestring_ascii, or null)
+ *   'b' a bool or None          (true, false, null)
+ *   'v' any of these            (a column without a schema: by the value's type)
+ *   's' an ASCII str            (a text made already, written as it is: a map's JSON)
+ * A column is a list or tuple, or a buffer of int64 ('i', 'v') or float64 ('f', 'v') items.
+ * None when a value is of another kind (a bool in an int column, a NaN, an int subclass,
+ * ...) or a piece not ASCII: the caller's Python writer then writes the rows, casting the
+ * values as pandas would.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -42,18 +50,34 @@ static int put(Text *t, const char *s, Py_ssize_t len) {
     return 0;
 }
 
+static const char PAIRS[] = /* "00" to "99": two digits a division */
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* u's decimal digits, ending at `end` (the first is returned) */
+static char *digits_of(uint64_t u, char *end) {
+    while (u >= 100) {
+        end -= 2;
+        memcpy(end, PAIRS + 2 * (u % 100), 2);
+        u /= 100;
+    }
+    if (u >= 10) {
+        end -= 2;
+        memcpy(end, PAIRS + 2 * u, 2);
+    } else {
+        *--end = (char)('0' + u);
+    }
+    return end;
+}
+
 /* int.__repr__ of an int64 */
 static int put_int(Text *t, int64_t x) {
     char digits[24];
-    int at = 24;
-    uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
-    do {
-        digits[--at] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    char *at = digits_of(x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, digits + 24);
     if (x < 0)
-        digits[--at] = '-';
-    return put(t, digits + at, 24 - at);
+        *--at = '-';
+    return put(t, at, digits + 24 - at);
 }
 
 /* An ASCII str's characters (0: not ASCII, -1: an error) */
@@ -63,37 +87,186 @@ static int put_ascii(Text *t, PyObject *s) {
     return put(t, (const char *)PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s)) < 0 ? -1 : 1;
 }
 
-/* A value's text by its spec (0: not of the kind the spec takes, -1: an error) */
-static int put_value(Text *t, char spec, PyObject *v) {
-    if (spec == 'd') {
-        if (!PyLong_CheckExact(v))
-            return 0;
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow) { /* beyond int64: int.__repr__ itself */
-            PyObject *r = PyObject_Repr(v);
-            if (r == NULL)
-                return -1;
-            int done = put_ascii(t, r);
-            Py_DECREF(r);
-            return done;
-        }
-        if (x == -1 && PyErr_Occurred())
+/* int.__repr__ of an exact int, int64 or past it */
+static int put_long(Text *t, PyObject *v) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) { /* beyond int64: int.__repr__ itself */
+        PyObject *r = PyObject_Repr(v);
+        if (r == NULL)
             return -1;
-        return put_int(t, (int64_t)x) < 0 ? -1 : 1;
-    }
-    if (spec == 'r') {
-        if (!PyFloat_CheckExact(v))
-            return 0;
-        char *s = PyOS_double_to_string(PyFloat_AS_DOUBLE(v), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (s == NULL)
-            return -1;
-        int done = put(t, s, (Py_ssize_t)strlen(s)) < 0 ? -1 : 1;
-        PyMem_Free(s);
+        int done = put_ascii(t, r);
+        Py_DECREF(r);
         return done;
     }
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    return put_int(t, (int64_t)x) < 0 ? -1 : 1;
+}
+
+/* x's digits, `places` of them after a point, trailing zeros cut (one kept): 337.242 */
+static int put_fixed(Text *t, int negative, uint64_t whole, uint64_t fraction, int places) {
+    char s[48];
+    int at = 0;
+    if (negative)
+        s[at++] = '-';
+    char digits[24];
+    char *first = digits_of(whole, digits + 24);
+    memcpy(s + at, first, (size_t)(digits + 24 - first));
+    at += (int)(digits + 24 - first);
+    s[at++] = '.';
+    char frac[24];
+    for (int i = places - 1; i >= 0; i--) {
+        frac[i] = (char)('0' + fraction % 10);
+        fraction /= 10;
+    }
+    int keep = places;
+    while (keep > 1 && frac[keep - 1] == '0')
+        keep--;
+    memcpy(s + at, frac, (size_t)keep);
+    at += keep;
+    return put(t, s, at);
+}
+
+/* float.__repr__ of a finite float. Two kinds of value the report has most of are written
+ * without the shortest-digits search (dtoa), each where its text is provably repr's:
+ * - x = m / 1e6 for an integer m, 1e-4 <= |x| < 2**33 (a latency in ms from ns): the
+ *   decimal m * 1e-6 rounds to x (the division is correctly rounded); decimals of at most
+ *   6 fractional digits are 1e-6 apart, more than x's float spacing (<= 2**-20 below
+ *   2**33), so it is the only one of them that rounds to x, and any decimal as short as it
+ *   near x has at most 6 fractional digits: repr gives its digits, positional (1e-4 <= x
+ *   < 1e16).
+ * - a multiple of 2**-12 in [0, 2**16), not -0.0: _float_texts.py's case (its note). */
+static int put_float(Text *t, double x) {
+    double a = fabs(x);
+    if (a >= 1e-4 && a < 8589934592.0) {
+        double scaled = nearbyint(a * 1e6);
+        if (scaled / 1e6 == a) {
+            uint64_t m = (uint64_t)scaled;
+            return put_fixed(t, x < 0, m / 1000000, m % 1000000, 6) < 0 ? -1 : 1;
+        }
+    }
+    if (x >= 0 && !signbit(x) && x < 65536.0) {
+        double quarter = x * 4096.0; /* (exact: a power of two) */
+        if (quarter == floor(quarter)) {
+            uint64_t q = (uint64_t)quarter;
+            /* k * 2**-12 == k * 5**12 * 10**-12 */
+            return put_fixed(t, 0, q >> 12, (q & 4095) * 244140625ULL, 12) < 0 ? -1 : 1;
+        }
+    }
+    char *s = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (s == NULL)
+        return -1;
+    int done = put(t, s, (Py_ssize_t)strlen(s)) < 0 ? -1 : 1;
+    PyMem_Free(s);
+    return done;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+/* One character as encode_basestring_ascii escapes it (c not printable ASCII, or " or \) */
+static int put_escaped(Text *t, Py_UCS4 c) {
+    char s[12];
+    int at = 0;
+    s[at++] = '\\';
+    switch (c) {
+    case '\\': s[at++] = '\\'; break;
+    case '"': s[at++] = '"'; break;
+    case '\b': s[at++] = 'b'; break;
+    case '\f': s[at++] = 'f'; break;
+    case '\n': s[at++] = 'n'; break;
+    case '\r': s[at++] = 'r'; break;
+    case '\t': s[at++] = 't'; break;
+    default:
+        if (c >= 0x10000) { /* a UTF-16 surrogate pair */
+            Py_UCS4 high = 0xd800 | ((c - 0x10000) >> 10);
+            s[at++] = 'u';
+            s[at++] = HEX[(high >> 12) & 0xf];
+            s[at++] = HEX[(high >> 8) & 0xf];
+            s[at++] = HEX[(high >> 4) & 0xf];
+            s[at++] = HEX[high & 0xf];
+            c = 0xdc00 | ((c - 0x10000) & 0x3ff);
+            s[at++] = '\\';
+        }
+        s[at++] = 'u';
+        s[at++] = HEX[(c >> 12) & 0xf];
+        s[at++] = HEX[(c >> 8) & 0xf];
+        s[at++] = HEX[(c >> 4) & 0xf];
+        s[at++] = HEX[c & 0xf];
+    }
+    return put(t, s, at);
+}
+
+#define PLAIN(c) ((c) >= ' ' && (c) <= '~' && (c) != '\\' && (c) != '"')
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* Whether an 8-byte word of ASCII holds a byte that is not PLAIN: one below ' ', or '"',
+ * '\\' or DEL (a zero byte after the xor; bytes below 0x80, so no false alarm) */
+static int word_escapes(uint64_t w) {
+    uint64_t quote = w ^ (ONES * '"'), backslash = w ^ (ONES * '\\'), del = w ^ (ONES * 0x7f);
+    uint64_t low = w - ONES * ' ';
+    uint64_t zero = (quote - ONES) & ~quote;
+    zero |= (backslash - ONES) & ~backslash;
+    zero |= (del - ONES) & ~del;
+    return ((zero | low) & ~w & HIGHS) != 0;
+}
+
+/* encode_basestring_ascii(s): the str quoted, every character not printable ASCII (and
+ * " and \) escaped */
+static int put_string(Text *t, PyObject *s) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    if (put(t, "\"", 1) < 0)
+        return -1;
+    if (PyUnicode_IS_ASCII(s)) {
+        const char *c = (const char *)PyUnicode_DATA(s);
+        Py_ssize_t run = 0; /* the start of the characters not yet written */
+        for (Py_ssize_t i = 0; i < len; i++) {
+            uint64_t w;
+            while (i + 8 <= len && (memcpy(&w, c + i, 8), !word_escapes(w)))
+                i += 8; /* (eight plain characters at a time) */
+            if (i == len)
+                break;
+            if (PLAIN(c[i]))
+                continue;
+            if (put(t, c + run, i - run) < 0 || put_escaped(t, (unsigned char)c[i]) < 0)
+                return -1;
+            run = i + 1;
+        }
+        if (put(t, c + run, len - run) < 0)
+            return -1;
+    } else {
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            char one = (char)c;
+            if ((PLAIN(c) ? put(t, &one, 1) : put_escaped(t, c)) < 0)
+                return -1;
+        }
+    }
+    return put(t, "\"", 1) < 0 ? -1 : 1;
+}
+
+/* A value's text by its column's spec (0: not of a kind the spec takes, -1: an error) */
+static int put_value(Text *t, char spec, PyObject *v) {
+    if (v == Py_None)
+        return spec == 's' ? 0 : put(t, "null", 4) < 0 ? -1 : 1;
     if (spec == 's')
         return PyUnicode_CheckExact(v) ? put_ascii(t, v) : 0;
+    if (PyLong_CheckExact(v))
+        return spec == 'i' || spec == 'v' ? put_long(t, v) : 0;
+    if (PyUnicode_CheckExact(v))
+        return spec == 't' || spec == 'v' ? put_string(t, v) : 0;
+    if (PyFloat_CheckExact(v)) {
+        double x = PyFloat_AS_DOUBLE(v);
+        return (spec == 'f' || spec == 'v') && isfinite(x) ? put_float(t, x) : 0;
+    }
+    if (v == Py_True || v == Py_False) {
+        if (spec != 'b' && spec != 'v')
+            return 0;
+        return (v == Py_True ? put(t, "true", 4) : put(t, "false", 5)) < 0 ? -1 : 1;
+    }
     return 0;
 }
 
@@ -103,7 +276,30 @@ typedef struct {
     int held, is_float;
 } Column;
 
-static PyObject *numeric_rows(PyObject *self, PyObject *args) {
+/* Column c for spec: 0 taken, 1 a column the compiled rows do not take, -1 an error */
+static int open_column(Column *col, PyObject *given, char spec, Py_ssize_t n) {
+    if (PyList_Check(given) || PyTuple_Check(given)) {
+        col->fast = PySequence_Fast(given, "a column");
+        if (col->fast == NULL)
+            return -1;
+        return PySequence_Fast_GET_SIZE(col->fast) < n;
+    }
+    if (!PyObject_CheckBuffer(given))
+        return 1;
+    if (PyObject_GetBuffer(given, &col->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    col->held = 1;
+    const char *f = col->view.format ? col->view.format : "B";
+    char last = f[strlen(f) - 1];
+    int native = f[0] != '>' && f[0] != '!';
+    int ints = (last == 'q' || last == 'l') && native;
+    int floats = last == 'd' && native;
+    col->is_float = floats;
+    return col->view.itemsize != 8 || col->view.len / 8 < n ||
+           !((ints && (spec == 'i' || spec == 'v')) || (floats && (spec == 'f' || spec == 'v')));
+}
+
+static PyObject *json_rows(PyObject *self, PyObject *args) {
     PyObject *opieces, *ocolumns;
     const char *specs;
     Py_ssize_t nspecs, n;
@@ -112,7 +308,7 @@ static PyObject *numeric_rows(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t k = PyList_GET_SIZE(ocolumns);
     if (nspecs != k || PyList_GET_SIZE(opieces) != k + 1 || n < 0) {
-        PyErr_SetString(PyExc_ValueError, "numeric_rows: k specs, k columns, k + 1 pieces");
+        PyErr_SetString(PyExc_ValueError, "json_rows: k specs, k columns, k + 1 pieces");
         return NULL;
     }
     for (Py_ssize_t i = 0; i <= k; i++) {
@@ -120,39 +316,25 @@ static PyObject *numeric_rows(PyObject *self, PyObject *args) {
         if (!PyUnicode_Check(p) || !PyUnicode_IS_ASCII(p))
             Py_RETURN_NONE;
     }
+    for (Py_ssize_t c = 0; c < k; c++) {
+        if (!strchr("iftbvs", specs[c]) || specs[c] == '\0') {
+            PyErr_Format(PyExc_ValueError, "json_rows: no spec '%c'", specs[c]);
+            return NULL;
+        }
+    }
     Column *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
     if (cols == NULL)
         return PyErr_NoMemory();
     Text t = {0};
     PyObject *result = NULL;
-    int other = 0; /* a column or value the compiled rows do not take */
-    for (Py_ssize_t c = 0; c < k && !other; c++) {
-        PyObject *col = PyList_GET_ITEM(ocolumns, c);
-        if (PyList_Check(col) || PyTuple_Check(col)) {
-            cols[c].fast = PySequence_Fast(col, "a column");
-            if (cols[c].fast == NULL)
-                goto done;
-            if (PySequence_Fast_GET_SIZE(cols[c].fast) < n)
-                other = 1;
-        } else if (PyObject_CheckBuffer(col)) {
-            if (PyObject_GetBuffer(col, &cols[c].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-                goto done;
-            cols[c].held = 1;
-            const char *f = cols[c].view.format ? cols[c].view.format : "B";
-            char last = f[strlen(f) - 1];
-            int ints = (last == 'q' || last == 'l') && (f[0] != '>' && f[0] != '!');
-            int floats = last == 'd' && (f[0] != '>' && f[0] != '!');
-            cols[c].is_float = floats;
-            if (cols[c].view.itemsize != 8 || cols[c].view.len / 8 < n ||
-                !((ints && specs[c] == 'd') || (floats && specs[c] == 'r')))
-                other = 1;
-        } else {
-            other = 1;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        int other = open_column(&cols[c], PyList_GET_ITEM(ocolumns, c), specs[c], n);
+        if (other < 0)
+            goto done;
+        if (other) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-    }
-    if (other) {
-        result = Py_NewRef(Py_None);
-        goto done;
     }
     for (Py_ssize_t r = 0; r < n; r++) {
         if (r && put(&t, ",", 1) < 0)
@@ -167,11 +349,7 @@ static PyObject *numeric_rows(PyObject *self, PyObject *args) {
                 done_value = put_value(&t, specs[c], PySequence_Fast_GET_ITEM(cols[c].fast, r));
             } else if (cols[c].is_float) {
                 double x = ((const double *)cols[c].view.buf)[r];
-                char *s = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-                if (s == NULL)
-                    goto done;
-                done_value = put(&t, s, (Py_ssize_t)strlen(s)) < 0 ? -1 : 1;
-                PyMem_Free(s);
+                done_value = isfinite(x) ? put_float(&t, x) : 0;
             } else {
                 done_value = put_int(&t, ((const int64_t *)cols[c].view.buf)[r]) < 0 ? -1 : 1;
             }
@@ -183,7 +361,9 @@ static PyObject *numeric_rows(PyObject *self, PyObject *args) {
             }
         }
     }
-    result = PyUnicode_DecodeASCII(t.v ? t.v : "", t.n, NULL);
+    result = PyUnicode_New(t.n, 127);
+    if (result != NULL && t.n)
+        memcpy(PyUnicode_DATA(result), t.v, (size_t)t.n);
 done:
     for (Py_ssize_t c = 0; c < k; c++) {
         Py_XDECREF(cols[c].fast);
@@ -196,14 +376,13 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"numeric_rows", numeric_rows, METH_VARARGS,
-     "numeric_rows(pieces, specs, columns, n) -> the rows' text, or None"},
+    {"json_rows", json_rows, METH_VARARGS,
+     "json_rows(pieces, specs, columns, n) -> the rows' JSON text, or None"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_json_rows", "The JSON report's rows of numbers, compiled.", -1,
-    methods,
+    PyModuleDef_HEAD_INIT, "_json_rows", "The JSON report's rows, compiled.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__json_rows(void) { return PyModule_Create(&module); }

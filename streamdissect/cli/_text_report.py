@@ -70,6 +70,9 @@ class RowStream:
         heads = _heads(field, map(encode_basestring_ascii, wanted))
         texts = [_COLUMN_TEXT[kinds[n]] if kinds[n] != schema.MAP
                  else partial(_map_column, field, step) for n in wanted]  # fmt: skip
+        pieces = _pieces(item + "{", heads, item + "}")
+        specs = bytes(_SPECS[kinds[n]] for n in wanted)
+        maps = [i for i, n in enumerate(wanted) if kinds[n] == schema.MAP]
         rows = self.rows
         dict_rows = bool(rows) and isinstance(rows[0], dict)
         by_column = getattr(rows, "column_slices", None)  # (CompactRows: no tuple a row)
@@ -87,8 +90,22 @@ class RowStream:
                 else:
                     every = list(zip(*chunk))
                     columns = [every[where[name]] for name in wanted]
+            if compiled_rows is not None:
+                given = list(columns)
+                for i in maps:  # (a map's JSON texts made here, written as they are)
+                    given[i] = texts[i](columns[i])
+                made = compiled_rows.json_rows(pieces, specs, given, n)
+                if made is not None:
+                    yield made
+                    continue
             cells = [_column_format(text, column) for text, column in zip(texts, columns)]
             yield _joined_rows(item + "{", heads, cells, item + "}", n)
+
+
+def _pieces(opening: str, heads: list[str], close: str) -> list[str]:
+    """The text before a row's first value, between two values, after the last, for
+    compiled_rows."""
+    return [opening + heads[0], *heads[1:], close] if heads else [opening + close]
 
 
 def _heads(field: str, keys) -> list[str]:
@@ -117,10 +134,6 @@ def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str,
                 fixed = ""
         pieces.append(repeat(fixed + close))
         return "".join(chain.from_iterable(zip(*pieces)))[1:]
-    if compiled_rows is not None:
-        made = _compiled_rows(opening, heads, cells, close, n)
-        if made is not None:
-            return made
     specs, numbers = [], []
     for constant, spec, values in cells:
         specs.append(spec if constant is None else constant.replace("%", "%%"))
@@ -131,31 +144,12 @@ def _joined_rows(opening: str, heads: list[str], cells: list[tuple], close: str,
     return ",".join([template] * n) % tuple(chain.from_iterable(zip(*numbers)))
 
 
-# The rows of numbers written by compiled code (_json_rows.c, optional, capture.native's
-# STREAMDISSECT_NATIVE), the same text as _joined_rows' %-format; None: the %-format.
+# The rows written by compiled code (_json_rows.c, optional, capture.native's
+# STREAMDISSECT_NATIVE): the same text as _column_format and _joined_rows make, a value's
+# text chosen by its column's spec (None: a value it leaves to them, which cast it).
 compiled_rows = optional("streamdissect.cli._json_rows")
-_PARTS = {"%d": b"d", "%r": b"r", "%d%s": b"ds"}  # a cell's spec -> the compiled code's
-
-
-def _compiled_rows(opening: str, heads: list[str], cells: list[tuple], close: str,
-                   n: int) -> str | None:  # fmt: skip
-    """_joined_rows of numbers only by compiled_rows: the text between two values given
-    once, each value's text made in C (None: a value it does not take)."""
-    pieces, specs, columns = [], b"", []
-    fixed = opening
-    for head, (constant, spec, values) in zip(heads, cells):
-        fixed += head
-        if constant is not None:
-            fixed += constant
-            continue
-        parts = _PARTS[spec]
-        for part, column in zip(parts, values):
-            pieces.append(fixed)
-            fixed = ""
-            specs += bytes((part,))
-            columns.append(column)
-    pieces.append(fixed + close)
-    return compiled_rows.numeric_rows(pieces, specs, columns, n)
+_SPECS = {"int64": ord("i"), "int32": ord("i"), "uint64": ord("i"), "float64": ord("f"),
+          "string": ord("t"), "bool": ord("b"), schema.MAP: ord("s")}  # fmt: skip
 
 
 _NUMBER_TEXT = {  # a column's texts, for a join: as its %-format would write them
@@ -579,9 +573,15 @@ def _same_key_rows(rows: list, inner: str, opening: str, close: str) -> str | No
     names = tuple(rows[0])
     if any(r.__class__ is not dict or tuple(r) != names for r in rows):
         return None
-    cells = [_column_format(_cells, column) for column in zip(*[r.values() for r in rows])]
-    return _joined_rows(opening, _heads(inner, map(encode_basestring_ascii, names)), cells,
-                        close, len(rows))
+    columns = list(zip(*[r.values() for r in rows]))
+    heads = _heads(inner, map(encode_basestring_ascii, names))
+    if compiled_rows is not None:  # (each value's text by its type, as _cells)
+        made = compiled_rows.json_rows(_pieces(opening, heads, close), b"v" * len(names),
+                                       columns, len(rows))  # fmt: skip
+        if made is not None:
+            return made
+    cells = [_column_format(_cells, column) for column in columns]
+    return _joined_rows(opening, heads, cells, close, len(rows))
 
 
 def _cells(values: tuple) -> list[str]:
