@@ -144,6 +144,8 @@ class _DictRecord:
 
 @dataclass(slots=True)
 class _Event:
+    """A frame event as the collectors take it."""
+
     ts_ns: int
     connection: str
     direction: str

@@ -248,6 +248,8 @@ DERIVE: dict[str, Callable[[dict[str, Any], bool], None]] = {
 
 @dataclass(slots=True)
 class Compiled:
+    """One (key, version) of the table compiled: its read steps, emitters and record class."""
+
     message: Message
     version: int
     cls: type[Record]

@@ -72,6 +72,8 @@ BOOL = type("BoolColumn", (WireType,), {"name": "bool", "column": "bool"})()
 
 @dataclass(frozen=True)
 class Field:
+    """A body field of a message: its name, wire type, and the first version with it."""
+
     name: str
     type: WireType
     since: int = 1  # first version that carries the field (version-gated fields)
@@ -98,6 +100,8 @@ class Message:
 
 @dataclass(frozen=True)
 class _Side:
+    """One direction of a command as `_pair` takes it (spec.Message's fields)."""
+
     fields: tuple[Field, ...] = ()
     corr: bool = True
     code: bool = False

@@ -49,6 +49,8 @@ def cut_publish_counts(record: Any) -> tuple[int, int]:
 
 @dataclass(slots=True)
 class _Ledger:
+    """A publisher's publishes waiting for their confirms."""
+
     outstanding: dict[int, int] = field(default_factory=dict)  # publishing id -> publish ts
     # The common case kept as runs instead (only while `outstanding` is empty): publishing
     # ids published in ascending runs, [first, last, publish ts], confirmed from the front.

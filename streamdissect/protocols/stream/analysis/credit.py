@@ -193,6 +193,8 @@ class StallLog:
 
 @dataclass(slots=True)
 class _Subscription:
+    """A subscription's credit and deliveries as they go."""
+
     connection: str
     subscription_id: int
     stream: str | None = None

@@ -20,6 +20,8 @@ NS_PER_S = 1_000_000_000
 
 @dataclass(slots=True)
 class _Conn:
+    """A connection's lifecycle as it goes."""
+
     connection: str
     first_ns: int | None = None
     last_ns: int | None = None
