@@ -97,12 +97,16 @@ def command() -> None:
 
 def _imported_frozen(words: list[str]) -> None:
     """The module of the subcommand `words` name imported (if they name one) with the
-    collector off; everything made so far frozen."""
+    collector off, and the modules its handler imports as it runs (its RUN_IMPORTS: imported
+    after the freeze, their objects are young ones a collection during the run walks);
+    everything made so far frozen."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         if words and words[0] in subcommand_modules():
-            importlib.import_module(f"{__name__}.{words[0]}")
+            module = importlib.import_module(f"{__name__}.{words[0]}")
+            for name in getattr(module, "RUN_IMPORTS", ()):
+                importlib.import_module(name)
     finally:
         gc.freeze()
         if enabled:
