@@ -246,7 +246,7 @@ DERIVE: dict[str, Callable[[dict[str, Any], bool], None]] = {
 # Compiled messages
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class Compiled:
     """One (key, version) of the table compiled: its read steps, emitters and record class."""
 
