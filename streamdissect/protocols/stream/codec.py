@@ -1,8 +1,8 @@
 """decode_frame / encode_record / make_record / record_from_dict, compiled from the spec table.
 
-At import, every (key, version) of the table is compiled once into a list of small closures
-(runs of fixed-width integers merged into one struct.Struct), so decoding a frame never
-interprets field descriptions. The hottest commands (Deliver, Publish, PublishConfirm,
+Each (key, version) of the table is compiled once, at its first frame (COMPILED), into a
+list of small closures (runs of fixed-width integers merged into one struct.Struct), so
+decoding a frame never interprets field descriptions. The hottest commands (Deliver, Publish, PublishConfirm,
 Credit, Heartbeat) get hand-written fast paths for well-formed, complete frames; anything
 unusual falls back to the compiled path, which owns every error and truncation decision.
 """
