@@ -11,6 +11,7 @@ case (`schema.FRAMES`).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from streamdissect.protocols import registry
@@ -43,19 +44,27 @@ class _Tables(dict):
         super().__init__(shared)
         self._protocols, self._shared, self._unread = protocols, shared, list(protocols)
         self._ordered = False  # every protocol's tables read, in the order above
+        self._reading = threading.Lock()  # (a name looked up while another thread reads)
 
     def _found(self, name: object) -> bool:
-        while not dict.__contains__(self, name) and self._unread:
-            dict.update(self, self._unread.pop(0).tables)
+        if dict.__contains__(self, name) or not self._unread:
+            return dict.__contains__(self, name)
+        with self._reading:
+            while not dict.__contains__(self, name) and self._unread:
+                dict.update(self, self._unread[0].tables)
+                del self._unread[0]
         return dict.__contains__(self, name)
 
     def _whole(self) -> None:
-        if not self._ordered:
-            registry.check(self._protocols)
-            ordered = {name: table for p in self._protocols for name, table in p.tables.items()}
-            self._unread, self._ordered = [], True
-            dict.clear(self)
-            dict.update(self, {**ordered, **self._shared})
+        if self._ordered:
+            return
+        with self._reading:
+            if not self._ordered:
+                registry.check(self._protocols)
+                ordered = {name: table for p in self._protocols for name, table in p.tables.items()}
+                dict.clear(self)
+                dict.update(self, {**ordered, **self._shared})
+                self._unread, self._ordered = [], True
 
     def __missing__(self, name: str) -> tuple[Column, ...]:
         if self._found(name):

@@ -2,9 +2,10 @@
 
 Each (key, version) of the table is compiled once, at its first frame (COMPILED), into a
 list of small closures (runs of fixed-width integers merged into one struct.Struct), so
-decoding a frame never interprets field descriptions. The hottest commands (Deliver, Publish, PublishConfirm,
-Credit, Heartbeat) get hand-written fast paths for well-formed, complete frames; anything
-unusual falls back to the compiled path, which owns every error and truncation decision.
+decoding a frame never interprets field descriptions. The hottest commands (Deliver,
+Publish, PublishConfirm, Credit, Heartbeat) get hand-written fast paths for well-formed,
+complete frames; anything unusual falls back to the compiled path, which owns every error
+and truncation decision.
 """
 
 from __future__ import annotations
@@ -337,7 +338,9 @@ def _compile(message: Message, version: int) -> Compiled:
 
 class _CompiledTable(dict):
     """(key, version) -> its Compiled, compiled at its first frame (a capture carries a
-    dozen of the table's 57; compiling them all at import was ~1 ms of every start)."""
+    dozen of the table's 57; compiling them all at import was ~1 ms of every start). A
+    lookup (`[]`, `get`) finds every one the table has; `in` and iterating see those
+    compiled so far."""
 
     def __missing__(self, key_version: tuple[int, int]) -> Compiled:
         key, version = key_version
@@ -347,13 +350,20 @@ class _CompiledTable(dict):
         compiled = self[key_version] = _compile(message, version)
         return compiled
 
-    def first(self, key_version: tuple[int, int]) -> Compiled | None:
-        """What `get` did not find: compiled now, or None if the table has no such message
-        (`COMPILED.get(kv) or COMPILED.first(kv)`: the dict's own lookup once compiled)."""
-        try:
-            return self[key_version]
-        except KeyError:
-            return None
+    def get(self, key_version: tuple[int, int], default: Any = None) -> Any:
+        return _compiled(key_version) or default
+
+
+def _compiled(key_version: tuple[int, int]) -> Compiled | None:
+    """The Compiled of (key, version), None if the table has no such message: the dict's own
+    lookup once it is compiled (the decoder's per-frame path)."""
+    found = dict.get(COMPILED, key_version)
+    if found is not None:
+        return found
+    try:
+        return COMPILED[key_version]
+    except KeyError:
+        return None
 
 
 COMPILED: dict[tuple[int, int], Compiled] = _CompiledTable()
@@ -546,7 +556,7 @@ def _decode(frame: bytes, declared_size: int | None) -> AnyRecord:
             record = fast(frame, size, version)
             if record is not None:
                 return record
-    compiled = COMPILED.get((key, version)) or COMPILED.first((key, version))
+    compiled = _compiled((key, version))
     if compiled is None:
         return Unknown(key, version, size, frame, truncated=truncated)
     values: list[Any] = []
@@ -573,7 +583,7 @@ def encode_record(record: AnyRecord) -> bytes:
         return bytes(record.raw)
     if record.truncated:
         raise ValueError("a truncated record cannot be encoded: its bytes are not all known")
-    compiled = COMPILED.get((record.key, record.version)) or COMPILED.first((record.key, record.version))
+    compiled = _compiled((record.key, record.version))
     if compiled is None:
         raise ValueError(f"no layout for key 0x{record.key:04x} version {record.version}")
     body = compiled.encode_body(record)
