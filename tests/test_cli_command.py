@@ -56,3 +56,18 @@ def test_a_port_option_takes_a_tcp_port_only(argv, value, says):
     out = subprocess.run([sys.executable, "-m", "streamdissect", *argv, value, str(CAPTURE)],
                          check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_subcommands_run_imports_are_made_before_the_freeze():
+    """`command()` imports what the subcommand's run imports (its RUN_IMPORTS) before it
+    freezes the import-time objects: each name imports, and is in before the freeze."""
+    script = ("import gc, sys, streamdissect.cli as cli\n"
+              "cli._imported_frozen(['analyze'])\n"
+              "frozen = gc.get_freeze_count()\n"
+              "from streamdissect.cli import analyze\n"
+              "print(frozen > 0, len(analyze.RUN_IMPORTS), "
+              "all(name in sys.modules for name in analyze.RUN_IMPORTS))\n")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, timeout=120)
+    frozen, names, imported = out.stdout.split()
+    assert frozen == "True" and int(names) > 0 and imported == "True"

@@ -379,3 +379,18 @@ def test_record_init_compiled_on_first_use_keeps_signature() -> None:
     assert Mine.calls == 1 and one.offset == 42 and one.correlation_id == 5
     two = cls(0x800B, 1, 12, 5, 1, False, offset=42)
     assert two.offset == 42 and "offset" in str(__import__("inspect").signature(cls.__init__))
+
+
+def test_the_compiled_table_finds_every_message_of_the_spec_when_asked():
+    """COMPILED compiles a (key, version) at its first use: a lookup finds every one the
+    table has, and nothing it has not."""
+    from streamdissect.protocols.stream import codec, spec
+
+    for message in spec.MESSAGES:
+        for version in message.versions:
+            found = codec.COMPILED.get((message.key, version))
+            assert found is not None and found.message is message and found.version == version
+            assert codec.COMPILED[(message.key, version)] is found
+    assert codec.COMPILED.get((0x7FFF, 1)) is None and codec.COMPILED.get((0x0001, 99)) is None
+    with pytest.raises(KeyError):
+        codec.COMPILED[(0x0001, 99)]

@@ -261,6 +261,54 @@ def test_the_registry_refuses_clashing_names():
         registry.check((TOY, ToyProtocol()))
 
 
+def test_the_registered_protocols_pass_the_check():
+    registry.check(registry.PROTOCOLS)  # (run by tables.schema, not at the registry's import)
+
+
+class CountedToy(ToyProtocol):
+    """The toy counting how often its tables are read (a protocol's tables module import)."""
+
+    def __init__(self):
+        self.read = 0
+
+    @property
+    def tables(self):
+        self.read += 1
+        return {"toy_frames": TOY_FRAMES, "toy_calls": TOY_FRAMES}
+
+
+def test_schema_reads_a_protocols_tables_only_when_a_name_needs_them():
+    from streamdissect.tables import schema
+
+    toy = CountedToy()
+    shared = {"anomalies": schema.ANOMALIES, "messages": schema.MESSAGES}
+    tables = schema._Tables((STREAM, toy), shared)
+    assert tables["frames"] is STREAM.tables["frames"] and tables["anomalies"] is schema.ANOMALIES
+    assert tables.get("latency") is STREAM.tables["latency"] and "connections" in tables
+    assert toy.read == 0  # the Stream's names and the shared ones found without the toy's
+    assert tables["toy_calls"] is TOY_FRAMES and toy.read == 1
+    assert tables.get("nothing") is None and "nothing" not in tables
+    with pytest.raises(KeyError):
+        tables["nothing"]
+    eager = {**STREAM.tables, "toy_frames": TOY_FRAMES, "toy_calls": TOY_FRAMES, **shared}
+    assert list(tables) == list(eager) and dict(tables) == eager and len(tables) == len(eager)
+    assert list(tables.items()) == list(eager.items()) and tables.copy() == eager
+
+
+def test_schema_checks_the_names_once_it_reads_every_protocols_tables():
+    from streamdissect.tables import schema
+
+    class Clash(ToyProtocol):
+        @property
+        def tables(self):
+            return {"frames": TOY_FRAMES}
+
+    tables = schema._Tables((STREAM, Clash()), {"anomalies": schema.ANOMALIES})
+    assert tables["frames"] is STREAM.tables["frames"]  # (the Stream's: found first)
+    with pytest.raises(ValueError, match="table 'frames' of toy and of stream"):
+        list(tables)
+
+
 def test_stream_pairing_is_the_latency_tables_pairing():
     """A Stream call pairs by correlation id: every record the latency analysis takes as a
     call (but Tune, paired by its own rule) has a pairing key, and every answered request's

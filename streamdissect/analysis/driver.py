@@ -142,8 +142,10 @@ class _DictRecord:
         return self._d.get(name)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class _Event:
+    """A frame event as the collectors take it."""
+
     ts_ns: int
     connection: str
     direction: str

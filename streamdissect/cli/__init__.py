@@ -14,6 +14,7 @@ import importlib
 import os
 import pkgutil
 import sys
+from functools import cache
 
 from streamdissect.cli import env  # noqa: F401  (its settings, made before numpy is imported)
 from streamdissect.engine.gc_setting import bulk_gc
@@ -33,9 +34,15 @@ def version() -> str:
 
 
 def subcommand_modules() -> list[str]:
+    return list(_listed())
+
+
+@cache
+def _listed() -> tuple[str, ...]:
+    """The subcommands' module names, listed once a process (command() and main() both ask)."""
     found = {m.name for m in pkgutil.iter_modules(__path__)
              if m.name != "env" and not m.name.startswith("_")}
-    return [n for n in FIRST if n in found] + sorted(found - set(FIRST))
+    return (*(n for n in FIRST if n in found), *sorted(found - set(FIRST)))
 
 
 class _Version(argparse._VersionAction):
@@ -97,12 +104,16 @@ def command() -> None:
 
 def _imported_frozen(words: list[str]) -> None:
     """The module of the subcommand `words` name imported (if they name one) with the
-    collector off; everything made so far frozen."""
+    collector off, and the modules its handler imports as it runs (its RUN_IMPORTS: imported
+    after the freeze, their objects are young ones a collection during the run walks);
+    everything made so far frozen."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         if words and words[0] in subcommand_modules():
-            importlib.import_module(f"{__name__}.{words[0]}")
+            module = importlib.import_module(f"{__name__}.{words[0]}")
+            for name in getattr(module, "RUN_IMPORTS", ()):
+                importlib.import_module(name)
     finally:
         gc.freeze()
         if enabled:

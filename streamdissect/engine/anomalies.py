@@ -17,6 +17,8 @@ DEFAULT_PER_KIND = 5000
 
 @dataclass(slots=True)
 class Anomaly:
+    """Something wrong seen in the capture: when, where, what kind, and what."""
+
     ts_ns: int | None
     connection: str | None  # None for damage in the file or in headers
     direction: str | None

@@ -9,6 +9,8 @@ from typing import Any
 
 @dataclass(slots=True)
 class FrameEvent:
+    """A frame's record with where and when it was found."""
+
     ts_ns: int  # capture time of the packet that completed the frame
     connection: str
     direction: str  # "c2s" or "s2c"

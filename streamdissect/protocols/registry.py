@@ -98,7 +98,9 @@ def tcp_port(text: str | int) -> int:
 
 
 def check(protocols: tuple[Protocol, ...]) -> None:
-    """Names and table names are unique (a table is found by its name alone)."""
+    """Names and table names are unique (a table is found by its name alone). Run by
+    tables.schema once it reads every protocol's tables, not at import: reading them all
+    imports every protocol's tables module, which a run of one protocol never needs."""
     names: set[str] = set()
     tables: dict[str, str] = {"anomalies": "every protocol", "messages": "every protocol"}
     for p in protocols:
@@ -110,5 +112,3 @@ def check(protocols: tuple[Protocol, ...]) -> None:
                 raise ValueError(f"table {table!r} of {p.name} and of {tables[table]}")
             tables[table] = p.name
 
-
-check(PROTOCOLS)

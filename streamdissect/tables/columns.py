@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """A table's column: its name, its kind (one of KINDS) and what it holds."""
+
     name: str
     kind: str  # one of KINDS
     doc: str = ""

@@ -31,8 +31,8 @@ class RocketMQProtocol(Protocol):
     connections_table = "rocketmq_connections"
 
     @property
-    def report_sections(self) -> tuple:  # (tables.py is read when asked for)
-        from streamdissect.protocols.rocketmq.tables import REPORT_SECTIONS
+    def report_sections(self) -> tuple:  # (sections.py is read when asked for)
+        from streamdissect.protocols.rocketmq.sections import REPORT_SECTIONS
 
         return REPORT_SECTIONS
 

@@ -111,6 +111,8 @@ STR, INT, BOOL = "str", "int", "bool"
 
 @dataclass(frozen=True, slots=True)
 class Field:
+    """A custom header's field: its wire key, its name in records and its type."""
+
     key: str  # as on the wire (the V2 short key for SEND_MESSAGE_V2/SEND_BATCH_MESSAGE)
     name: str  # the field's name in records (camelCase, as RocketMQ names it)
     type: str  # STR, INT or BOOL
@@ -118,6 +120,8 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class Header:
+    """A custom header: RocketMQ's class name for it and its fields."""
+
     name: str  # RocketMQ's class name for it
     fields: tuple[Field, ...]
 

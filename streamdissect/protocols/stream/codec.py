@@ -1,10 +1,11 @@
 """decode_frame / encode_record / make_record / record_from_dict, compiled from the spec table.
 
-At import, every (key, version) of the table is compiled once into a list of small closures
-(runs of fixed-width integers merged into one struct.Struct), so decoding a frame never
-interprets field descriptions. The hottest commands (Deliver, Publish, PublishConfirm,
-Credit, Heartbeat) get hand-written fast paths for well-formed, complete frames; anything
-unusual falls back to the compiled path, which owns every error and truncation decision.
+Each (key, version) of the table is compiled once, at its first frame (COMPILED), into a
+list of small closures (runs of fixed-width integers merged into one struct.Struct), so
+decoding a frame never interprets field descriptions. The hottest commands (Deliver,
+Publish, PublishConfirm, Credit, Heartbeat) get hand-written fast paths for well-formed,
+complete frames; anything unusual falls back to the compiled path, which owns every error
+and truncation decision.
 """
 
 from __future__ import annotations
@@ -246,8 +247,10 @@ DERIVE: dict[str, Callable[[dict[str, Any], bool], None]] = {
 # Compiled messages
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class Compiled:
+    """One (key, version) of the table compiled: its read steps, emitters and record class."""
+
     message: Message
     version: int
     cls: type[Record]
@@ -333,9 +336,37 @@ def _compile(message: Message, version: int) -> Compiled:
     )
 
 
-COMPILED: dict[tuple[int, int], Compiled] = {
-    (m.key, v): _compile(m, v) for m in BY_KEY.values() for v in m.versions
-}
+class _CompiledTable(dict):
+    """(key, version) -> its Compiled, compiled at its first frame (a capture carries a
+    dozen of the table's 57; compiling them all at import was ~1 ms of every start). A
+    lookup (`[]`, `get`) finds every one the table has; `in` and iterating see those
+    compiled so far."""
+
+    def __missing__(self, key_version: tuple[int, int]) -> Compiled:
+        key, version = key_version
+        message = BY_KEY.get(key)
+        if message is None or version not in message.versions:
+            raise KeyError(key_version)
+        compiled = self[key_version] = _compile(message, version)
+        return compiled
+
+    def get(self, key_version: tuple[int, int], default: Any = None) -> Any:
+        return _compiled(key_version) or default
+
+
+def _compiled(key_version: tuple[int, int]) -> Compiled | None:
+    """The Compiled of (key, version), None if the table has no such message: the dict's own
+    lookup once it is compiled (the decoder's per-frame path)."""
+    found = dict.get(COMPILED, key_version)
+    if found is not None:
+        return found
+    try:
+        return COMPILED[key_version]
+    except KeyError:
+        return None
+
+
+COMPILED: dict[tuple[int, int], Compiled] = _CompiledTable()
 
 
 # ---------------------------------------------------------------------------------------
@@ -525,7 +556,7 @@ def _decode(frame: bytes, declared_size: int | None) -> AnyRecord:
             record = fast(frame, size, version)
             if record is not None:
                 return record
-    compiled = COMPILED.get((key, version))
+    compiled = _compiled((key, version))
     if compiled is None:
         return Unknown(key, version, size, frame, truncated=truncated)
     values: list[Any] = []
@@ -552,7 +583,7 @@ def encode_record(record: AnyRecord) -> bytes:
         return bytes(record.raw)
     if record.truncated:
         raise ValueError("a truncated record cannot be encoded: its bytes are not all known")
-    compiled = COMPILED.get((record.key, record.version))
+    compiled = _compiled((record.key, record.version))
     if compiled is None:
         raise ValueError(f"no layout for key 0x{record.key:04x} version {record.version}")
     body = compiled.encode_body(record)

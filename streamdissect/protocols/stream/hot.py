@@ -108,7 +108,7 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     return g.columns()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class _Gathered:
     """decode's work: the frames' bytes and starts, their headers, and the columns the
     readers of each kind fill."""

@@ -95,6 +95,8 @@ class Entry:
 
 @dataclass(slots=True)
 class MalformedEntry:
+    """An entry of a chunk that could not be read: where, and why."""
+
     position: int
     reason: str
     kind: str = "malformed"  # "decompression_cap" when a decompression bound was hit
@@ -102,12 +104,16 @@ class MalformedEntry:
 
 @dataclass(slots=True)
 class OsirisRecord:
+    """One record of a chunk's entry: its offset and its bytes."""
+
     offset: int
     data: bytes | memoryview
 
 
 @dataclass(slots=True)
 class TrackingEntry:
+    """A tracking chunk's entry: a writer's sequence, a consumer's offset or a timestamp."""
+
     type: int  # 0 sequence, 1 offset, 2 timestamp (codes.TrackingType)
     id: str
     value: int

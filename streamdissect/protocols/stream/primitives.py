@@ -195,6 +195,8 @@ class StructType(WireType):
 
 @dataclass(frozen=True, eq=False)
 class ArrayType(WireType):
+    """`count:i32` elements of one wire type."""
+
     element: WireType
 
     def __post_init__(self) -> None:

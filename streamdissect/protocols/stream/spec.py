@@ -11,6 +11,7 @@ Adding a command is one `_pair(...)` line here plus a test with real bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from streamdissect.protocols.stream.codes import RESPONSE_BIT
 from streamdissect.protocols.stream.primitives import (
@@ -72,6 +73,8 @@ BOOL = type("BoolColumn", (WireType,), {"name": "bool", "column": "bool"})()
 
 @dataclass(frozen=True)
 class Field:
+    """A body field of a message: its name, wire type, and the first version with it."""
+
     name: str
     type: WireType
     since: int = 1  # first version that carries the field (version-gated fields)
@@ -96,8 +99,11 @@ class Message:
         return tuple(f for f in self.fields if f.since <= version)
 
 
-@dataclass(frozen=True)
-class _Side:
+class _Side(NamedTuple):
+    """One direction of a command as `_pair` takes it (spec.Message's fields). A named
+    tuple: a frozen dataclass's six methods were made (source compiled) at every start for
+    the ~60 uses of this table's building."""
+
     fields: tuple[Field, ...] = ()
     corr: bool = True
     code: bool = False

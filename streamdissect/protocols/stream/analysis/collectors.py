@@ -35,6 +35,8 @@ _ONE_COMMAND = frozenset(RECORD_CLASSES.values())  # (not Malformed, Unknown, di
 
 @dataclass
 class Collectors:
+    """The Stream's collectors of one run."""
+
     latency: LatencyCollector = field(default_factory=LatencyCollector)
     confirms: ConfirmCollector = field(default_factory=ConfirmCollector)
     credit: CreditCollector = field(default_factory=CreditCollector)

@@ -47,8 +47,10 @@ def cut_publish_counts(record: Any) -> tuple[int, int]:
     return messages, max(cut_count(record, "messages", "records"), messages)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class _Ledger:
+    """A publisher's publishes waiting for their confirms."""
+
     outstanding: dict[int, int] = field(default_factory=dict)  # publishing id -> publish ts
     # The common case kept as runs instead (only while `outstanding` is empty): publishing
     # ids published in ascending runs, [first, last, publish ts], confirmed from the front.

@@ -191,8 +191,10 @@ class StallLog:
         return sum(row[4] or 0.0 for row in self)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class _Subscription:
+    """A subscription's credit and deliveries as they go."""
+
     connection: str
     subscription_id: int
     stream: str | None = None

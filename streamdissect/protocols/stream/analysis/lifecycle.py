@@ -18,8 +18,10 @@ from streamdissect.protocols.stream.hot import DIRECTIONS, HEARTBEAT_KEY, HotFra
 NS_PER_S = 1_000_000_000
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
 class _Conn:
+    """A connection's lifecycle as it goes."""
+
     connection: str
     first_ns: int | None = None
     last_ns: int | None = None
