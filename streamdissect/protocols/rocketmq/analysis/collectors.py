@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.analysis import send_runs
 from streamdissect.protocols.rocketmq.analysis.brokers import BrokerCollector
 from streamdissect.protocols.rocketmq.analysis.calls import CallCollector
 from streamdissect.protocols.rocketmq.analysis.clients import ClientCollector
@@ -23,7 +24,10 @@ from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
 from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
-_RESPONSE = spec.RESPONSE_FLAG
+_RESPONSE, _SEND_CODES = spec.RESPONSE_FLAG, spec.SEND_CODES
+# hot sends and answers gathered before a run is taken (send_runs.py): a bound on the
+# events held (each holds its frame)
+RUN = 1024
 
 # The collector (attribute of Collectors) that makes each table.
 MADE_BY = {"rocketmq_connections": "connections", "rocketmq_requests": "calls",
@@ -52,6 +56,9 @@ class Collectors:
         self._by_request: dict[int, tuple] = {}
         self._by_response: dict[int | None, tuple] = {}  # (code 0: no error to count)
         self._by_error_response: dict[int | None, tuple] = {}
+        # the hot sends and answers not taken yet (send_runs.py): taken before any other
+        # command, at the end and when a table is read
+        self._run: list = []
 
     @classmethod
     def made(cls, report_only: bool = False,
@@ -91,8 +98,12 @@ class Collectors:
         """(what to call for this frame, in order; whether every record of its class gets
         the same: yes, a command goes to `on_command`, which picks its collectors by its
         code, a send request read light (hot.HotSend) to the sends' and calls' collectors,
-        and a frame that is no command goes nowhere)."""
+        and a frame that is no command goes nowhere). For the analyze report (no row a
+        call, every collector fed) a light send and a light answer to one are gathered
+        into a run (`on_hot`), taken a run at a time (send_runs.py)."""
         cls = record.__class__
+        if (cls is HotSend or cls is HotAnswer) and self.runs:
+            return (self.on_hot,), True
         if cls is RemotingCommand or cls is HotAnswer or cls is HotPulled:  # (light: as one)
             return (self.on_command,), True
         if cls is HotSend:
@@ -100,9 +111,35 @@ class Collectors:
                               self.sends.on_hot_send)), True  # fmt: skip
         return (), True
 
+    @property
+    def runs(self) -> bool:
+        """Whether light sends and their answers are taken a run at a time (send_runs.py:
+        every collector fed, no row a call)."""
+        return self.active is None and not self.calls.keeps_rows
+
+    def on_hot(self, ev: object) -> None:
+        """A light send or its answer, gathered into the run (taken past RUN of them); an
+        answer to another request than a send's (which the walk does not read light) as a
+        command."""
+        rec = ev.record
+        if rec.__class__ is HotAnswer and rec.request_code not in _SEND_CODES:
+            self.on_command(ev)
+            return
+        run = self._run
+        run.append(ev)
+        if len(run) >= RUN:
+            self.take_run()
+
+    def take_run(self) -> None:
+        """The gathered light sends and answers taken (before anything else is)."""
+        run, self._run = self._run, []
+        send_runs.take_run(self, run)
+
     def on_command(self, ev: object) -> None:
         """A command to the collectors of its code (the driver looks up no handlers a frame:
         this is the one lookup, by the code alone)."""
+        if self._run:
+            self.take_run()
         rec = ev.record
         if rec.flag & _RESPONSE:
             # (the errors' collector counts the responses of a code other than 0 alone: the
@@ -132,10 +169,15 @@ class Collectors:
         return ()  # (RocketMQ has no fast path: its frames come as frame events)
 
     def finish(self, tcp_connections: list, end_ns: int) -> None:
-        """Nothing to close: a call still open at the end stays open in its tables."""
+        """The run gathered taken; nothing to close: a call still open at the end stays
+        open in its tables."""
+        if self._run:
+            self.take_run()
 
     def sources(self, tcp_connections: list) -> dict[str, Callable]:
         """Each table's rows (dicts), made when called."""
+        if self._run:
+            self.take_run()
         c = self
         return {
             "rocketmq_connections": lambda: c.connections.rows(tcp_connections),
