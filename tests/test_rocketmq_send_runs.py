@@ -19,6 +19,7 @@ from streamdissect.framing.events import FrameEvent
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.analysis import calls, collectors
 from streamdissect.protocols.rocketmq.analysis.collectors import Collectors
+from streamdissect.protocols.rocketmq.analysis.rows import RowTable
 from streamdissect.protocols.rocketmq.codec import encode_command, make_command
 from streamdissect.protocols.rocketmq.hot import HotAnswer, HotSend, hot_record
 from streamdissect.protocols.rocketmq.wire import format_properties
@@ -117,19 +118,30 @@ def _tables(made: Collectors, events: list) -> dict:
             for name, source in made.sources([]).items()}  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("seed", range(24))
 def test_runs_make_every_table_as_frame_by_frame(monkeypatch, seed):
-    monkeypatch.setattr(calls, "MAX_OPEN_CALLS", 5 + seed % 7)
+    # (bounds made small: the run then paired in it where none can be reached, else frame
+    # by frame; the RowTable's window small too for some)
+    if seed % 2:
+        monkeypatch.setattr(calls, "MAX_OPEN_CALLS", 5 + seed % 7)
+    if seed % 3 == 1:
+        monkeypatch.setattr(RowTable, "WINDOW", 4 + seed)
     monkeypatch.setattr(collectors, "RUN", 1 + seed * 3)
-    taken = []
+    taken, by_frame = [], []
     real = collectors.send_runs.take_run
     monkeypatch.setattr(collectors.send_runs, "take_run",
                         lambda c, run: taken.append(len(run)) or real(c, run))  # fmt: skip
+    one_at_a_time = Collectors.one_at_a_time
+    monkeypatch.setattr(Collectors, "one_at_a_time",
+                        lambda c, run: by_frame.append(len(run)) or one_at_a_time(c, run))  # fmt: skip
     events = _events(seed)
     by_runs = Collectors.made(report_only=True)
     assert by_runs.runs
     got = _tables(by_runs, events)
-    assert sum(taken) > 100 and (max(taken) > 1 or seed == 0)  # (runs were taken; RUN 1)
+    assert sum(taken) > 100 and (max(taken) > 1 or seed == 0)  # (runs were taken)
+    assert len(by_frame) < len(taken)  # (some paired in the run)
+    if seed % 2:
+        assert by_frame  # (and some where the small bound could be reached)
     taken.clear()
     expected = _tables(PerFrame.made(report_only=True), events)
     assert not taken

@@ -135,11 +135,27 @@ class Collectors:
         run, self._run = self._run, []
         send_runs.take_run(self, run)
 
+    def one_at_a_time(self, run: list) -> None:
+        """A run's light sends and answers given to the collectors frame by frame, as when
+        no run is gathered (the reference; send_runs.py's way where a run may reach a bound)."""
+        calls, connections, sends, command = self.calls, self.connections, self.sends, self.command
+        for ev in run:
+            if ev.record.__class__ is HotSend:
+                calls.on_hot_send(ev)
+                connections.on_frame(ev)
+                sends.on_hot_send(ev)
+            else:
+                command(ev)
+
     def on_command(self, ev: object) -> None:
-        """A command to the collectors of its code (the driver looks up no handlers a frame:
-        this is the one lookup, by the code alone)."""
+        """A command (after the run gathered before it) to the collectors of its code."""
         if self._run:
             self.take_run()
+        self.command(ev)
+
+    def command(self, ev: object) -> None:
+        """A command to the collectors of its code (the driver looks up no handlers a frame:
+        this is the one lookup, by the code alone)."""
         rec = ev.record
         if rec.flag & _RESPONSE:
             # (the errors' collector counts the responses of a code other than 0 alone: the

@@ -40,14 +40,28 @@ assert not S.names_codes
 
 def take_run(c: Any, run: list) -> None:
     """The events of `run` (HotSend requests, HotAnswer responses to sends; a Collectors'
-    `c`, every collector fed, no row a call) as the collectors take them one at a time."""
-    calls, sends, errors = c.calls, c.sends, c.errors
-    open_calls = calls._pending._open  # (OpenCalls.opened and closed, inline)
-    bound = calls_module.MAX_OPEN_CALLS
+    `c`, every collector fed, no row a call) as the collectors take them one at a time.
+
+    A send answered within the run is paired here (`paired`), without an Asked or an entry
+    in the call collector's open calls, where no bound can be reached meanwhile: the open
+    calls no more than MAX_OPEN_CALLS with every send of the run added, the sends' row
+    window within RowTable.WINDOW (else the run goes frame by frame, `one_at_a_time`). Its
+    sends still open at the end are then opened there in their order, after the calls
+    open before (as one at a time leaves them); the rows begun and completed go to the
+    RowTable at once (add_run), the latencies to their samples (exact: any order)."""
+    calls, sends = c.calls, c.sends
+    open_calls = calls._pending._open  # (OpenCalls.opened and closed)
+    table = sends._table
+    if len(open_calls) + len(run) > calls_module.MAX_OPEN_CALLS or not table.room(len(run)):
+        c.one_at_a_time(run)
+        return
     of_connection, group_of = calls._of_connection, calls._group
     seen_of = c.connections._seen
-    begin, completed = sends._table.begin, sends._table.completed
-    asked = answered = None
+    base = len(table)  # (the index of the run's first row)
+    begun: list = []  # the rows begun, in order
+    done: list = []  # (index, row) completed, in order
+    paired: dict = {}  # key -> (request event, row index, row, group, sample) of a send
+    latencies: dict = {}  # sample -> the run's latencies of it
     for ev in run:
         rec = ev.record
         connection, direction, ts_ns = ev.connection, ev.direction, ev.ts_ns
@@ -56,20 +70,16 @@ def take_run(c: Any, run: list) -> None:
             seen = seen_of[connection] = {
                 "requests_c2s": 0, "requests_s2c": 0, "oneway": 0, "responses": 0,
                 "first_command_ns": ts_ns}  # fmt: skip
+        seen["last_command_ns"] = ts_ns
         if rec.__class__ is HotSend:  # (never oneway)
-            answered = None
-            # CallCollector.request
-            at = (SEND_V2_CODE, connection, direction)
-            found = of_connection.get(at)
-            group, sample = found if found is not None else group_of(*at)
+            # CallCollector.request: its group's count; a call open under its key replaced
+            found = of_connection.get((SEND_V2_CODE, connection, direction))
+            group, sample = found if found is not None else group_of(
+                SEND_V2_CODE, connection, direction)  # fmt: skip
             group["calls"] += 1
             opaque = rec.opaque
-            asked = Asked(ev, SEND_V2_CODE, opaque, 0, rec.topic, None, rec.queue_id)
-            key = asked.key
-            previous = open_calls.pop(key, None)
-            open_calls[key] = (None, None, asked, group, sample)
-            if len(open_calls) > bound:
-                del open_calls[next(iter(open_calls))]
+            key = (connection, direction, opaque)
+            previous = paired.pop(key, None) or open_calls.pop(key, None)
             if previous is not None:
                 previous[3]["duplicate_ids"] += 1
             seen["requests_" + direction] += 1
@@ -78,39 +88,50 @@ def take_run(c: Any, run: list) -> None:
             row = _message_row(connection, server_of(connection), ts_ns, opaque, _NAME, 0,
                                _HOT_STATUS, rec.group, rec.topic, rec.queue_id, rec.msg_id,
                                rec.tags, rec.keys, False, wire, wire)  # fmt: skip
-            asked.kept, asked.keeper = [(begin(row), row)], sends
-            seen["last_command_ns"] = ts_ns
+            paired[key] = (ev, base + len(begun), row, group, sample)
+            begun.append(row)
             continue
-        asked = None
         # CallCollector._on_response
-        other = _OTHER.get(direction, direction)
-        found = open_calls.pop((connection, other, rec.opaque), None)
-        code = rec.code
-        if found is None:
-            answered = None
-            group_of(rec.request_code, connection, other)[0]["orphan_responses"] += 1
-        else:
-            answered = found[2]
-            found[3]["answered"] += 1
-            found[4].append((ts_ns - answered.ts_ns) / 1e6)
         seen["responses"] += 1
-        seen["last_command_ns"] = ts_ns
-        if code:
-            calls.answered = answered
-            errors.on_response(ev)
-        # SendCollector.on_response (PerCall's)
-        if answered is None:
+        other = _OTHER.get(direction, direction)
+        key = (connection, other, rec.opaque)
+        code = rec.code
+        found = paired.pop(key, None)
+        if found is not None:  # (a send of the run)
+            request, index, row, group, sample = found
+            kept = [(index, row)]
+            asked = None
+        else:
+            found = open_calls.pop(key, None)
+            if found is None:
+                group_of(rec.request_code, connection, other)[0]["orphan_responses"] += 1
+                if code:
+                    calls.answered = None
+                    c.errors.on_response(ev)
+                continue
+            _, _, asked, group, sample = found
+            request = asked
+            kept = asked.kept  # (PerCall.on_response: the sends' own rows only)
+            if kept is not None and asked.keeper is sends:
+                asked.kept = None
+            else:
+                kept = None
+        group["answered"] += 1
+        lags = latencies.get(sample)
+        if lags is None:
+            lags = latencies[sample] = []
+        lags.append((ts_ns - request.ts_ns) / 1e6)
+        if code:  # (the errors' collector reads the call's Asked)
+            calls.answered = asked or _asked(request)
+            c.errors.on_response(ev)
+        if kept is None:
             continue
-        kept = answered.kept
-        if kept is None or answered.keeper is not sends:
-            continue
-        answered.kept = None
         if code or len(kept) != 1:
-            sends.answered(answered, [row for _, row in kept], ev)
+            sends.answered(asked or _asked(request), [row for _, row in kept], ev)
         else:  # (calls.answer and SendCollector.answered for one row of a SEND_OK)
             ((index, row),) = kept
             row[_TS] = ts_ns
-            row[_LATENCY] = (ts_ns - answered.ts_ns) / 1e6
+            row[_LATENCY] = (ts_ns - request.ts_ns) / 1e6
             row[_CODE] = 0
             row[_REMARK] = shared(rec.remark)
             row[_STATUS] = _SEND_OK
@@ -123,6 +144,19 @@ def take_run(c: Any, run: list) -> None:
                 first = msg_ids.split(",", 1)[0]
                 if first:
                     row[_OFFSET_ID] = first
-        for index, row in kept:
-            completed(index, row)
-    calls.asked, calls.answered = asked, answered
+        done += kept
+    for key, (request, index, row, group, sample) in paired.items():  # (still open)
+        asked = _asked(request)
+        asked.kept, asked.keeper = [(index, row)], sends
+        open_calls[key] = (None, None, asked, group, sample)
+    table.add_run(begun, done)
+    for sample, lags in latencies.items():
+        sample.extend(lags)
+    # (what a response's collectors read of the call collector: the next command sets it)
+    calls.asked = calls.answered = None
+
+
+def _asked(request: Any) -> Asked:
+    """A light send's Asked (CallCollector.request's), from its event."""
+    rec = request.record
+    return Asked(request, SEND_V2_CODE, rec.opaque, 0, rec.topic, None, rec.queue_id)
