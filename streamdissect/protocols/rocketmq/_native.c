@@ -19,6 +19,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -263,11 +264,42 @@ static PyObject *integer_or_none(Span span) {
     return PyLong_FromLongLong(v);
 }
 
+/* Where a class's __slots__ keeps `name` in its instances (its member descriptor, holding
+ * an object), or -1: not such a slot. */
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = _PyType_Lookup(type, name);
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
+    PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) return -1;
+    return member->offset;
+}
+
+/* obj.name = value (its reference taken; NULL: an error passed on). A slot is written as
+ * its member descriptor writes it (PyMember_SetOne), without the generic lookup's calls. */
 static int set(PyObject *obj, PyObject *name, PyObject *value) {
     if (value == NULL) return -1;
-    int r = PyObject_SetAttr(obj, name, value);
-    Py_DECREF(value);
-    return r;
+    Py_ssize_t at = slot_offset(Py_TYPE(obj), name);
+    if (at < 0) {
+        int r = PyObject_SetAttr(obj, name, value);
+        Py_DECREF(value);
+        return r;
+    }
+    PyObject **slot = (PyObject **)((char *)obj + at), *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* cls() for a class whose instances are made by object's own __new__ and __init__ (a plain
+ * slots class: the light records), without the call's argument handling; any other called. */
+static PyObject *made(PyObject *cls) {
+    if (PyType_Check(cls)) {
+        PyTypeObject *type = (PyTypeObject *)cls;
+        if (type->tp_new == PyBaseObject_Type.tp_new && type->tp_init == PyBaseObject_Type.tp_init &&
+            !(type->tp_flags & Py_TPFLAGS_IS_ABSTRACT))
+            return type->tp_alloc(type, 0);
+    }
+    return PyObject_CallNoArgs(cls);
 }
 
 static inline int32_t i32(const unsigned char *p) {
@@ -380,7 +412,7 @@ static PyObject *pulled(PyObject *frame, Py_ssize_t length, Header *h, PyObject 
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(frame);
     if (!plain_sizes(data + 8 + length, PyBytes_GET_SIZE(frame) - 8 - length, &count, &bytes))
         Py_RETURN_NONE;
-    PyObject *out = PyObject_CallNoArgs(cls);
+    PyObject *out = made(cls);
     if (out == NULL || answer_fields(out, frame, h) < 0 ||
         set(out, N_MESSAGES, PyLong_FromLongLong(count)) < 0 ||
         set(out, N_BYTES, PyLong_FromLongLong(bytes)) < 0)
@@ -408,7 +440,7 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
         if (!typed_here(h.ext[E_QUEUEID]) || !typed_here(h.ext[E_QUEUEOFFSET])) Py_RETURN_NONE;
         if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
             return pulled(frame, length, &h, pulled_class);
-        out = PyObject_CallNoArgs(answer_class);
+        out = made(answer_class);
         if (out == NULL || answer_fields(out, frame, &h) < 0) {
             Py_XDECREF(out);
             return NULL;
@@ -420,7 +452,7 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
     if (h.ext[E_SYSFLAG].start && (!digits_value(h.ext[E_SYSFLAG], &sysflag) || sysflag))
         Py_RETURN_NONE; /* (a compressed message, or a text the Python path types) */
     if (!typed_here(h.ext[E_QUEUE])) Py_RETURN_NONE;
-    out = PyObject_CallNoArgs(send_class);
+    out = made(send_class);
     if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
         set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
         set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
@@ -604,6 +636,45 @@ error:
     return NULL;
 }
 
+/* The frame event class whose instances place makes itself (plain_event: its __init__ only
+ * assigns its five fields, in their order), and where each field is kept in them. */
+static PyObject *EVENT_CLASS = NULL;
+static Py_ssize_t EVENT_AT[5];
+
+/* plain_event(cls): place makes cls's events by writing their fields' slots (ts_ns,
+ * connection, direction, stream_offset, record), as its __init__ would assign them. */
+static PyObject *plain_event(PyObject *self, PyObject *cls) {
+    static const char *names[5] = {"ts_ns", "connection", "direction", "stream_offset", "record"};
+    Py_ssize_t at[5];
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "plain_event: a slots class made by object.__new__");
+        return NULL;
+    }
+    for (int k = 0; k < 5; k++) {
+        PyObject *name = PyUnicode_InternFromString(names[k]);
+        if (name == NULL) return NULL;
+        at[k] = slot_offset((PyTypeObject *)cls, name);
+        Py_DECREF(name);
+        if (at[k] < 0) {
+            PyErr_Format(PyExc_TypeError, "plain_event: no slot %s", names[k]);
+            return NULL;
+        }
+    }
+    memcpy(EVENT_AT, at, sizeof(at));
+    Py_XSETREF(EVENT_CLASS, Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+/* make(*fields) (the five of an event), written into the slots for EVENT_CLASS. */
+static PyObject *event_of(PyObject *make, PyObject *const *fields) {
+    if (make != EVENT_CLASS) return PyObject_Vectorcall(make, fields, 5, NULL);
+    PyTypeObject *type = (PyTypeObject *)make;
+    PyObject *event = type->tp_alloc(type, 0);
+    if (event != NULL)
+        for (int k = 0; k < 5; k++) *(PyObject **)((char *)event + EVENT_AT[k]) = Py_NewRef(fields[k]);
+    return event;
+}
+
 /* (records, items, make, connection, direction, slots) -> the indices of the frames left
  * (records[k] None): each light record's event, make(ts, connection, direction, start,
  * record), put in its slot as (row, slot, event), as plain_walk's _read puts it. */
@@ -638,7 +709,7 @@ static PyObject *place(PyObject *self, PyObject *args) {
         }
         PyObject *call[5] = {PyTuple_GET_ITEM(item, 3), connection, direction,
                              PyTuple_GET_ITEM(item, 0), record};
-        if ((event = PyObject_Vectorcall(make, call, 5, NULL)) == NULL) goto error;
+        if ((event = event_of(make, call)) == NULL) goto error;
         placed = PyTuple_Pack(3, row, slot, event);
         Py_DECREF(event);
         if (placed == NULL) goto error;
@@ -655,6 +726,7 @@ error:
 static PyMethodDef methods[] = {
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
+    {"plain_event", plain_event, METH_O, "The frame event class place makes by its slots."},
     {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
      "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},
