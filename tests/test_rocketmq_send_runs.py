@@ -13,15 +13,16 @@ import json
 import random
 
 import pytest
+from rocketmq_support import CAPTURES
 from test_rocketmq_call_rows import HEARTBEAT, PULL, SEND, request
 
 from streamdissect.framing.events import FrameEvent
-from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq import hot, native, plain_walk, spec
 from streamdissect.protocols.rocketmq.analysis import calls, collectors
 from streamdissect.protocols.rocketmq.analysis.collectors import Collectors
 from streamdissect.protocols.rocketmq.analysis.rows import RowTable
 from streamdissect.protocols.rocketmq.codec import encode_command, make_command
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotSend, hot_record
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotRun, HotSend, hot_record
 from streamdissect.protocols.rocketmq.wire import format_properties
 
 SEND_V2 = 310
@@ -153,3 +154,74 @@ def test_runs_only_for_the_report_with_every_collector_fed():
     assert Collectors.made(report_only=True).runs
     assert not Collectors.made(report_only=False).runs  # (a row a call: one at a time)
     assert not Collectors.made(report_only=True, tables=["rocketmq_sends"]).runs
+
+
+def _unjoined_events(path) -> list:
+    """The analyses' frame events of a capture (light records), no run joined."""
+    from streamdissect.engine.dissect import Dissector
+
+    dissector = Dissector(columns="analysis", deliver_keep_limit=0, publish_messages=False,
+                          helper_process=False)  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plain_walk, "joined", lambda events: events)
+        return list(dissector.run([str(path)]))
+
+
+def _flat(events: list) -> list:
+    return [e for ev in events for e in (ev.events if ev.__class__ is HotRun else (ev,))]
+
+
+def _shape(events: list) -> list:
+    return [tuple(map(id, ev.events)) if ev.__class__ is HotRun else id(ev) for ev in events]
+
+
+@pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
+@pytest.mark.parametrize("name", ["rmq-java-json", "rmq-errors", "rmq-long-poll"])
+def test_runs_joined_by_the_compiled_reader_as_by_python(name):
+    compiled = native._compiled()
+    compiled.plain_event(FrameEvent)  # (as native.py registers it when loaded)
+    events = _unjoined_events(CAPTURES / f"{name}.pcap")
+    rng = random.Random(name)
+    for cut in range(20):  # (the whole, and random stretches of it)
+        a = 0 if cut == 0 else rng.randrange(len(events))
+        part = events[a : len(events) if cut == 0 else a + rng.randrange(1, 60)]
+        by_python = hot.joined_runs(part)
+        assert _flat(by_python) == part
+        assert all(len(ev.events) > 1 and ev.ts_ns == ev.events[-1].ts_ns
+                   and ev.first_ts_ns == ev.events[0].ts_ns
+                   and ev.connection == ev.events[0].connection
+                   for ev in by_python if ev.__class__ is HotRun)  # fmt: skip
+        by_compiled = compiled.joined(part, HotSend, HotAnswer, spec.SEND_CODES, HotRun)
+        assert _shape(by_compiled) == _shape(by_python)
+    joined = sum(len(ev.events) for ev in hot.joined_runs(events) if ev.__class__ is HotRun)
+    assert joined > 1 or name != "rmq-java-json"
+
+
+def test_the_report_takes_the_joined_runs(monkeypatch):
+    from rocketmq_support import analysis_tables
+
+    gathered = []
+    on_run = Collectors.on_run
+    monkeypatch.setattr(Collectors, "on_run", lambda c, ev: gathered.append(ev) or on_run(c, ev))
+    tables = analysis_tables(CAPTURES / "rmq-java-json.pcap", True)
+    assert sum(len(ev.events) for ev in gathered) > 1
+    assert tables["rocketmq_sends"].count("\n") > 2
+
+
+@pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_of_random_events_joined_by_the_compiled_reader_as_by_python(seed):
+    from streamdissect.engine.anomalies import Anomaly
+
+    compiled = native._compiled()
+    compiled.plain_event(FrameEvent)
+    rng = random.Random(seed)
+    events = _events(seed)
+    for _ in range(40):  # (anomalies between: no frame event, no record)
+        events.insert(rng.randrange(len(events)),
+                      Anomaly(1, "c", "c2s", "malformed", 0, 0, "x"))  # fmt: skip
+    by_python = hot.joined_runs(events)
+    assert _flat(by_python) == events
+    assert sum(ev.__class__ is HotRun for ev in by_python) > 10
+    by_compiled = compiled.joined(events, HotSend, HotAnswer, spec.SEND_CODES, HotRun)
+    assert _shape(by_compiled) == _shape(by_python)

@@ -723,7 +723,64 @@ error:
     return NULL;
 }
 
+/* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
+ * each run of two or more consecutive frame events (of the class plain_event registered)
+ * whose records are of send_class, or of answer_class with a request_code in send_codes, as
+ * one run_class(list of them); the other events as they are. */
+static PyObject *joined(PyObject *self, PyObject *args) {
+    PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
+    if (!PyArg_ParseTuple(args, "O!OOO!O", &PyList_Type, &events, &send_class, &answer_class,
+                          &PyFrozenSet_Type, &send_codes, &run_class))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events), first = -1;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k <= n; k++) {
+        int hot = 0;
+        PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
+        if (ev != NULL && EVENT_CLASS != NULL && (PyObject *)Py_TYPE(ev) == EVENT_CLASS) {
+            PyObject *record = *(PyObject **)((char *)ev + EVENT_AT[4]);
+            PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
+            if (cls == send_class) {
+                hot = 1;
+            } else if (cls == answer_class) {
+                PyObject *code = PyObject_GetAttr(record, N_REQUEST_CODE);
+                if (code == NULL) goto error;
+                hot = PySet_Contains(send_codes, code);
+                Py_DECREF(code);
+                if (hot < 0) goto error;
+            }
+        }
+        if (hot) {
+            if (first < 0) first = k;
+            continue;
+        }
+        if (first >= 0) { /* (the run before this event) */
+            PyObject *part;
+            if (k - first > 1) {
+                PyObject *run = PyList_GetSlice(events, first, k);
+                part = run == NULL ? NULL : PyObject_CallOneArg(run_class, run);
+                Py_XDECREF(run);
+            } else {
+                part = Py_NewRef(PyList_GET_ITEM(events, first));
+            }
+            if (part == NULL || PyList_Append(out, part) < 0) {
+                Py_XDECREF(part);
+                goto error;
+            }
+            Py_DECREF(part);
+            first = -1;
+        }
+        if (ev != NULL && PyList_Append(out, ev) < 0) goto error;
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"joined", joined, METH_VARARGS, "A block's runs of light sends and answers joined."},
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
     {"plain_event", plain_event, METH_O, "The frame event class place makes by its slots."},

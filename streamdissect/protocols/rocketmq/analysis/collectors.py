@@ -21,7 +21,7 @@ from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
 from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
 from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
 from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotRun, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 _RESPONSE, _SEND_CODES = spec.RESPONSE_FLAG, spec.SEND_CODES
@@ -102,6 +102,8 @@ class Collectors:
         call, every collector fed) a light send and a light answer to one are gathered
         into a run (`on_hot`), taken a run at a time (send_runs.py)."""
         cls = record.__class__
+        if cls is HotRun:
+            return ((self.on_run,) if self.runs else (self.each_of_run,)), True
         if (cls is HotSend or cls is HotAnswer) and self.runs:
             return (self.on_hot,), True
         if cls is RemotingCommand or cls is HotAnswer or cls is HotPulled:  # (light: as one)
@@ -130,10 +132,25 @@ class Collectors:
         if len(run) >= RUN:
             self.take_run()
 
+    def on_run(self, ev: HotRun) -> None:
+        """A run of light sends and answers to sends (hot.joined_runs), gathered."""
+        run = self._run
+        run += ev.events
+        if len(run) >= RUN:
+            self.take_run()
+
+    def each_of_run(self, ev: HotRun) -> None:
+        """A run's events, each as the driver gives a frame event (no run gathered)."""
+        for frame in ev.events:
+            handlers, _ = self.handlers(frame.record)
+            for handler in handlers:
+                handler(frame)
+
     def take_run(self) -> None:
         """The gathered light sends and answers taken (before anything else is)."""
         run, self._run = self._run, []
-        send_runs.take_run(self, run)
+        for at in range(0, len(run), RUN):  # (a joined run may be longer)
+            send_runs.take_run(self, run[at : at + RUN])
 
     def one_at_a_time(self, run: list) -> None:
         """A run's light sends and answers given to the collectors frame by frame, as when
