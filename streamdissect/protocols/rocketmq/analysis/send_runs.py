@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq import native, spec
 from streamdissect.protocols.rocketmq.analysis import calls as calls_module
 from streamdissect.protocols.rocketmq.analysis.calls import _OTHER, Asked, server_of
 from streamdissect.protocols.rocketmq.analysis.rows import shared
@@ -48,20 +48,71 @@ def take_run(c: Any, run: list) -> None:
     window within RowTable.WINDOW (else the run goes frame by frame, `one_at_a_time`). Its
     sends still open at the end are then opened there in their order, after the calls
     open before (as one at a time leaves them); the rows begun and completed go to the
-    RowTable at once (add_run), the latencies to their samples (exact: any order)."""
+    RowTable at once (add_run), the latencies to their samples (exact: any order). The
+    loop over the frames is compiled when the RocketMQ reader is loaded (native.py:
+    `send_run`, this module's `_frames` in C), what is unusual in it (an error's code, an
+    answer to no open call, to rows that are not one light send's) left to `_Unusual`."""
     calls, sends = c.calls, c.sends
     open_calls = calls._pending._open  # (OpenCalls.opened and closed)
     table = sends._table
     if len(open_calls) + len(run) > calls_module.MAX_OPEN_CALLS or not table.room(len(run)):
         c.one_at_a_time(run)
         return
-    of_connection, group_of = calls._of_connection, calls._group
-    seen_of = c.connections._seen
-    base = len(table)  # (the index of the run's first row)
     begun: list = []  # the rows begun, in order
     done: list = []  # (index, row) completed, in order
     paired: dict = {}  # key -> (request event, row index, row, group, sample) of a send
     latencies: dict = {}  # sample -> the run's latencies of it
+    frames = _frames if native.loaded is None else native.loaded.send_run
+    frames(run, (open_calls, calls._of_connection, calls._group, c.connections._seen,
+                 len(table), begun, done, paired, latencies, server_of, _message_row,
+                 _Unusual(c), sends, HotSend, _CONSTANTS))  # fmt: skip
+    for key, (request, index, row, group, sample) in paired.items():  # (still open)
+        asked = _asked(request)
+        asked.kept, asked.keeper = [(index, row)], sends
+        open_calls[key] = (None, None, asked, group, sample)
+    table.add_run(begun, done)
+    for sample, lags in latencies.items():
+        sample.extend(lags)
+    # (what a response's collectors read of the call collector: the next command sets it)
+    calls.asked = calls.answered = None
+
+
+# What the compiled loop is given besides the state: the send's code and name, a light
+# send's status, SEND_OK, and the columns a SEND_OK's answer sets in its row, in this order
+_CONSTANTS = (SEND_V2_CODE, _NAME, _HOT_STATUS, _SEND_OK,
+              (_TS, _LATENCY, _CODE, _REMARK, _STATUS, _QUEUE, _QUEUE_OFFSET, _OFFSET_ID))  # fmt: skip
+
+
+class _Unusual:
+    """What the run's loop leaves to Python (either loop: the compiled one calls these)."""
+
+    __slots__ = ("c",)
+
+    def __init__(self, c: Any) -> None:
+        self.c = c
+
+    def orphan(self, ev: Any, other: str) -> None:
+        """A response to no open call: counted, and an error's code to the errors."""
+        rec = ev.record
+        self.c.calls._group(rec.request_code, ev.connection, other)[0]["orphan_responses"] += 1
+        if rec.code:
+            self.c.calls.answered = None
+            self.c.errors.on_response(ev)
+
+    def error(self, ev: Any, asked: Any, request: Any) -> None:
+        """An error's code of a paired call, to the errors (which read the call's Asked)."""
+        self.c.calls.answered = asked or _asked(request)
+        self.c.errors.on_response(ev)
+
+    def answered(self, ev: Any, asked: Any, request: Any, kept: list) -> None:
+        """Rows answered that are not one light send's answered by a SEND_OK."""
+        self.c.sends.answered(asked or _asked(request), [row for _, row in kept], ev)
+
+
+def _frames(run: list, state: tuple) -> None:
+    """The run's loop (compiled: _native.send_run): the collectors' per-frame work."""
+    (open_calls, of_connection, group_of, seen_of, base, begun, done, paired, latencies,
+     server_of, message_row, unusual, sends, send_class, _) = state  # fmt: skip
     for ev in run:
         rec = ev.record
         connection, direction, ts_ns = ev.connection, ev.direction, ev.ts_ns
@@ -71,7 +122,7 @@ def take_run(c: Any, run: list) -> None:
                 "requests_c2s": 0, "requests_s2c": 0, "oneway": 0, "responses": 0,
                 "first_command_ns": ts_ns}  # fmt: skip
         seen["last_command_ns"] = ts_ns
-        if rec.__class__ is HotSend:  # (never oneway)
+        if rec.__class__ is send_class:  # (never oneway)
             # CallCollector.request: its group's count; a call open under its key replaced
             found = of_connection.get((SEND_V2_CODE, connection, direction))
             group, sample = found if found is not None else group_of(
@@ -85,9 +136,9 @@ def take_run(c: Any, run: list) -> None:
             seen["requests_" + direction] += 1
             # SendCollector.on_hot_send
             wire = rec.wire
-            row = _message_row(connection, server_of(connection), ts_ns, opaque, _NAME, 0,
-                               _HOT_STATUS, rec.group, rec.topic, rec.queue_id, rec.msg_id,
-                               rec.tags, rec.keys, False, wire, wire)  # fmt: skip
+            row = message_row(connection, server_of(connection), ts_ns, opaque, _NAME, 0,
+                              _HOT_STATUS, rec.group, rec.topic, rec.queue_id, rec.msg_id,
+                              rec.tags, rec.keys, False, wire, wire)  # fmt: skip
             paired[key] = (ev, base + len(begun), row, group, sample)
             begun.append(row)
             continue
@@ -104,10 +155,7 @@ def take_run(c: Any, run: list) -> None:
         else:
             found = open_calls.pop(key, None)
             if found is None:
-                group_of(rec.request_code, connection, other)[0]["orphan_responses"] += 1
-                if code:
-                    calls.answered = None
-                    c.errors.on_response(ev)
+                unusual.orphan(ev, other)
                 continue
             _, _, asked, group, sample = found
             request = asked
@@ -121,13 +169,12 @@ def take_run(c: Any, run: list) -> None:
         if lags is None:
             lags = latencies[sample] = []
         lags.append((ts_ns - request.ts_ns) / 1e6)
-        if code:  # (the errors' collector reads the call's Asked)
-            calls.answered = asked or _asked(request)
-            c.errors.on_response(ev)
+        if code:
+            unusual.error(ev, asked, request)
         if kept is None:
             continue
         if code or len(kept) != 1:
-            sends.answered(asked or _asked(request), [row for _, row in kept], ev)
+            unusual.answered(ev, asked, request, kept)
         else:  # (calls.answer and SendCollector.answered for one row of a SEND_OK)
             ((index, row),) = kept
             row[_TS] = ts_ns
@@ -145,15 +192,6 @@ def take_run(c: Any, run: list) -> None:
                 if first:
                     row[_OFFSET_ID] = first
         done += kept
-    for key, (request, index, row, group, sample) in paired.items():  # (still open)
-        asked = _asked(request)
-        asked.kept, asked.keeper = [(index, row)], sends
-        open_calls[key] = (None, None, asked, group, sample)
-    table.add_run(begun, done)
-    for sample, lags in latencies.items():
-        sample.extend(lags)
-    # (what a response's collectors read of the call collector: the next command sets it)
-    calls.asked = calls.answered = None
 
 
 def _asked(request: Any) -> Asked:
