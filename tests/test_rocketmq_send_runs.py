@@ -120,6 +120,7 @@ def _tables(made: Collectors, events: list) -> dict:
 
 
 @pytest.mark.parametrize("seed", range(24))
+@pytest.mark.usefixtures("walk_mode")  # (the run's loop compiled, and the Python one)
 def test_runs_make_every_table_as_frame_by_frame(monkeypatch, seed):
     # (bounds made small: the run then paired in it where none can be reached, else frame
     # by frame; the RowTable's window small too for some)
@@ -197,6 +198,7 @@ def test_runs_joined_by_the_compiled_reader_as_by_python(name):
     assert joined > 1 or name != "rmq-java-json"
 
 
+@pytest.mark.usefixtures("walk_mode")
 def test_the_report_takes_the_joined_runs(monkeypatch):
     from rocketmq_support import analysis_tables
 
