@@ -807,6 +807,16 @@ static int bump(PyObject *d, PyObject *key) {
     return r;
 }
 
+/* obj.name, read from its slot when its class keeps it in one (as the member descriptor
+ * reads it), else the generic way; a new reference. */
+static PyObject *get(PyObject *obj, PyObject *name) {
+    Py_ssize_t at = slot_offset(Py_TYPE(obj), name);
+    if (at < 0) return PyObject_GetAttr(obj, name);
+    PyObject *v = *(PyObject **)((char *)obj + at);
+    if (v == NULL) return PyObject_GetAttr(obj, name); /* (unset: its AttributeError) */
+    return Py_NewRef(v);
+}
+
 /* dict.pop(key, None) as a new reference (None: not there); NULL: an error. */
 static PyObject *popped(PyObject *d, PyObject *key) {
     PyObject *v = PyDict_GetItemWithError(d, key);
@@ -837,7 +847,9 @@ typedef struct {
     PyObject *open_calls, *of_connection, *group_of, *seen_of, *base, *begun, *done, *paired,
         *latencies, *server_of, *message_row, *unusual, *sends, *send_class, *code, *name,
         *hot_status, *send_ok;
-    Py_ssize_t at[8]; /* the columns a SEND_OK's answer sets */
+    Py_ssize_t at[8];      /* the columns a SEND_OK's answer sets */
+    Py_ssize_t width;      /* a send row's length */
+    Py_ssize_t row_at[16]; /* where message_row puts each of its values */
 } RunState;
 
 /* A light send (send_runs._frames' first branch). */
@@ -863,7 +875,7 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
     }
     PyObject *group = PyTuple_GET_ITEM(pair, 0), *sample = PyTuple_GET_ITEM(pair, 1);
     if (bump(group, S_CALLS) < 0) goto done;
-    if ((opaque = PyObject_GetAttr(rec, N_OPAQUE)) == NULL) goto done;
+    if ((opaque = get(rec, N_OPAQUE)) == NULL) goto done;
     if ((key = PyTuple_Pack(3, connection, direction, opaque)) == NULL) goto done;
     if ((previous = popped(st->paired, key)) == NULL) goto done;
     if (previous == Py_None) {
@@ -880,21 +892,21 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
     if ((count = PyUnicode_Concat(S_REQUESTS_, direction)) == NULL || bump(seen, count) < 0)
         goto done;
     if ((server = PyObject_CallOneArg(st->server_of, connection)) == NULL) goto done;
-    if ((wire = PyObject_GetAttr(rec, N_WIRE)) == NULL ||
-        (group_ = PyObject_GetAttr(rec, N_GROUP)) == NULL ||
-        (topic = PyObject_GetAttr(rec, N_TOPIC)) == NULL ||
-        (queue = PyObject_GetAttr(rec, N_QUEUE_ID)) == NULL ||
-        (msg = PyObject_GetAttr(rec, N_MSG_ID)) == NULL ||
-        (tags = PyObject_GetAttr(rec, N_TAGS)) == NULL ||
-        (keys = PyObject_GetAttr(rec, N_KEYS)) == NULL)
+    if ((wire = get(rec, N_WIRE)) == NULL ||
+        (group_ = get(rec, N_GROUP)) == NULL ||
+        (topic = get(rec, N_TOPIC)) == NULL ||
+        (queue = get(rec, N_QUEUE_ID)) == NULL ||
+        (msg = get(rec, N_MSG_ID)) == NULL ||
+        (tags = get(rec, N_TAGS)) == NULL ||
+        (keys = get(rec, N_KEYS)) == NULL)
         goto done;
-    PyObject *args[16] = {connection, server, ts_ns, opaque, st->name, ZERO, st->hot_status,
-                          group_, topic, queue, msg, tags, keys, Py_False, wire, wire};
-    if ((row = PyObject_Vectorcall(st->message_row, args, 16, NULL)) == NULL) goto done;
-    if (!PyList_CheckExact(row)) {
-        PyErr_SetString(PyExc_TypeError, "send_run: a row is a list");
-        goto done;
-    }
+    PyObject *values[16] = {connection, server, ts_ns, opaque, st->name, ZERO, st->hot_status,
+                            group_, topic, queue, msg, tags, keys, Py_False, wire, wire};
+    /* (message_row(*values): Nones, each value at its column) */
+    if ((row = PyList_New(st->width)) == NULL) goto done;
+    for (Py_ssize_t k = 0; k < st->width; k++) PyList_SET_ITEM(row, k, Py_NewRef(Py_None));
+    for (int k = 0; k < 16; k++)
+        if (set_item(row, st->row_at[k], Py_NewRef(values[k])) < 0) goto done;
     if ((index = PyLong_FromSsize_t(PyList_GET_SIZE(st->begun))) == NULL) goto done;
     Py_SETREF(index, PyNumber_Add(st->base, index));
     if (index == NULL) goto done;
@@ -913,7 +925,7 @@ done:
 /* A SEND_OK's answer to one light send's row (calls.answer and SendCollector.answered). */
 static int answer_row(RunState *st, PyObject *row, PyObject *rec, PyObject *ts_ns,
                       PyObject *lag) {
-    PyObject *remark = PyObject_GetAttr(rec, N_REMARK), *v;
+    PyObject *remark = get(rec, N_REMARK), *v;
     if (remark == NULL) return -1;
     if (PyUnicode_CheckExact(remark)) PyUnicode_InternInPlace(&remark); /* (rows.shared) */
     if (set_item(row, st->at[0], Py_NewRef(ts_ns)) < 0 ||
@@ -921,13 +933,13 @@ static int answer_row(RunState *st, PyObject *row, PyObject *rec, PyObject *ts_n
         set_item(row, st->at[2], Py_NewRef(ZERO)) < 0 || set_item(row, st->at[3], remark) < 0 ||
         set_item(row, st->at[4], Py_NewRef(st->send_ok)) < 0)
         return -1;
-    if ((v = PyObject_GetAttr(rec, N_QUEUE_ID)) == NULL) return -1;
+    if ((v = get(rec, N_QUEUE_ID)) == NULL) return -1;
     if (v == Py_None) Py_DECREF(v);
     else if (set_item(row, st->at[5], v) < 0) return -1;
-    if ((v = PyObject_GetAttr(rec, N_QUEUE_OFFSET)) == NULL) return -1;
+    if ((v = get(rec, N_QUEUE_OFFSET)) == NULL) return -1;
     if (v == Py_None) Py_DECREF(v);
     else if (set_item(row, st->at[6], v) < 0) return -1;
-    if ((v = PyObject_GetAttr(rec, N_MSG_ID)) == NULL) return -1;
+    if ((v = get(rec, N_MSG_ID)) == NULL) return -1;
     int truth = PyObject_IsTrue(v);
     if (truth < 0) {
         Py_DECREF(v);
@@ -960,9 +972,9 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     other = PyUnicode_Compare(direction, S_C2S) == 0 ? S_S2C
             : PyUnicode_Compare(direction, S_S2C) == 0 ? S_C2S : direction;
     if (PyErr_Occurred()) return -1;
-    if ((opaque = PyObject_GetAttr(rec, N_OPAQUE)) == NULL ||
+    if ((opaque = get(rec, N_OPAQUE)) == NULL ||
         (key = PyTuple_Pack(3, connection, other, opaque)) == NULL ||
-        (code = PyObject_GetAttr(rec, N_CODE)) == NULL || (found = popped(st->paired, key)) == NULL)
+        (code = get(rec, N_CODE)) == NULL || (found = popped(st->paired, key)) == NULL)
         goto done;
     if (found != Py_None) { /* (a send of the run) */
         request = PyTuple_GET_ITEM(found, 0);
@@ -989,9 +1001,9 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         request = asked = PyTuple_GET_ITEM(found, 2);
         group = PyTuple_GET_ITEM(found, 3), sample = PyTuple_GET_ITEM(found, 4);
         /* (PerCall.on_response: the sends' own rows only) */
-        if ((kept = PyObject_GetAttr(asked, N_KEPT)) == NULL) goto done;
+        if ((kept = get(asked, N_KEPT)) == NULL) goto done;
         if (kept != Py_None) {
-            PyObject *keeper = PyObject_GetAttr(asked, N_KEEPER);
+            PyObject *keeper = get(asked, N_KEEPER);
             if (keeper == NULL) goto done;
             int mine = keeper == st->sends;
             Py_DECREF(keeper);
@@ -1003,7 +1015,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         }
     }
     if (bump(group, S_ANSWERED) < 0) goto done;
-    if ((request_ts = PyObject_GetAttr(request, N_TS_NS)) == NULL ||
+    if ((request_ts = get(request, N_TS_NS)) == NULL ||
         (lag = latency(ts_ns, request_ts)) == NULL)
         goto done;
     lags = PyDict_GetItemWithError(st->latencies, sample);
@@ -1056,7 +1068,7 @@ done:
 
 /* send_run(run, state): send_runs._frames (see there), compiled. */
 static PyObject *send_run(PyObject *self, PyObject *args) {
-    PyObject *run, *state, *constants, *at;
+    PyObject *run, *state, *constants, *at, *row_at;
     RunState st;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
     if (PyTuple_GET_SIZE(state) != 15) {
@@ -1073,8 +1085,9 @@ static PyObject *send_run(PyObject *self, PyObject *args) {
         !PyDict_CheckExact(st.seen_of) || !PyList_CheckExact(st.begun) ||
         !PyList_CheckExact(st.done) || !PyDict_CheckExact(st.paired) ||
         !PyDict_CheckExact(st.latencies) || !PyTuple_Check(constants) ||
-        PyTuple_GET_SIZE(constants) != 5 || !PyTuple_Check(at = PyTuple_GET_ITEM(constants, 4)) ||
-        PyTuple_GET_SIZE(at) != 8) {
+        PyTuple_GET_SIZE(constants) != 7 || !PyTuple_Check(at = PyTuple_GET_ITEM(constants, 4)) ||
+        PyTuple_GET_SIZE(at) != 8 || !PyTuple_Check(row_at = PyTuple_GET_ITEM(constants, 6)) ||
+        PyTuple_GET_SIZE(row_at) != 16) {
         PyErr_SetString(PyExc_TypeError, "send_run: not send_runs.take_run's state");
         return NULL;
     }
@@ -1083,6 +1096,17 @@ static PyObject *send_run(PyObject *self, PyObject *args) {
     for (int k = 0; k < 8; k++)
         if ((st.at[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(at, k))) == -1 && PyErr_Occurred())
             return NULL;
+    if ((st.width = PyLong_AsSsize_t(PyTuple_GET_ITEM(constants, 5))) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "send_run: a row's length");
+        return NULL;
+    }
+    for (int k = 0; k < 16; k++) {
+        st.row_at[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(row_at, k));
+        if (st.row_at[k] < 0 || st.row_at[k] >= st.width) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "send_run: a column");
+            return NULL;
+        }
+    }
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(run); k++) {
         PyObject *ev = PyList_GET_ITEM(run, k), *rec = NULL, *connection = NULL,
                  *direction = NULL, *ts_ns = NULL, *seen = NULL;

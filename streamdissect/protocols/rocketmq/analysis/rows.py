@@ -47,7 +47,10 @@ class RowShape:
         source = f"def make_row({', '.join(given.values())}):\n    return [{items}]\n"
         namespace: dict[str, Any] = {}
         exec(source, namespace)  # noqa: S102 (only v0.. and None in it: no name comes in)
-        return namespace["make_row"]
+        make_row = namespace["make_row"]
+        # (where each value goes and the row's length: a compiled caller makes the same row)
+        make_row.at, make_row.width = tuple(self.columns.index(n) for n in names), len(self.columns)
+        return make_row
 
 
 class RowTable:

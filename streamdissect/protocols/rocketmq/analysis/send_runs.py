@@ -78,9 +78,11 @@ def take_run(c: Any, run: list) -> None:
 
 
 # What the compiled loop is given besides the state: the send's code and name, a light
-# send's status, SEND_OK, and the columns a SEND_OK's answer sets in its row, in this order
+# send's status, SEND_OK, the columns a SEND_OK's answer sets in its row, in this order, and
+# a send row's length and where _message_row puts each of its values (the loop makes it)
 _CONSTANTS = (SEND_V2_CODE, _NAME, _HOT_STATUS, _SEND_OK,
-              (_TS, _LATENCY, _CODE, _REMARK, _STATUS, _QUEUE, _QUEUE_OFFSET, _OFFSET_ID))  # fmt: skip
+              (_TS, _LATENCY, _CODE, _REMARK, _STATUS, _QUEUE, _QUEUE_OFFSET, _OFFSET_ID),
+              _message_row.width, _message_row.at)  # fmt: skip
 
 
 class _Unusual:
