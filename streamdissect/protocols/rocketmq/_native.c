@@ -39,6 +39,9 @@
 #define SYSFLAG_COMPRESSED 0x1
 #define V6_HOSTS 0x30
 
+/* The interned group, topic and tags of the light send read last (shared_text). */
+static PyObject *LAST_GROUP, *LAST_TOPIC, *LAST_TAGS;
+
 /* A text's place in the header (its content between the quotes) or absent (start NULL). */
 typedef struct {
     const char *start, *end;
@@ -250,6 +253,30 @@ static PyObject *interned(PyObject *text) {
     return text;
 }
 
+/* A text many rows hold (a light send's group, topic, tags) interned, as `interned` makes
+ * it, the one made last for the same place kept (`last`, one a place): the same characters
+ * give that string, not decoded and looked up again. `made`: the text as a str, or NULL. */
+static int same_as_last(const char *start, Py_ssize_t n, PyObject *last) {
+    return last != NULL && PyUnicode_GET_LENGTH(last) == n &&
+           memcmp(PyUnicode_DATA(last), start, n) == 0;
+}
+
+static PyObject *kept_last(PyObject *made, PyObject **last) {
+    PyObject *text = interned(made);
+    if (text != NULL && PyUnicode_CheckExact(text) && PyUnicode_IS_COMPACT_ASCII(text))
+        Py_XSETREF(*last, Py_NewRef(text));
+    return text;
+}
+
+/* A header text's value (text_or_none) interned, through `last`. */
+static PyObject *shared_text(Span span, PyObject **last) {
+    if (span.start && !memchr(span.start, '\\', span.end - span.start) &&
+        same_as_last(span.start, span.end - span.start, *last))
+        return Py_NewRef(*last);
+    return kept_last(text_or_none(span), last);
+}
+
+
 /* Whether an integer field's text is absent or digits alone (the scanner types those). */
 static int typed_here(Span span) {
     long long v;
@@ -378,13 +405,19 @@ static int send_properties(PyObject *send, Span span) {
     for (int k = 0; k < 3; k++) {
         if (found[k].start == NULL || (k == 0 && found[k].start == found[k].end))
             values[k] = Py_NewRef(Py_None); /* (msg_id: an empty UNIQ_KEY is None) */
+        else if (k == 1 && same_as_last(found[k].start, found[k].end - found[k].start, LAST_TAGS))
+            values[k] = Py_NewRef(LAST_TAGS); /* (the tags: interned, through LAST_TAGS) */
+        else if (k == 1)
+            values[k] = kept_last(PyUnicode_DecodeASCII(found[k].start,
+                                                        found[k].end - found[k].start, NULL),
+                                  &LAST_TAGS);
         else
             values[k] = PyUnicode_DecodeASCII(found[k].start, found[k].end - found[k].start,
                                               NULL);
     }
     PyMem_Free(buf);
     if (set(send, N_MSG_ID, values[0]) < 0) r = -1;
-    if (set(send, N_TAGS, interned(values[1])) < 0) r = -1;
+    if (set(send, N_TAGS, values[1]) < 0) r = -1;
     if (set(send, N_KEYS, values[2]) < 0) r = -1;
     return r;
 }
@@ -457,8 +490,8 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
     if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
         set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
         set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
-        set(out, N_GROUP, interned(text_or_none(h.ext[E_GROUP]))) < 0 ||
-        set(out, N_TOPIC, interned(text_or_none(h.ext[E_TOPIC]))) < 0 ||
+        set(out, N_GROUP, shared_text(h.ext[E_GROUP], &LAST_GROUP)) < 0 ||
+        set(out, N_TOPIC, shared_text(h.ext[E_TOPIC], &LAST_TOPIC)) < 0 ||
         set(out, N_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
         send_properties(out, h.ext[E_PROPERTIES]) < 0) {
         Py_XDECREF(out);
@@ -565,9 +598,13 @@ static PyObject *json_run(PyObject *self, PyObject *args) {
         Py_ssize_t k = j;
         if (end > seg_end)
             while (k + 1 < n && so[k + 1] <= end - 1) k++;
-        PyObject *item = Py_BuildValue("(LLLLLnLL)", (long long)pos, (long long)end,
-                                       (long long)size, (long long)times[k], (long long)rows[k],
-                                       slot, (long long)at, (long long)seg_end);
+        long long fields[8] = {pos, end, size, times[k], rows[k], slot, at, seg_end};
+        PyObject *item = PyTuple_New(8);
+        for (int f = 0; item != NULL && f < 8; f++) {
+            PyObject *v = PyLong_FromLongLong(fields[f]);
+            if (v == NULL) Py_CLEAR(item);
+            else PyTuple_SET_ITEM(item, f, v);
+        }
         if (item == NULL || PyList_Append(items, item) < 0) {
             Py_XDECREF(item);
             Py_CLEAR(items);
