@@ -204,9 +204,10 @@ def test_the_report_takes_the_joined_runs(monkeypatch):
 
     gathered = []
     on_run = Collectors.on_run
-    monkeypatch.setattr(Collectors, "on_run", lambda c, ev: gathered.append(ev) or on_run(c, ev))
+    monkeypatch.setattr(Collectors, "on_run",
+                        lambda c, ev: gathered.append(len(ev.events)) or on_run(c, ev))  # fmt: skip
     tables = analysis_tables(CAPTURES / "rmq-java-json.pcap", True)
-    assert sum(len(ev.events) for ev in gathered) > 1
+    assert sum(gathered) > 1
     assert tables["rocketmq_sends"].count("\n") > 2
 
 

@@ -133,9 +133,11 @@ class Collectors:
             self.take_run()
 
     def on_run(self, ev: HotRun) -> None:
-        """A run of light sends and answers to sends (hot.joined_runs), gathered."""
+        """A run of light sends and answers to sends (hot.joined_runs), gathered (and let go
+        by the run: the driver holds its last event while the next block is read)."""
         run = self._run
         run += ev.events
+        ev.events = None
         if len(run) >= RUN:
             self.take_run()
 
