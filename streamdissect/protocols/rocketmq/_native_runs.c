@@ -187,13 +187,25 @@ static int answer_row(RunState *st, PyObject *row, PyObject *rec, PyObject *ts_n
     return 0;
 }
 
+/* latencies[sample] (a list, made at its first) gets `lag`. */
+static int lag_kept(PyObject *latencies, PyObject *sample, PyObject *lag) {
+    PyObject *lags = PyDict_GetItemWithError(latencies, sample);
+    if (lags == NULL) {
+        if (PyErr_Occurred() || (lags = PyList_New(0)) == NULL) return -1;
+        int bad = PyDict_SetItem(latencies, sample, lags);
+        Py_DECREF(lags);
+        if (bad < 0) return -1;
+    }
+    return PyList_Append(lags, lag);
+}
+
 /* A light answer to a send (send_runs._frames' second branch). */
 static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *connection,
                       PyObject *direction, PyObject *ts_ns, PyObject *seen) {
     int r = -1;
     PyObject *other, *opaque = NULL, *key = NULL, *code = NULL, *found = NULL, *request,
                      *asked = Py_None, *group, *sample, *kept = NULL, *request_ts = NULL,
-                     *lag = NULL, *lags;
+                     *lag = NULL;
     if (bump(seen, S_RESPONSES) < 0) return -1;
     other = PyUnicode_Compare(direction, S_C2S) == 0 ? S_S2C
             : PyUnicode_Compare(direction, S_S2C) == 0 ? S_C2S : direction;
@@ -244,14 +256,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     if ((request_ts = get(request, N_TS_NS)) == NULL ||
         (lag = latency(ts_ns, request_ts)) == NULL)
         goto done;
-    lags = PyDict_GetItemWithError(st->latencies, sample);
-    if (lags == NULL) {
-        if (PyErr_Occurred() || (lags = PyList_New(0)) == NULL) goto done;
-        int bad = PyDict_SetItem(st->latencies, sample, lags);
-        Py_DECREF(lags);
-        if (bad < 0) goto done;
-    }
-    if (PyList_Append(lags, lag) < 0) goto done;
+    if (lag_kept(st->latencies, sample, lag) < 0) goto done;
     int error = PyObject_IsTrue(code);
     if (error < 0) goto done;
     if (error) {
