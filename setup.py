@@ -12,15 +12,19 @@ capture/native.py, cli/_text_report.py).
 from setuptools import Extension, setup
 
 
-def _optional(name: str) -> Extension:
-    """An extension whose build may fail: a warning, and the pure-Python fallback."""
-    return Extension(name, [name.replace(".", "/") + ".c"], optional=True)
+def _optional(name: str, *more: str) -> Extension:
+    """An extension whose build may fail: a warning, and the pure-Python fallback (`more`:
+    its other source files, beside its own, and their header, by their names)."""
+    path = name.replace(".", "/")
+    folder = path.rsplit("/", 1)[0]
+    return Extension(name, [path + ".c", *(f"{folder}/{m}.c" for m in more)], optional=True,
+                     depends=[path + ".h"] if more else [])  # fmt: skip
 
 
 setup(
     ext_modules=[
         _optional("streamdissect.protocols.stream._native"),
-        _optional("streamdissect.protocols.rocketmq._native"),
+        _optional("streamdissect.protocols.rocketmq._native", "_native_runs"),
         _optional("streamdissect.capture._records"),
         _optional("streamdissect.cli._json_rows"),
     ]

@@ -356,3 +356,19 @@ def test_the_compiled_helpers_refuse_inconsistent_inputs_and_slice_as_python():
     left = compiled.place([None, "r"], [items[0], (7, 9, 2, 3, 4, 1, 0, 9)], lambda *a: a, "c",
                           "d", slots)  # fmt: skip
     assert left == [0] and slots == [None, (4, 1, (3, "c", "d", 7, "r"))]
+
+
+@pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
+def test_the_compiled_place_makes_frame_events_as_their_init_does():
+    from streamdissect.framing.events import FrameEvent
+
+    compiled = native._compiled()
+    compiled.plain_event(FrameEvent)  # (as native.py registers it when loaded)
+    record = object()
+    slots = [None]
+    assert compiled.place([record], [(7, 9, 2, 3, 4, 0, 0, 9)], FrameEvent, "c", "d", slots) == []
+    ((row, slot, event),) = slots
+    assert (row, slot) == (4, 0) and type(event) is FrameEvent
+    assert event == FrameEvent(3, "c", "d", 7, record) and event.record is record
+    with pytest.raises(TypeError):  # (a class whose fields are not all slots)
+        compiled.plain_event(type("NoSlots", (), {}))

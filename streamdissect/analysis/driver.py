@@ -159,8 +159,9 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
                    protocol: str | None = None,
                    protocol_of: Callable[[str], Any] | None = None,
                    messages: dict | None = None) -> Analysis:
-    """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames) and
-    anomalies.
+    """Feed frame events (objects with ts_ns, connection, direction, record; HotFrames; a
+    run of frames as one event, its record itself, with its first frame's `first_ts_ns`)
+    and anomalies.
 
     `report_only`: keep only what the analyze report shows (no per-id publishes table, no
     backlog series, no credit balance series, no Deliver CRC check), which is what keeps a
@@ -214,8 +215,8 @@ def analyze_events(events: Iterable, tcp_connections_after=list,
             if same_for_class:
                 handlers_of_class[cls] = handlers
         last_ns = ev.ts_ns
-        if first_ns is None:
-            first_ns = last_ns
+        if first_ns is None:  # (a run of frames as one event: its first frame's time)
+            first_ns = getattr(ev, "first_ts_ns", last_ns)
         for handler in handlers:
             handler(ev)
     tcp_connections = tcp_connections_after()

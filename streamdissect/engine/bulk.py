@@ -272,7 +272,7 @@ class BulkCapture:
         if self.anomalies_made != state.anomalies_made:  # (most blocks have none)
             self.anomalies_made = state.anomalies_made
             state.anomalies.extend([ev for ev in ordered if ev.__class__ is Anomaly])
-        return ordered
+        return ordered if events.join is None else events.join(ordered)
 
     def _connections(self, piece: Packets) -> None:
         table = self.state.flows

@@ -77,12 +77,15 @@ class LimitCheck:
 class BlockEvents:
     """A block's events as the walks make them, (packet row, slot, event) each, sorted at
     the block's end (the slot orders a row's events); a frame taken off the walk keeps its
-    slot with None in it. What the framer emits goes to the state's queue `out` first."""
+    slot with None in it. What the framer emits goes to the state's queue `out` first.
+    `join`, when a walk sets it: what the block's events in order become at its end (a
+    protocol's consecutive hot frames as one event: plain_walk's runs for the analyses)."""
 
     out: list
     at_row: Callable[[int], None]  # the state is told which packet row is handled
     frame_class: type  # the state's frame event (ts_ns, connection, direction, offset, record)
     items: list = field(default_factory=list)
+    join: Callable[[list], list] | None = None
 
     def tag(self, row: int) -> None:
         """What the framer just put in `out`, as made by the packet of this row."""

@@ -10,6 +10,8 @@
  * notes a deferred frame; it stops at any other frame for the loop to take.
  * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
  * buffer, the light records' events made and put in their slots.
+ * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
+ * send_run (_native_runs.c): the collectors' loop over such a run (send_runs._frames).
  * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
  * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
  * header's own keys known and each once, integers of at most 18 digits, extFields an object
@@ -19,7 +21,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
+
+#include "_native.h"
 #include <string.h>
 
 #define RESPONSE_FLAG 1
@@ -37,6 +42,9 @@
 #define MAGIC_V2 (-626843477)
 #define SYSFLAG_COMPRESSED 0x1
 #define V6_HOSTS 0x30
+
+/* The interned group, topic and tags of the light send read last (shared_text). */
+static PyObject *LAST_GROUP, *LAST_TOPIC, *LAST_TAGS;
 
 /* A text's place in the header (its content between the quotes) or absent (start NULL). */
 typedef struct {
@@ -249,6 +257,30 @@ static PyObject *interned(PyObject *text) {
     return text;
 }
 
+/* A text many rows hold (a light send's group, topic, tags) interned, as `interned` makes
+ * it, the one made last for the same place kept (`last`, one a place): the same characters
+ * give that string, not decoded and looked up again. `made`: the text as a str, or NULL. */
+static int same_as_last(const char *start, Py_ssize_t n, PyObject *last) {
+    return last != NULL && PyUnicode_GET_LENGTH(last) == n &&
+           memcmp(PyUnicode_DATA(last), start, n) == 0;
+}
+
+static PyObject *kept_last(PyObject *made, PyObject **last) {
+    PyObject *text = interned(made);
+    if (text != NULL && PyUnicode_CheckExact(text) && PyUnicode_IS_COMPACT_ASCII(text))
+        Py_XSETREF(*last, Py_NewRef(text));
+    return text;
+}
+
+/* A header text's value (text_or_none) interned, through `last`. */
+static PyObject *shared_text(Span span, PyObject **last) {
+    if (span.start && !memchr(span.start, '\\', span.end - span.start) &&
+        same_as_last(span.start, span.end - span.start, *last))
+        return Py_NewRef(*last);
+    return kept_last(text_or_none(span), last);
+}
+
+
 /* Whether an integer field's text is absent or digits alone (the scanner types those). */
 static int typed_here(Span span) {
     long long v;
@@ -263,11 +295,42 @@ static PyObject *integer_or_none(Span span) {
     return PyLong_FromLongLong(v);
 }
 
+/* Where a class's __slots__ keeps `name` in its instances (its member descriptor, holding
+ * an object), or -1: not such a slot. */
+Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = _PyType_Lookup(type, name);
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
+    PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) return -1;
+    return member->offset;
+}
+
+/* obj.name = value (its reference taken; NULL: an error passed on). A slot is written as
+ * its member descriptor writes it (PyMember_SetOne), without the generic lookup's calls. */
 static int set(PyObject *obj, PyObject *name, PyObject *value) {
     if (value == NULL) return -1;
-    int r = PyObject_SetAttr(obj, name, value);
-    Py_DECREF(value);
-    return r;
+    Py_ssize_t at = slot_offset(Py_TYPE(obj), name);
+    if (at < 0) {
+        int r = PyObject_SetAttr(obj, name, value);
+        Py_DECREF(value);
+        return r;
+    }
+    PyObject **slot = (PyObject **)((char *)obj + at), *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* cls() for a class whose instances are made by object's own __new__ and __init__ (a plain
+ * slots class: the light records), without the call's argument handling; any other called. */
+static PyObject *made(PyObject *cls) {
+    if (PyType_Check(cls)) {
+        PyTypeObject *type = (PyTypeObject *)cls;
+        if (type->tp_new == PyBaseObject_Type.tp_new && type->tp_init == PyBaseObject_Type.tp_init &&
+            !(type->tp_flags & Py_TPFLAGS_IS_ABSTRACT))
+            return type->tp_alloc(type, 0);
+    }
+    return PyObject_CallNoArgs(cls);
 }
 
 static inline int32_t i32(const unsigned char *p) {
@@ -311,7 +374,8 @@ static int plain_sizes(const unsigned char *body, Py_ssize_t end, long long *cou
     return 1;
 }
 
-static PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
+/* (shared with _native_runs.c: _native.h) */
+PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
     *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET, *N_MESSAGES, *N_BYTES,
     *N_NEXT, *N_MIN, *N_MAX, *N_OFFSET, *N_BROKER;
 
@@ -345,13 +409,19 @@ static int send_properties(PyObject *send, Span span) {
     for (int k = 0; k < 3; k++) {
         if (found[k].start == NULL || (k == 0 && found[k].start == found[k].end))
             values[k] = Py_NewRef(Py_None); /* (msg_id: an empty UNIQ_KEY is None) */
+        else if (k == 1 && same_as_last(found[k].start, found[k].end - found[k].start, LAST_TAGS))
+            values[k] = Py_NewRef(LAST_TAGS); /* (the tags: interned, through LAST_TAGS) */
+        else if (k == 1)
+            values[k] = kept_last(PyUnicode_DecodeASCII(found[k].start,
+                                                        found[k].end - found[k].start, NULL),
+                                  &LAST_TAGS);
         else
             values[k] = PyUnicode_DecodeASCII(found[k].start, found[k].end - found[k].start,
                                               NULL);
     }
     PyMem_Free(buf);
     if (set(send, N_MSG_ID, values[0]) < 0) r = -1;
-    if (set(send, N_TAGS, interned(values[1])) < 0) r = -1;
+    if (set(send, N_TAGS, values[1]) < 0) r = -1;
     if (set(send, N_KEYS, values[2]) < 0) r = -1;
     return r;
 }
@@ -380,7 +450,7 @@ static PyObject *pulled(PyObject *frame, Py_ssize_t length, Header *h, PyObject 
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(frame);
     if (!plain_sizes(data + 8 + length, PyBytes_GET_SIZE(frame) - 8 - length, &count, &bytes))
         Py_RETURN_NONE;
-    PyObject *out = PyObject_CallNoArgs(cls);
+    PyObject *out = made(cls);
     if (out == NULL || answer_fields(out, frame, h) < 0 ||
         set(out, N_MESSAGES, PyLong_FromLongLong(count)) < 0 ||
         set(out, N_BYTES, PyLong_FromLongLong(bytes)) < 0)
@@ -408,7 +478,7 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
         if (!typed_here(h.ext[E_QUEUEID]) || !typed_here(h.ext[E_QUEUEOFFSET])) Py_RETURN_NONE;
         if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
             return pulled(frame, length, &h, pulled_class);
-        out = PyObject_CallNoArgs(answer_class);
+        out = made(answer_class);
         if (out == NULL || answer_fields(out, frame, &h) < 0) {
             Py_XDECREF(out);
             return NULL;
@@ -420,12 +490,12 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
     if (h.ext[E_SYSFLAG].start && (!digits_value(h.ext[E_SYSFLAG], &sysflag) || sysflag))
         Py_RETURN_NONE; /* (a compressed message, or a text the Python path types) */
     if (!typed_here(h.ext[E_QUEUE])) Py_RETURN_NONE;
-    out = PyObject_CallNoArgs(send_class);
+    out = made(send_class);
     if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
         set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
         set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
-        set(out, N_GROUP, interned(text_or_none(h.ext[E_GROUP]))) < 0 ||
-        set(out, N_TOPIC, interned(text_or_none(h.ext[E_TOPIC]))) < 0 ||
+        set(out, N_GROUP, shared_text(h.ext[E_GROUP], &LAST_GROUP)) < 0 ||
+        set(out, N_TOPIC, shared_text(h.ext[E_TOPIC], &LAST_TOPIC)) < 0 ||
         set(out, N_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
         send_properties(out, h.ext[E_PROPERTIES]) < 0) {
         Py_XDECREF(out);
@@ -532,9 +602,13 @@ static PyObject *json_run(PyObject *self, PyObject *args) {
         Py_ssize_t k = j;
         if (end > seg_end)
             while (k + 1 < n && so[k + 1] <= end - 1) k++;
-        PyObject *item = Py_BuildValue("(LLLLLnLL)", (long long)pos, (long long)end,
-                                       (long long)size, (long long)times[k], (long long)rows[k],
-                                       slot, (long long)at, (long long)seg_end);
+        long long fields[8] = {pos, end, size, times[k], rows[k], slot, at, seg_end};
+        PyObject *item = PyTuple_New(8);
+        for (int f = 0; item != NULL && f < 8; f++) {
+            PyObject *v = PyLong_FromLongLong(fields[f]);
+            if (v == NULL) Py_CLEAR(item);
+            else PyTuple_SET_ITEM(item, f, v);
+        }
         if (item == NULL || PyList_Append(items, item) < 0) {
             Py_XDECREF(item);
             Py_CLEAR(items);
@@ -604,6 +678,45 @@ error:
     return NULL;
 }
 
+/* The frame event class whose instances place makes itself (plain_event: its __init__ only
+ * assigns its five fields, in their order), and where each field is kept in them. */
+PyObject *EVENT_CLASS = NULL; /* (shared with _native_runs.c: _native.h) */
+Py_ssize_t EVENT_AT[5];
+
+/* plain_event(cls): place makes cls's events by writing their fields' slots (ts_ns,
+ * connection, direction, stream_offset, record), as its __init__ would assign them. */
+static PyObject *plain_event(PyObject *self, PyObject *cls) {
+    static const char *names[5] = {"ts_ns", "connection", "direction", "stream_offset", "record"};
+    Py_ssize_t at[5];
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "plain_event: a slots class made by object.__new__");
+        return NULL;
+    }
+    for (int k = 0; k < 5; k++) {
+        PyObject *name = PyUnicode_InternFromString(names[k]);
+        if (name == NULL) return NULL;
+        at[k] = slot_offset((PyTypeObject *)cls, name);
+        Py_DECREF(name);
+        if (at[k] < 0) {
+            PyErr_Format(PyExc_TypeError, "plain_event: no slot %s", names[k]);
+            return NULL;
+        }
+    }
+    memcpy(EVENT_AT, at, sizeof(at));
+    Py_XSETREF(EVENT_CLASS, Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+/* make(*fields) (the five of an event), written into the slots for EVENT_CLASS. */
+static PyObject *event_of(PyObject *make, PyObject *const *fields) {
+    if (make != EVENT_CLASS) return PyObject_Vectorcall(make, fields, 5, NULL);
+    PyTypeObject *type = (PyTypeObject *)make;
+    PyObject *event = type->tp_alloc(type, 0);
+    if (event != NULL)
+        for (int k = 0; k < 5; k++) *(PyObject **)((char *)event + EVENT_AT[k]) = Py_NewRef(fields[k]);
+    return event;
+}
+
 /* (records, items, make, connection, direction, slots) -> the indices of the frames left
  * (records[k] None): each light record's event, make(ts, connection, direction, start,
  * record), put in its slot as (row, slot, event), as plain_walk's _read puts it. */
@@ -638,7 +751,7 @@ static PyObject *place(PyObject *self, PyObject *args) {
         }
         PyObject *call[5] = {PyTuple_GET_ITEM(item, 3), connection, direction,
                              PyTuple_GET_ITEM(item, 0), record};
-        if ((event = PyObject_Vectorcall(make, call, 5, NULL)) == NULL) goto error;
+        if ((event = event_of(make, call)) == NULL) goto error;
         placed = PyTuple_Pack(3, row, slot, event);
         Py_DECREF(event);
         if (placed == NULL) goto error;
@@ -652,9 +765,68 @@ error:
     return NULL;
 }
 
+/* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
+ * each run of two or more consecutive frame events (of the class plain_event registered)
+ * whose records are of send_class, or of answer_class with a request_code in send_codes, as
+ * one run_class(list of them); the other events as they are. */
+static PyObject *joined(PyObject *self, PyObject *args) {
+    PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
+    if (!PyArg_ParseTuple(args, "O!OOO!O", &PyList_Type, &events, &send_class, &answer_class,
+                          &PyFrozenSet_Type, &send_codes, &run_class))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events), first = -1;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k <= n; k++) {
+        int hot = 0;
+        PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
+        if (ev != NULL && EVENT_CLASS != NULL && (PyObject *)Py_TYPE(ev) == EVENT_CLASS) {
+            PyObject *record = *(PyObject **)((char *)ev + EVENT_AT[4]);
+            PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
+            if (cls == send_class) {
+                hot = 1;
+            } else if (cls == answer_class) {
+                PyObject *code = PyObject_GetAttr(record, N_REQUEST_CODE);
+                if (code == NULL) goto error;
+                hot = PySet_Contains(send_codes, code);
+                Py_DECREF(code);
+                if (hot < 0) goto error;
+            }
+        }
+        if (hot) {
+            if (first < 0) first = k;
+            continue;
+        }
+        if (first >= 0) { /* (the run before this event) */
+            PyObject *part;
+            if (k - first > 1) {
+                PyObject *run = PyList_GetSlice(events, first, k);
+                part = run == NULL ? NULL : PyObject_CallOneArg(run_class, run);
+                Py_XDECREF(run);
+            } else {
+                part = Py_NewRef(PyList_GET_ITEM(events, first));
+            }
+            if (part == NULL || PyList_Append(out, part) < 0) {
+                Py_XDECREF(part);
+                goto error;
+            }
+            Py_DECREF(part);
+            first = -1;
+        }
+        if (ev != NULL && PyList_Append(out, ev) < 0) goto error;
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"send_run", send_run, METH_VARARGS, "send_runs._frames, compiled."},
+    {"joined", joined, METH_VARARGS, "A block's runs of light sends and answers joined."},
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
+    {"plain_event", plain_event, METH_O, "The frame event class place makes by its slots."},
     {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
      "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},
@@ -676,5 +848,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     NAME(N_NEXT, "next_begin_offset") NAME(N_MIN, "min_offset") NAME(N_MAX, "max_offset")
     NAME(N_OFFSET, "offset") NAME(N_BROKER, "suggested_broker_id")
 #undef NAME
+    if (runs_names() < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -169,3 +169,44 @@ def _pulled(frame: bytes, ext: dict) -> HotPulled | None:
     pulled.offset = _integer(ext.get("offset"))
     pulled.suggested_broker_id = _integer(ext.get("suggestWhichBrokerId"))
     return pulled
+
+
+class HotRun:
+    """Consecutive frame events of a block (two or more, nothing else between them in its
+    order) whose records are light send requests and light answers to sends (`joined_runs`):
+    one event for the analyses, which take them a run at a time
+    (analysis/send_runs.py). As an event it is its own record; its connection is its first
+    frame's (a RocketMQ one), its time its last frame's (`first_ts_ns`: its first's)."""
+
+    __slots__ = ("connection", "events", "first_ts_ns", "ts_ns")
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+        first = events[0]
+        self.connection, self.first_ts_ns, self.ts_ns = (
+            first.connection, first.ts_ns, events[-1].ts_ns)  # fmt: skip
+
+    @property
+    def record(self) -> HotRun:
+        return self
+
+
+def joined_runs(events: list) -> list:
+    """A block's events in order, each run of two or more consecutive frame events whose
+    records are HotSends, or HotAnswers named by a send's code, as one HotRun (the compiled
+    reader's `joined` does the same: native.py)."""
+    out: list = []
+    run: list = []
+    for ev in events:
+        record = getattr(ev, "record", None)
+        cls = record.__class__
+        if cls is HotSend or (cls is HotAnswer and record.request_code in SEND_CODES):
+            run.append(ev)
+            continue
+        if run:
+            out.append(HotRun(run) if len(run) > 1 else run[0])
+            run = []
+        out.append(ev)
+    if run:
+        out.append(HotRun(run) if len(run) > 1 else run[0])
+    return out

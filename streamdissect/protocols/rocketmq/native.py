@@ -11,9 +11,11 @@ it to None).
 
 from __future__ import annotations
 
+from dataclasses import fields
 from types import ModuleType
 
 from streamdissect.capture.native import optional
+from streamdissect.framing.events import FrameEvent
 from streamdissect.protocols.rocketmq import messages, spec
 
 # What the C code knows of the spec: the V2 send's keys of its producer group, topic, queue,
@@ -54,4 +56,15 @@ def _load() -> ModuleType | None:
     )
 
 
-loaded = _load()
+def _registered(module: ModuleType | None) -> ModuleType | None:
+    """The module, told that the engine's frame events are made by their fields alone (a
+    slots dataclass: its __init__ assigns them in order), which `place` then writes."""
+    if module is not None:
+        assert [f.name for f in fields(FrameEvent)] == list(EVENT_FIELDS)
+        assert not hasattr(FrameEvent, "__post_init__")
+        module.plain_event(FrameEvent)
+    return module
+
+
+EVENT_FIELDS = ("ts_ns", "connection", "direction", "stream_offset", "record")
+loaded = _registered(_load())

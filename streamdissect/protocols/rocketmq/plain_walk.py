@@ -29,7 +29,15 @@ from streamdissect.protocols.rocketmq.codec import (
     json_headers,
 )
 from streamdissect.protocols.rocketmq.framing import RocketMQFramer
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend, hot_record
+from streamdissect.protocols.rocketmq.hot import (
+    SEND_CODES,
+    HotAnswer,
+    HotPulled,
+    HotRun,
+    HotSend,
+    hot_record,
+    joined_runs,
+)
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 _word = struct.Struct(">I").unpack_from
@@ -114,6 +122,8 @@ class RocketMQDirection:
         self.framer, self.segments, self.events, self.check = framer, segments, w.events, w.check
         self.deferred_items: list = []
         self.hot = hot  # light records for the hot frames (hot.py)
+        if hot:  # (their runs one event each, at the block's end)
+            w.events.join = joined
 
     @property
     def run(self) -> Any:
@@ -188,6 +198,15 @@ class RocketMQDirection:
             else:
                 framer.emit_decoded(start, ts, record, size)
                 place_out(row, slot)
+
+
+def joined(events: list) -> list:
+    """A block's events, its runs of light sends and answers to sends one HotRun each
+    (hot.joined_runs; compiled, when loaded: native.py)."""
+    compiled = native.loaded
+    if compiled is None:
+        return joined_runs(events)
+    return compiled.joined(events, HotSend, HotAnswer, SEND_CODES, HotRun)
 
 
 def compiled_records(frames: list[bytes]) -> list | None:

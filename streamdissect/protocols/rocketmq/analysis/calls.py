@@ -271,6 +271,11 @@ class CallCollector:
             row[R.status] = "answered"
             self._table.completed(index, row)
 
+    @property
+    def keeps_rows(self) -> bool:
+        """Whether it keeps a row a call (the requests table)."""
+        return self._keep_rows
+
     def rows(self) -> Any:
         """The requests table's rows (CompactRows of tuples in its column order)."""
         return self._table.rows()

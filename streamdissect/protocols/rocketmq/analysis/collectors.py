@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from streamdissect.protocols.rocketmq import spec
+from streamdissect.protocols.rocketmq.analysis import send_runs
 from streamdissect.protocols.rocketmq.analysis.brokers import BrokerCollector
 from streamdissect.protocols.rocketmq.analysis.calls import CallCollector
 from streamdissect.protocols.rocketmq.analysis.clients import ClientCollector
@@ -20,10 +21,13 @@ from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
 from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
 from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
 from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotRun, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
-_RESPONSE = spec.RESPONSE_FLAG
+_RESPONSE, _SEND_CODES = spec.RESPONSE_FLAG, spec.SEND_CODES
+# hot sends and answers gathered before a run is taken (send_runs.py): a bound on the
+# events held (each holds its frame)
+RUN = 1024
 
 # The collector (attribute of Collectors) that makes each table.
 MADE_BY = {"rocketmq_connections": "connections", "rocketmq_requests": "calls",
@@ -52,6 +56,9 @@ class Collectors:
         self._by_request: dict[int, tuple] = {}
         self._by_response: dict[int | None, tuple] = {}  # (code 0: no error to count)
         self._by_error_response: dict[int | None, tuple] = {}
+        # the hot sends and answers not taken yet (send_runs.py): taken before any other
+        # command, at the end and when a table is read
+        self._run: list = []
 
     @classmethod
     def made(cls, report_only: bool = False,
@@ -91,8 +98,14 @@ class Collectors:
         """(what to call for this frame, in order; whether every record of its class gets
         the same: yes, a command goes to `on_command`, which picks its collectors by its
         code, a send request read light (hot.HotSend) to the sends' and calls' collectors,
-        and a frame that is no command goes nowhere)."""
+        and a frame that is no command goes nowhere). For the analyze report (no row a
+        call, every collector fed) a light send and a light answer to one are gathered
+        into a run (`on_hot`), taken a run at a time (send_runs.py)."""
         cls = record.__class__
+        if cls is HotRun:
+            return ((self.on_run,) if self.runs else (self.each_of_run,)), True
+        if (cls is HotSend or cls is HotAnswer) and self.runs:
+            return (self.on_hot,), True
         if cls is RemotingCommand or cls is HotAnswer or cls is HotPulled:  # (light: as one)
             return (self.on_command,), True
         if cls is HotSend:
@@ -100,7 +113,66 @@ class Collectors:
                               self.sends.on_hot_send)), True  # fmt: skip
         return (), True
 
+    @property
+    def runs(self) -> bool:
+        """Whether light sends and their answers are taken a run at a time (send_runs.py:
+        every collector fed, no row a call)."""
+        return self.active is None and not self.calls.keeps_rows
+
+    def on_hot(self, ev: object) -> None:
+        """A light send or its answer, gathered into the run (taken past RUN of them); an
+        answer to another request than a send's (which the walk does not read light) as a
+        command."""
+        rec = ev.record
+        if rec.__class__ is HotAnswer and rec.request_code not in _SEND_CODES:
+            self.on_command(ev)
+            return
+        run = self._run
+        run.append(ev)
+        if len(run) >= RUN:
+            self.take_run()
+
+    def on_run(self, ev: HotRun) -> None:
+        """A run of light sends and answers to sends (hot.joined_runs), gathered (and let go
+        by the run: the driver holds its last event while the next block is read)."""
+        run = self._run
+        run += ev.events
+        ev.events = None
+        if len(run) >= RUN:
+            self.take_run()
+
+    def each_of_run(self, ev: HotRun) -> None:
+        """A run's events, each as the driver gives a frame event (no run gathered)."""
+        for frame in ev.events:
+            handlers, _ = self.handlers(frame.record)
+            for handler in handlers:
+                handler(frame)
+
+    def take_run(self) -> None:
+        """The gathered light sends and answers taken (before anything else is)."""
+        run, self._run = self._run, []
+        for at in range(0, len(run), RUN):  # (a joined run may be longer)
+            send_runs.take_run(self, run[at : at + RUN])
+
+    def one_at_a_time(self, run: list) -> None:
+        """A run's light sends and answers given to the collectors frame by frame, as when
+        no run is gathered (the reference; send_runs.py's way where a run may reach a bound)."""
+        calls, connections, sends, command = self.calls, self.connections, self.sends, self.command
+        for ev in run:
+            if ev.record.__class__ is HotSend:
+                calls.on_hot_send(ev)
+                connections.on_frame(ev)
+                sends.on_hot_send(ev)
+            else:
+                command(ev)
+
     def on_command(self, ev: object) -> None:
+        """A command (after the run gathered before it) to the collectors of its code."""
+        if self._run:
+            self.take_run()
+        self.command(ev)
+
+    def command(self, ev: object) -> None:
         """A command to the collectors of its code (the driver looks up no handlers a frame:
         this is the one lookup, by the code alone)."""
         rec = ev.record
@@ -132,10 +204,15 @@ class Collectors:
         return ()  # (RocketMQ has no fast path: its frames come as frame events)
 
     def finish(self, tcp_connections: list, end_ns: int) -> None:
-        """Nothing to close: a call still open at the end stays open in its tables."""
+        """The run gathered taken; nothing to close: a call still open at the end stays
+        open in its tables."""
+        if self._run:
+            self.take_run()
 
     def sources(self, tcp_connections: list) -> dict[str, Callable]:
         """Each table's rows (dicts), made when called."""
+        if self._run:
+            self.take_run()
         c = self
         return {
             "rocketmq_connections": lambda: c.connections.rows(tcp_connections),

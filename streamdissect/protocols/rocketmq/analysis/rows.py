@@ -47,7 +47,10 @@ class RowShape:
         source = f"def make_row({', '.join(given.values())}):\n    return [{items}]\n"
         namespace: dict[str, Any] = {}
         exec(source, namespace)  # noqa: S102 (only v0.. and None in it: no name comes in)
-        return namespace["make_row"]
+        make_row = namespace["make_row"]
+        # (where each value goes and the row's length: a compiled caller makes the same row)
+        make_row.at, make_row.width = tuple(self.columns.index(n) for n in names), len(self.columns)
+        return make_row
 
 
 class RowTable:
@@ -100,15 +103,39 @@ class RowTable:
             if len(self._late) > self.WINDOW:  # (no more of them held than of the window)
                 self._replace_late()
 
+    def room(self, rows: int) -> bool:
+        """Whether this many rows begun now keep the window within WINDOW (add_run)."""
+        return len(self._window) + rows <= self.WINDOW
+
+    def add_run(self, begun: list, done: list) -> None:
+        """Rows begun (`begun`, in order) and completed (`done`: (index, row) each) in some
+        interleaving, leaving the table as begin() and completed() one at a time in that
+        interleaving leave it, when the window stays within WINDOW meanwhile (`room`): a row
+        is written once it and every older row are complete, whenever that came about; a
+        row completed after it was written is late as before."""
+        window, still, written = self._window, self._open, self._written
+        first = written + len(window)
+        window.extend(begun)
+        still.update(range(first, first + len(begun)))
+        for index, row in done:
+            if index >= written:
+                still.discard(index)
+            else:
+                self.completed(index, row)
+        if window and written not in still:
+            self._write(self.WINDOW)
+
     def _write(self, keep: int) -> None:
         """Write the oldest rows that are complete, and past `keep` rows any."""
-        window, append, still = self._window, self._table.append, self._open
+        window, still = self._window, self._open
         written = self._written
+        out = []
         while window and (len(window) > keep or written not in still):
             still.discard(written)
-            append(tuple(window.popleft()))
+            out.append(tuple(window.popleft()))
             written += 1
         self._written = written
+        self._table.extend(out)
 
     def rows(self) -> CompactRows:
         """Every row as a tuple in the table's column order (the rows open so far too: a

@@ -1,0 +1,23 @@
+/* What _native.c and _native_runs.c share: one extension module (setup.py builds both). */
+#ifndef STREAMDISSECT_ROCKETMQ_NATIVE_H
+#define STREAMDISSECT_ROCKETMQ_NATIVE_H
+
+#include <Python.h>
+
+/* The frame event class place makes by its slots (plain_event), where its fields are. */
+extern PyObject *EVENT_CLASS;
+extern Py_ssize_t EVENT_AT[5];
+
+/* The light records' field names (interned at the module's start). */
+extern PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
+    *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET, *N_MESSAGES,
+    *N_BYTES, *N_NEXT, *N_MIN, *N_MAX, *N_OFFSET, *N_BROKER;
+
+/* Where a class's __slots__ keeps `name` in its instances, or -1 (_native.c). */
+Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name);
+
+/* _native_runs.c: send_runs._frames compiled, and the names it uses made (-1: an error). */
+PyObject *send_run(PyObject *self, PyObject *args);
+int runs_names(void);
+
+#endif
