@@ -143,7 +143,6 @@ CLASSES = [
     ("streamdissect.protocols.stream.analysis.credit", "_Subscription"),
     ("streamdissect.tcp.vectorized", "InOrder"),
     ("streamdissect.engine.anomalies", "Anomaly"),
-    ("streamdissect.engine.state", "ConnectionSummary"),
     ("streamdissect.framing.events", "FrameEvent"),
     ("streamdissect.framing.walk", "BlockEvents"),
     ("streamdissect.capture.packet_columns", "Packets"),
@@ -170,3 +169,10 @@ def test_fields_in_init_order(module, name):
     assert taken[:common] == named[:common] and common >= len(named) - 2
     if "__slots__" in cls.__dict__:
         assert set(cls.field_names) <= set(cls.__slots__)
+
+
+def test_connection_summary_stays_a_dataclass():
+    """rotated/ makes a piece's summaries with dataclasses.replace and asdict."""
+    from streamdissect.engine.state import ConnectionSummary
+
+    assert dataclasses.is_dataclass(ConnectionSummary)
