@@ -10,7 +10,6 @@ columns (~250 bytes a packet, temporaries included) grow past ~16 MiB.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -19,6 +18,7 @@ from streamdissect.capture import PacketProblem, Segment, tcp_segment
 from streamdissect.capture.blocks import sliding
 from streamdissect.capture.link import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, LOOP, NULL, RAW
 from streamdissect.capture.pcap import RECORD_HEADER_SIZE
+from streamdissect.slotted import Slotted
 
 MAX_ROWS = 1 << 16
 # Bytes of each packet's payload read with its headers (Parsed.phead): a RabbitMQ Stream
@@ -281,13 +281,14 @@ def read_parsed(columns: np.ndarray, n: int, flows: int) -> tuple[np.ndarray, Pa
 # --- the whole piece: flows named, the other packets parsed one by one ---------------------
 
 
-@dataclass(slots=True)
-class Packets:
+class Packets(Slotted):
     """A piece of a block (at most MAX_ROWS records) parsed: parse_packets' columns (rows the
     exact code parsed filled in too), the four-tuple and first row of each flow, the
     segments parsed one by one (row -> capture.Segment) and the packets that are no TCP
     segment we can read (row -> PacketProblem)."""
 
+    __slots__ = field_names = ("starts", "columns", "keys", "first_row", "slow", "problems",
+                               "buf", "mv")  # fmt: skip
     starts: np.ndarray
     columns: Parsed
     keys: list[tuple]
@@ -296,6 +297,18 @@ class Packets:
     problems: dict[int, PacketProblem]
     buf: Any  # the block buffer (a bytearray, or a view of a helper's slot)
     mv: memoryview  # ... as a memoryview
+
+    def __init__(self, starts: np.ndarray, columns: Parsed, keys: list[tuple],
+                 first_row: list[int], slow: dict[int, Segment],
+                 problems: dict[int, PacketProblem], buf: Any, mv: memoryview) -> None:  # fmt: skip
+        self.starts = starts
+        self.columns = columns
+        self.keys = keys
+        self.first_row = first_row
+        self.slow = slow
+        self.problems = problems
+        self.buf = buf
+        self.mv = mv
 
     def segment(self, r: int) -> Segment:
         """Row r's TCP segment (its payload a view of the block buffer)."""

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+
+from streamdissect.slotted import Slotted
 
 DEFAULT_PER_KIND = 5000
 
 
-@dataclass(slots=True)
-class Anomaly:
+class Anomaly(Slotted):
     """Something wrong seen in the capture: when, where, what kind, and what."""
 
+    __slots__ = field_names = ("ts_ns", "connection", "direction", "kind", "stream_offset",
+                               "length", "detail")  # fmt: skip
     ts_ns: int | None
     connection: str | None  # None for damage in the file or in headers
     direction: str | None
@@ -26,6 +28,16 @@ class Anomaly:
     stream_offset: int | None  # the file offset for damage in the file
     length: int
     detail: str
+
+    def __init__(self, ts_ns: int | None, connection: str | None, direction: str | None,
+                 kind: str, stream_offset: int | None, length: int, detail: str) -> None:  # fmt: skip
+        self.ts_ns = ts_ns
+        self.connection = connection
+        self.direction = direction
+        self.kind = kind
+        self.stream_offset = stream_offset
+        self.length = length
+        self.detail = detail
 
 
 class AnomalyLog:

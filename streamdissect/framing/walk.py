@@ -19,7 +19,6 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any, NamedTuple, Protocol
 
@@ -30,6 +29,7 @@ from streamdissect.framing.framer import (
     MIN_NEGOTIATED_FRAME_MAX,
     Framer,
 )
+from streamdissect.slotted import Slotted
 from streamdissect.tcp.vectorized import InOrder
 
 _header = struct.Struct(">IHH").unpack_from  # a frame's size, key, version (framing.framer)
@@ -73,19 +73,28 @@ class LimitCheck:
         return False
 
 
-@dataclass(slots=True)
-class BlockEvents:
+class BlockEvents(Slotted):
     """A block's events as the walks make them, (packet row, slot, event) each, sorted at
     the block's end (the slot orders a row's events); a frame taken off the walk keeps its
     slot with None in it. What the framer emits goes to the state's queue `out` first.
     `join`, when a walk sets it: what the block's events in order become at its end (a
     protocol's consecutive hot frames as one event: plain_walk's runs for the analyses)."""
 
+    __slots__ = field_names = ("out", "at_row", "frame_class", "items", "join")
     out: list
     at_row: Callable[[int], None]  # the state is told which packet row is handled
     frame_class: type  # the state's frame event (ts_ns, connection, direction, offset, record)
-    items: list = field(default_factory=list)
-    join: Callable[[list], list] | None = None
+    items: list
+    join: Callable[[list], list] | None
+
+    def __init__(self, out: list, at_row: Callable[[int], None], frame_class: type,
+                 items: list | None = None,
+                 join: Callable[[list], list] | None = None) -> None:  # fmt: skip
+        self.out = out
+        self.at_row = at_row
+        self.frame_class = frame_class
+        self.items = [] if items is None else items
+        self.join = join
 
     def tag(self, row: int) -> None:
         """What the framer just put in `out`, as made by the packet of this row."""

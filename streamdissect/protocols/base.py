@@ -19,21 +19,27 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from streamdissect.framing.framer import Emit, Framer, Report
 from streamdissect.protocols.view import DEFAULT_MAX_BODY
+from streamdissect.slotted import Frozen
 
 
-@dataclass(frozen=True, slots=True)
-class FramerOptions:
+class FramerOptions(Frozen):
     """What the dissector's options say about framing (engine.state.DissectionState)."""
 
+    __slots__ = field_names = ("max_frame", "fixed_max_frame", "deliver_keep_limit",
+                               "publish_messages")  # fmt: skip
     max_frame: int  # a size field above it is garbage
     fixed_max_frame: bool  # max_frame was given: it, not the negotiated max, limits
     deliver_keep_limit: int | None  # frames `heads_only` names are kept as heads above it
     publish_messages: bool  # False: records may leave out message bodies nothing reads
+
+    def __init__(self, max_frame: int, fixed_max_frame: bool, deliver_keep_limit: int | None,
+                 publish_messages: bool) -> None:  # fmt: skip
+        self._set(max_frame=max_frame, fixed_max_frame=fixed_max_frame,
+                  deliver_keep_limit=deliver_keep_limit, publish_messages=publish_messages)  # fmt: skip
 
 
 class ReportSection(NamedTuple):

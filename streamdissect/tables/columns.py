@@ -8,16 +8,19 @@ tables/schema.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from streamdissect.slotted import Frozen
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(Frozen):
     """A table's column: its name, its kind (one of KINDS) and what it holds."""
 
+    __slots__ = field_names = ("name", "kind", "doc")
     name: str
     kind: str  # one of KINDS
-    doc: str = ""
+    doc: str
+
+    def __init__(self, name: str, kind: str, doc: str = "") -> None:
+        self._set(name=name, kind=kind, doc=doc)
 
 
 # kind -> (pandas dtype, pyarrow type name). Nullable pandas dtypes keep "no value" distinct

@@ -15,13 +15,13 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from streamdissect.capture.packet_columns import Packets
 from streamdissect.capture.segment import ACK, FIN, RST, SYN
+from streamdissect.slotted import Slotted
 from streamdissect.tcp.connection import FlowTable, TcpConnection
 from streamdissect.tcp.reassembly import HALF_SEQ_SPACE, SEQ_MASK
 
@@ -41,8 +41,7 @@ class RowSink(Protocol):
         them."""
 
 
-@dataclass(slots=True)
-class InOrder:
+class InOrder(Slotted):
     """One direction's in-order segments of a block: stream offsets `so`, lengths `lo`,
     buffer positions `po` as int64 arrays of the array module (a walk bisects and indexes
     them as Python ints: making one is a copy of bytes, not a Python int per segment as
@@ -50,6 +49,8 @@ class InOrder:
     `row_of(j)`, `time_of(j)`: as Python ints) and first bytes (packet_columns.Parsed.phead);
     the block buffer they point into."""
 
+    __slots__ = field_names = ("side", "so", "lo", "po", "so_a", "lo_a", "po_a", "rows", "times",
+                               "heads", "buf", "mv", "row_of", "time_of")  # fmt: skip
     side: int
     so: array
     lo: array
@@ -62,12 +63,17 @@ class InOrder:
     heads: np.ndarray
     buf: Any
     mv: memoryview
-    row_of: Callable[[int], int] = field(init=False)
-    time_of: Callable[[int], int] = field(init=False)
+    row_of: Callable[[int], int]  # (made from rows and times)
+    time_of: Callable[[int], int]
 
-    def __post_init__(self) -> None:
-        self.row_of = _ints(self.rows).__getitem__
-        self.time_of = _ints(self.times).__getitem__
+    def __init__(self, side: int, so: array, lo: array, po: array, so_a: np.ndarray,
+                 lo_a: np.ndarray, po_a: np.ndarray, rows: np.ndarray, times: np.ndarray,
+                 heads: np.ndarray, buf: Any, mv: memoryview) -> None:  # fmt: skip
+        self.side, self.so, self.lo, self.po = side, so, lo, po
+        self.so_a, self.lo_a, self.po_a = so_a, lo_a, po_a
+        self.rows, self.times, self.heads, self.buf, self.mv = rows, times, heads, buf, mv
+        self.row_of = _ints(rows).__getitem__
+        self.time_of = _ints(times).__getitem__
 
     @property
     def send(self) -> int:

@@ -9,45 +9,85 @@ as the anomaly `malformed`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from streamdissect.protocols.rocketmq import spec
 from streamdissect.protocols.rocketmq.wire import inflate, parse_properties
+from streamdissect.slotted import Slotted
 
 
-@dataclass(slots=True)
-class Message:
+class Message(Slotted):
     """A message in a body: a stored one (pull response: every field), or a sent one (a
     SEND_MESSAGE body, a SEND_BATCH_MESSAGE item: the fields that travel). (Made by
     position by messages.sent_message, slot by slot by messages._lazy_message.)"""
 
+    field_names = ("body", "properties", "topic", "queue_id", "flag", "sys_flag",
+                   "total_size", "magic", "body_crc", "crc_ok", "queue_offset",
+                   "physical_offset", "born_timestamp", "born_host",
+                   "store_timestamp", "store_host", "reconsume_times",
+                   "prepared_transaction_offset", "offset_msg_id",
+                   "inflated_length", "inflate_error")  # fmt: skip
+    __slots__ = (*field_names, "_source")  # (_source: no field: not in repr nor ==)
     body: bytes  # as on the wire (compressed when `compressed`)
     properties: dict[str, str]
-    topic: str | None = None
-    queue_id: int | None = None
-    flag: int | None = None
-    sys_flag: int | None = None
+    topic: str | None
+    queue_id: int | None
+    flag: int | None
+    sys_flag: int | None
     # stored messages only
-    total_size: int | None = None
-    magic: int | None = None
-    body_crc: int | None = None
-    crc_ok: bool | None = None
-    queue_offset: int | None = None
-    physical_offset: int | None = None
-    born_timestamp: int | None = None
-    born_host: str | None = None
-    store_timestamp: int | None = None
-    store_host: str | None = None
-    reconsume_times: int | None = None
-    prepared_transaction_offset: int | None = None
-    offset_msg_id: str | None = None  # store host, port and commit log offset, as hex
+    total_size: int | None
+    magic: int | None
+    body_crc: int | None
+    crc_ok: bool | None
+    queue_offset: int | None
+    physical_offset: int | None
+    born_timestamp: int | None
+    born_host: str | None
+    store_timestamp: int | None
+    store_host: str | None
+    reconsume_times: int | None
+    prepared_transaction_offset: int | None
+    offset_msg_id: str | None  # store host, port and commit log offset, as hex
     # a compressed body: its inflated size, or why it could not be inflated
-    inflated_length: int | None = None
-    inflate_error: str | None = None
+    inflated_length: int | None
+    inflate_error: str | None
     # a stored message read without its LAZY fields: (the reader, its arguments), which
     # reads them when one is first asked for (messages.stored_message(..., lazy=True))
-    _source: Any = field(default=None, repr=False, compare=False)
+    _source: Any
+
+    def __init__(self, body: bytes, properties: dict[str, str], topic: str | None = None,
+                 queue_id: int | None = None, flag: int | None = None,
+                 sys_flag: int | None = None, total_size: int | None = None,
+                 magic: int | None = None, body_crc: int | None = None,
+                 crc_ok: bool | None = None, queue_offset: int | None = None,
+                 physical_offset: int | None = None, born_timestamp: int | None = None,
+                 born_host: str | None = None, store_timestamp: int | None = None,
+                 store_host: str | None = None, reconsume_times: int | None = None,
+                 prepared_transaction_offset: int | None = None,
+                 offset_msg_id: str | None = None, inflated_length: int | None = None,
+                 inflate_error: str | None = None, _source: Any = None) -> None:  # fmt: skip
+        self.body = body
+        self.properties = properties
+        self.topic = topic
+        self.queue_id = queue_id
+        self.flag = flag
+        self.sys_flag = sys_flag
+        self.total_size = total_size
+        self.magic = magic
+        self.body_crc = body_crc
+        self.crc_ok = crc_ok
+        self.queue_offset = queue_offset
+        self.physical_offset = physical_offset
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_timestamp = store_timestamp
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.offset_msg_id = offset_msg_id
+        self.inflated_length = inflated_length
+        self.inflate_error = inflate_error
+        self._source = _source
 
     def __getattr__(self, name: str) -> Any:
         """(Only for a slot not set: a LAZY field of a stored message read lazily.)"""
@@ -115,11 +155,15 @@ LAZY = ("properties", "topic", "crc_ok", "born_host", "store_host", "offset_msg_
 _RESPONSE_FLAG, _ONEWAY_FLAG = spec.RESPONSE_FLAG, spec.ONEWAY_FLAG
 
 
-@dataclass(slots=True)
-class RemotingCommand:
+class RemotingCommand(Slotted):
     """One frame: the envelope, the header, the body and what the body was read as. (The
     codec makes it by position, codec.decode_frame: a field added goes there too.)"""
 
+    __slots__ = field_names = ("size", "serialize_type", "header_length", "code", "language",
+                               "version", "opaque", "flag", "remark", "ext", "body", "fields",
+                               "messages", "body_json", "body_text", "body_error",
+                               "body_error_offset", "truncated", "request_code", "json_extra",
+                               "json_keys", "json_tail")  # fmt: skip
     size: int  # the total length field (what follows it)
     serialize_type: int  # spec.JSON or spec.ROCKETMQ
     header_length: int
@@ -131,17 +175,50 @@ class RemotingCommand:
     remark: str | None
     ext: dict[str, Any]  # the ext fields as on the wire (keys and values as sent)
     body: bytes
-    fields: dict[str, Any] = field(default_factory=dict)  # the known ones, named and typed
-    messages: list[Message] | None = None  # a send's, a batch's, a pull response's
-    body_json: Any = None  # a fastjson body, parsed
-    body_text: str | None = None  # a fastjson body that did not parse, as text
-    body_error: str | None = None  # why the body could not be read
-    body_error_offset: int | None = None  # where in the frame
-    truncated: bool = False  # bytes of the frame are missing (snaplen, gap, kept head)
-    request_code: int | None = None  # a response: its request's code, when the capture had it
-    json_extra: dict[str, Any] | None = None  # JSON header keys beyond the known ones
-    json_keys: tuple[str, ...] | None = None  # a JSON header's keys in their order
-    json_tail: str | None = None  # blanks after a JSON header (the C++ client's newline)
+    fields: dict[str, Any]  # the known ones, named and typed
+    messages: list[Message] | None  # a send's, a batch's, a pull response's
+    body_json: Any  # a fastjson body, parsed
+    body_text: str | None  # a fastjson body that did not parse, as text
+    body_error: str | None  # why the body could not be read
+    body_error_offset: int | None  # where in the frame
+    truncated: bool  # bytes of the frame are missing (snaplen, gap, kept head)
+    request_code: int | None  # a response: its request's code, when the capture had it
+    json_extra: dict[str, Any] | None  # JSON header keys beyond the known ones
+    json_keys: tuple[str, ...] | None  # a JSON header's keys in their order
+    json_tail: str | None  # blanks after a JSON header (the C++ client's newline)
+
+    def __init__(self, size: int, serialize_type: int, header_length: int, code: int,
+                 language: str | int | None, version: int | None, opaque: int, flag: int,
+                 remark: str | None, ext: dict[str, Any], body: bytes,
+                 fields: dict[str, Any] | None = None, messages: list[Message] | None = None,
+                 body_json: Any = None, body_text: str | None = None,
+                 body_error: str | None = None, body_error_offset: int | None = None,
+                 truncated: bool = False, request_code: int | None = None,
+                 json_extra: dict[str, Any] | None = None,
+                 json_keys: tuple[str, ...] | None = None,
+                 json_tail: str | None = None) -> None:  # fmt: skip
+        self.size = size
+        self.serialize_type = serialize_type
+        self.header_length = header_length
+        self.code = code
+        self.language = language
+        self.version = version
+        self.opaque = opaque
+        self.flag = flag
+        self.remark = remark
+        self.ext = ext
+        self.body = body
+        self.fields = {} if fields is None else fields
+        self.messages = messages
+        self.body_json = body_json
+        self.body_text = body_text
+        self.body_error = body_error
+        self.body_error_offset = body_error_offset
+        self.truncated = truncated
+        self.request_code = request_code
+        self.json_extra = json_extra
+        self.json_keys = json_keys
+        self.json_tail = json_tail
 
     @property
     def response(self) -> bool:  # (read for every frame by the analyses: no call in it)
@@ -195,15 +272,23 @@ class RemotingCommand:
         return out
 
 
-@dataclass(slots=True)
-class Malformed:
+class Malformed(Slotted):
     """A frame whose envelope or header could not be read."""
 
+    __slots__ = field_names = ("size", "reason", "offset", "raw", "truncated")
     size: int | None
     reason: str
     offset: int  # in the frame, where reading stopped
     raw: bytes  # the frame's first bytes (at most spec.MALFORMED_KEPT)
-    truncated: bool = False
+    truncated: bool
+
+    def __init__(self, size: int | None, reason: str, offset: int, raw: bytes,
+                 truncated: bool = False) -> None:  # fmt: skip
+        self.size = size
+        self.reason = reason
+        self.offset = offset
+        self.raw = raw
+        self.truncated = truncated
 
     def to_dict(self, payloads: bool = False, show_secrets: bool = False) -> dict[str, Any]:
         return {"size": self.size, "malformed": self.reason, "offset": self.offset,

@@ -11,7 +11,7 @@ line here plus a test with real bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from streamdissect.slotted import Frozen
 
 # --- the frame ------------------------------------------------------------------------
 JSON, ROCKETMQ = 0, 1  # high byte of the header-length word
@@ -109,21 +109,27 @@ def response_name(code: int) -> str:
 STR, INT, BOOL = "str", "int", "bool"
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(Frozen):
     """A custom header's field: its wire key, its name in records and its type."""
 
+    __slots__ = field_names = ("key", "name", "type")
     key: str  # as on the wire (the V2 short key for SEND_MESSAGE_V2/SEND_BATCH_MESSAGE)
     name: str  # the field's name in records (camelCase, as RocketMQ names it)
     type: str  # STR, INT or BOOL
 
+    def __init__(self, key: str, name: str, type: str) -> None:
+        self._set(key=key, name=name, type=type)
 
-@dataclass(frozen=True, slots=True)
-class Header:
+
+class Header(Frozen):
     """A custom header: RocketMQ's class name for it and its fields."""
 
+    __slots__ = field_names = ("name", "fields")
     name: str  # RocketMQ's class name for it
     fields: tuple[Field, ...]
+
+    def __init__(self, name: str, fields: tuple[Field, ...]) -> None:
+        self._set(name=name, fields=fields)
 
     def by_key(self) -> dict[str, Field]:
         return {f.key: f for f in self.fields}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from streamdissect.protocols.stream import layouts, osiris, publish
@@ -41,6 +40,7 @@ from streamdissect.protocols.stream.spec import (
     Field,
     Message,
 )
+from streamdissect.slotted import Unequal
 
 FRAME_HEADER = struct.Struct(">IHH")  # size, key, version
 U64 = struct.Struct(">Q")
@@ -247,10 +247,11 @@ DERIVE: dict[str, Callable[[dict[str, Any], bool], None]] = {
 # Compiled messages
 
 
-@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
-class Compiled:
+class Compiled(Unequal):
     """One (key, version) of the table compiled: its read steps, emitters and record class."""
 
+    __slots__ = field_names = ("message", "version", "cls", "steps", "emitters", "names",
+                               "direct")  # fmt: skip
     message: Message
     version: int
     cls: type[Record]
@@ -258,6 +259,16 @@ class Compiled:
     emitters: list[Emit]
     names: tuple[str, ...]  # body field names of this version, in wire order
     direct: bool  # body values map positionally onto the class fields
+
+    def __init__(self, message: Message, version: int, cls: type[Record], steps: list[Step],
+                 emitters: list[Emit], names: tuple[str, ...], direct: bool) -> None:  # fmt: skip
+        self.message = message
+        self.version = version
+        self.cls = cls
+        self.steps = steps
+        self.emitters = emitters
+        self.names = names
+        self.direct = direct
 
     def read(self, buf: Any, pos: int, end: int, values: list) -> int:
         for step in self.steps:

@@ -12,7 +12,6 @@ place, which explains it.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +20,7 @@ from streamdissect.framing.framer import DELIVER_HEAD, DELIVER_KEY, HEADER, Fram
 from streamdissect.framing.walk import BlockEvents, LimitCheck
 from streamdissect.protocols.stream import hot, hot_native, layouts, native
 from streamdissect.protocols.stream.hot_walk import HotWalk
+from streamdissect.slotted import Slotted
 from streamdissect.tcp.vectorized import InOrder
 
 _header = layouts.FRAME.struct().unpack_from
@@ -40,11 +40,12 @@ class BufferViews(NamedTuple):
     messages: np.ndarray
 
 
-@dataclass(slots=True)
-class HotNote:
+class HotNote(Slotted):
     """The hot frames of one walk, until the block's end: stream offsets, sizes, positions
     in the block buffer (crossing ones: in its patch area), rows, times, event slots."""
 
+    __slots__ = field_names = ("framer", "side", "offsets", "sizes", "at", "spilled", "crcs",
+                               "messages", "row", "ts", "slot", "read")  # fmt: skip
     framer: Framer
     side: int
     offsets: np.ndarray
@@ -57,6 +58,22 @@ class HotNote:
     ts: np.ndarray
     slot: np.ndarray
     read: Any  # (a, b) -> the walk's stream bytes [a, b), for a declined crossing frame
+
+    def __init__(self, framer: Framer, side: int, offsets: np.ndarray, sizes: np.ndarray,
+                 at: np.ndarray, spilled: dict, crcs: dict, messages: hot.MessagePositions,
+                 row: np.ndarray, ts: np.ndarray, slot: np.ndarray, read: Any) -> None:  # fmt: skip
+        self.framer = framer
+        self.side = side
+        self.offsets = offsets
+        self.sizes = sizes
+        self.at = at
+        self.spilled = spilled
+        self.crcs = crcs
+        self.messages = messages
+        self.row = row
+        self.ts = ts
+        self.slot = slot
+        self.read = read
 
 
 class HotBlock:

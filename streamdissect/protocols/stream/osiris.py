@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from streamdissect.protocols.stream.codes import ChunkType
@@ -19,6 +18,7 @@ from streamdissect.protocols.stream.compression import (
     DecompressionError,
     decompress,
 )
+from streamdissect.slotted import Slotted
 
 HEADER_SIZE = 48
 # reserved is 3 bytes on the wire: read as u16 + u8 so the whole header is one unpack
@@ -79,10 +79,11 @@ def crc_matches(header: dict[str, int], payload: Any) -> bool | None:
     return zlib.crc32(payload[:length]) == header["crc"]
 
 
-@dataclass(slots=True)
-class Entry:
+class Entry(Slotted):
     """One data entry: a simple entry (one record) or a sub-batch (num_records records)."""
 
+    __slots__ = field_names = ("position", "index", "offset", "sub_batch", "compression",
+                               "num_records", "uncompressed_length", "data")  # fmt: skip
     position: int  # byte offset within the data section
     index: int  # index of its first record within the chunk
     offset: int  # chunk_id + index
@@ -92,32 +93,48 @@ class Entry:
     uncompressed_length: int
     data: memoryview
 
+    def __init__(self, position: int, index: int, offset: int, sub_batch: bool,
+                 compression: int, num_records: int, uncompressed_length: int,
+                 data: memoryview) -> None:  # fmt: skip
+        self.position, self.index, self.offset, self.sub_batch = position, index, offset, sub_batch
+        self.compression, self.num_records = compression, num_records
+        self.uncompressed_length, self.data = uncompressed_length, data
 
-@dataclass(slots=True)
-class MalformedEntry:
+
+class MalformedEntry(Slotted):
     """An entry of a chunk that could not be read: where, and why."""
 
+    __slots__ = field_names = ("position", "reason", "kind")
     position: int
     reason: str
-    kind: str = "malformed"  # "decompression_cap" when a decompression bound was hit
+    kind: str  # "decompression_cap" when a decompression bound was hit
+
+    def __init__(self, position: int, reason: str, kind: str = "malformed") -> None:
+        self.position, self.reason, self.kind = position, reason, kind
 
 
-@dataclass(slots=True)
-class OsirisRecord:
+class OsirisRecord(Slotted):
     """One record of a chunk's entry: its offset and its bytes."""
 
+    __slots__ = field_names = ("offset", "data")
     offset: int
     data: bytes | memoryview
 
+    def __init__(self, offset: int, data: bytes | memoryview) -> None:
+        self.offset, self.data = offset, data
 
-@dataclass(slots=True)
-class TrackingEntry:
+
+class TrackingEntry(Slotted):
     """A tracking chunk's entry: a writer's sequence, a consumer's offset or a timestamp."""
 
+    __slots__ = field_names = ("type", "id", "value", "chunk_id")
     type: int  # 0 sequence, 1 offset, 2 timestamp (codes.TrackingType)
     id: str
     value: int
-    chunk_id: int | None = None  # snapshot sequence entries only
+    chunk_id: int | None  # snapshot sequence entries only
+
+    def __init__(self, type: int, id: str, value: int, chunk_id: int | None = None) -> None:
+        self.type, self.id, self.value, self.chunk_id = type, id, value, chunk_id
 
 
 def iter_entries(data: Any, chunk_id: int) -> Iterator[Entry | MalformedEntry]:

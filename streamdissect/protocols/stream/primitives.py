@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from streamdissect.slotted import FrozenUnequal
 
 Reader = Callable[[Any, int, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
@@ -160,13 +161,14 @@ def read_count(buf: Any, pos: int, end: int, min_size: int, what: str) -> tuple[
     return count, pos
 
 
-@dataclass(frozen=True, eq=False)
-class StructType(WireType):
+class StructType(FrozenUnequal, WireType):
     """A record inside an array; decoded as a dict with the given field names."""
 
+    field_names = ("fields",)
     fields: tuple[tuple[str, WireType], ...]
 
-    def __post_init__(self) -> None:
+    def __init__(self, fields: tuple[tuple[str, WireType], ...]) -> None:
+        self._set(fields=fields)
         object.__setattr__(self, "min_size", sum(t.min_size for _, t in self.fields))
         inner = ",".join(f"{n}:{t.column}" for n, t in self.fields)
         object.__setattr__(self, "column", f"struct<{inner}>")
@@ -193,13 +195,14 @@ class StructType(WireType):
         return write
 
 
-@dataclass(frozen=True, eq=False)
-class ArrayType(WireType):
+class ArrayType(FrozenUnequal, WireType):
     """`count:i32` elements of one wire type."""
 
+    field_names = ("element",)
     element: WireType
 
-    def __post_init__(self) -> None:
+    def __init__(self, element: WireType) -> None:
+        self._set(element=element)
         object.__setattr__(self, "column", f"list<{self.element.column}>")
         object.__setattr__(self, "name", f"[{self.element.name}]")
         object.__setattr__(self, "min_size", 4)
@@ -248,18 +251,19 @@ class ArrayType(WireType):
         return write
 
 
-@dataclass(frozen=True, eq=False)
-class MapType(WireType):
+class MapType(FrozenUnequal, WireType):
     """int32 pair count + (key, value) pairs, decoded as a dict in wire order.
 
     A repeated key cannot be kept in a dict and would not re-encode to the same bytes, so
     it is reported as malformed rather than silently dropped.
     """
 
+    field_names = ("key", "value")
     key: WireType
     value: WireType
 
-    def __post_init__(self) -> None:
+    def __init__(self, key: WireType, value: WireType) -> None:
+        self._set(key=key, value=value)
         object.__setattr__(self, "column", f"map<{self.key.column},{self.value.column}>")
         object.__setattr__(self, "name", "map")
         object.__setattr__(self, "min_size", 4)
@@ -297,13 +301,14 @@ class MapType(WireType):
 PROPERTIES = MapType(STRING, STRING)
 
 
-@dataclass(frozen=True, eq=False)
-class TrailingType(WireType):
+class TrailingType(FrozenUnequal, WireType):
     """A last field the sender leaves out when empty: None means it was not on the wire."""
 
+    field_names = ("inner",)
     inner: WireType
 
-    def __post_init__(self) -> None:
+    def __init__(self, inner: WireType) -> None:
+        self._set(inner=inner)
         object.__setattr__(self, "column", self.inner.column)
         object.__setattr__(self, "name", f"{self.inner.name}?")
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from streamdissect.protocols.stream.primitives import DecodeError
+from streamdissect.slotted import Slotted
 
 ID_AND_SIZE = struct.Struct(">QI")  # publishing id, then a simple entry's 0:1,size:31
 ID = struct.Struct(">Q")
@@ -182,12 +182,16 @@ def whole_ids(buf: Any, pos: int, end: int, version: int) -> CutMessages | None:
     return CutMessages(count, ids, records + max(count - len(ids), 0))
 
 
-@dataclass(slots=True, eq=False)
-class PublishMessages:
+class PublishMessages(Slotted):
     """The messages of one Publish frame, decoded on iteration (a lazy, re-iterable view)."""
 
+    __slots__ = field_names = ("data", "version")
     data: Any  # bytes or memoryview: the count field and every message
     version: int
+
+    def __init__(self, data: Any, version: int) -> None:
+        self.data = data
+        self.version = version
 
     def __iter__(self) -> Iterator[PublishedMessage]:
         buf, version = self.data, self.version

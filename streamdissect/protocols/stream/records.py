@@ -7,9 +7,7 @@ behaviour on top through small mixins (Deliver's lazy chunk walking, SASL redact
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from streamdissect.protocols.stream import osiris
@@ -17,6 +15,7 @@ from streamdissect.protocols.stream.codes import RESPONSE_BIT, code_name
 from streamdissect.protocols.stream.compression import DEFAULT_MAX_DECOMPRESSED
 from streamdissect.protocols.stream.publish import PublishMessages
 from streamdissect.protocols.stream.spec import BY_KEY, MESSAGES, Message
+from streamdissect.slotted import Slotted
 
 REDACTED = b"***"
 COMMON_FIELDS = ("key", "version", "size", "correlation_id", "code", "truncated")
@@ -66,12 +65,12 @@ class FrameFacts:
                 "code_name": self.code_name, "truncated": self.truncated}  # fmt: skip
 
 
-class Record(FrameFacts):
+class Record(FrameFacts, Slotted):
     """A decoded frame: the common header fields, then its command's body fields.
 
     The 55 record classes are slotted classes made from the spec table; each one's __init__
     is compiled from generated source when its first record is made (a dataclass per class
-    cost ~30 ms of every start). repr and == are written once here, over `field_names`."""
+    cost ~30 ms of every start). Their repr and == are Slotted's, over `field_names`."""
 
     __slots__ = (*COMMON_FIELDS, "_cut")
     key: int
@@ -101,19 +100,6 @@ class Record(FrameFacts):
         included: where they stop), `field` (the first field not whole), `count` (that
         field's element count, when its count was whole); None for a whole record."""
         return getattr(self, "_cut", None) if self.truncated else None
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.field_names)
-        return f"{type(self).__qualname__}({shown})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        names = self.field_names
-        return [getattr(self, n) for n in names] == [getattr(other, n) for n in names]
-
-    __hash__ = None  # mutable, as a dataclass with eq is
 
     def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
         """A flat JSON-able dict (bytes as hex); record_from_dict() reverses it."""
@@ -187,8 +173,7 @@ def raw_holds_credentials(key: int | None, raw: bytes | None) -> bool:
 def _redacted_repr(self: Any) -> str:
     """The dataclass repr with secrets hidden: a record's repr ends up in logs, tracebacks
     and notebooks, where --show-secrets was never asked for."""
-    names = getattr(self, "field_names", None) or [f.name for f in fields(self)]
-    shown = {name: getattr(self, name) for name in names}
+    shown = {name: getattr(self, name) for name in self.field_names}
     if raw_holds_credentials(shown.get("key"), shown.get("raw")):
         if shown.get("raw") is not None:
             shown["raw"] = REDACTED
@@ -289,19 +274,27 @@ RECORD_CLASSES[SASL_KEY].__repr__ = _redacted_repr  # type: ignore[method-assign
 globals().update({cls.__name__: cls for cls in RECORD_CLASSES.values()})
 
 
-@dataclass(slots=True, repr=False)
-class Malformed(FrameFacts):
+class Malformed(FrameFacts, Slotted):
     """A frame whose bytes do not fit its command's layout."""
 
+    __slots__ = field_names = ("key", "version", "size", "reason", "offset", "raw",
+                               "correlation_id", "code", "truncated")  # fmt: skip
     key: int
     version: int
     size: int | None
     reason: str
     offset: int  # byte offset within the frame (the size field is at 0)
     raw: bytes
-    correlation_id: int | None = None
-    code: int | None = None
-    truncated: bool = False
+    correlation_id: int | None
+    code: int | None
+    truncated: bool
+
+    def __init__(self, key: int, version: int, size: int | None, reason: str, offset: int,
+                 raw: bytes, correlation_id: int | None = None, code: int | None = None,
+                 truncated: bool = False) -> None:  # fmt: skip
+        self.key, self.version, self.size, self.reason = key, version, size, reason
+        self.offset, self.raw, self.correlation_id = offset, raw, correlation_id
+        self.code, self.truncated = code, truncated
 
     @property
     def command(self) -> str | None:
@@ -319,18 +312,25 @@ class Malformed(FrameFacts):
     __repr__ = _redacted_repr
 
 
-@dataclass(slots=True, repr=False)
-class Unknown(FrameFacts):
+class Unknown(FrameFacts, Slotted):
     """A frame whose key or version the table does not know; kept as raw bytes."""
 
+    __slots__ = field_names = ("key", "version", "size", "raw", "correlation_id", "code",
+                               "truncated")  # fmt: skip
     key: int
     version: int
     size: int | None
     raw: bytes
-    correlation_id: int | None = None
-    code: int | None = None
-    truncated: bool = False
+    correlation_id: int | None
+    code: int | None
+    truncated: bool
     command: ClassVar[None] = None
+
+    def __init__(self, key: int, version: int, size: int | None, raw: bytes,
+                 correlation_id: int | None = None, code: int | None = None,
+                 truncated: bool = False) -> None:  # fmt: skip
+        self.key, self.version, self.size, self.raw = key, version, size, raw
+        self.correlation_id, self.code, self.truncated = correlation_id, code, truncated
 
     def to_dict(self, show_secrets: bool = False) -> dict[str, Any]:
         # an unknown version of SaslAuthenticate still carries the credentials

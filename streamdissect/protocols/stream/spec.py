@@ -10,7 +10,6 @@ Adding a command is one `_pair(...)` line here plus a test with real bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from streamdissect.protocols.stream.codes import RESPONSE_BIT
@@ -32,6 +31,7 @@ from streamdissect.protocols.stream.primitives import (
     TrailingType,
     WireType,
 )
+from streamdissect.slotted import Frozen
 
 
 class PublishMessagesType(WireType):
@@ -71,19 +71,23 @@ REST = RestType()
 BOOL = type("BoolColumn", (WireType,), {"name": "bool", "column": "bool"})()
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(Frozen):
     """A body field of a message: its name, wire type, and the first version with it."""
 
+    __slots__ = field_names = ("name", "type", "since")
     name: str
     type: WireType
-    since: int = 1  # first version that carries the field (version-gated fields)
+    since: int  # first version that carries the field (version-gated fields)
+
+    def __init__(self, name: str, type: WireType, since: int = 1) -> None:
+        self._set(name=name, type=type, since=since)
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(Frozen):
     """One direction of one command."""
 
+    __slots__ = field_names = ("command", "key", "response", "sender", "correlation_id", "code",
+                               "versions", "fields", "derived", "class_name")  # fmt: skip
     command: str
     key: int  # as on the wire, response bit included
     response: bool
@@ -92,8 +96,16 @@ class Message:
     code: bool
     versions: tuple[int, ...]
     fields: tuple[Field, ...]
-    derived: tuple[Field, ...] = ()  # computed from the wire fields, never encoded
-    class_name: str = ""
+    derived: tuple[Field, ...]  # computed from the wire fields, never encoded
+    class_name: str
+
+    def __init__(self, command: str, key: int, response: bool, sender: str,
+                 correlation_id: bool, code: bool, versions: tuple[int, ...],
+                 fields: tuple[Field, ...], derived: tuple[Field, ...] = (),
+                 class_name: str = "") -> None:  # fmt: skip
+        self._set(command=command, key=key, response=response, sender=sender,
+                  correlation_id=correlation_id, code=code, versions=versions, fields=fields,
+                  derived=derived, class_name=class_name)  # fmt: skip
 
     def fields_for(self, version: int) -> tuple[Field, ...]:
         return tuple(f for f in self.fields if f.since <= version)

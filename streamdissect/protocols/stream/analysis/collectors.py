@@ -9,7 +9,6 @@ columns (HotFrames) go to each collector's `on_hot`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 
 from streamdissect.analysis.fields import get
 from streamdissect.protocols.stream.analysis.confirms import ConfirmCollector
@@ -23,6 +22,7 @@ from streamdissect.protocols.stream.analysis.latency import NOT_CALLS, LatencyCo
 from streamdissect.protocols.stream.analysis.lifecycle import LifecycleCollector
 from streamdissect.protocols.stream.hot import HotFrames
 from streamdissect.protocols.stream.records import RECORD_CLASSES
+from streamdissect.slotted import Slotted
 
 # The collector (attribute of Collectors) that makes each table.
 MADE_BY = {"connections": "lifecycle", "requests": "latency", "latency": "latency",
@@ -33,23 +33,38 @@ MADE_BY = {"connections": "lifecycle", "requests": "latency", "latency": "latenc
 _ONE_COMMAND = frozenset(RECORD_CLASSES.values())  # (not Malformed, Unknown, dicts)
 
 
-@dataclass
-class Collectors:
+class Collectors(Slotted):
     """The Stream's collectors of one run."""
 
-    latency: LatencyCollector = field(default_factory=LatencyCollector)
-    confirms: ConfirmCollector = field(default_factory=ConfirmCollector)
-    credit: CreditCollector = field(default_factory=CreditCollector)
-    # (its rows as columns, spilled past a few MiB: a Deliver a row)
-    deliveries: DeliveryCollector = field(default_factory=lambda: DeliveryCollector(compact=True))
-    throughput: ThroughputCollector = field(default_factory=ThroughputCollector)
-    lifecycle: LifecycleCollector = field(default_factory=LifecycleCollector)
-    errors: ErrorCollector = field(default_factory=ErrorCollector)
-    # the fast path's columns event: the driver gives it to the collectors' on_hot
-    hot_class: type = HotFrames
-    # the collectors fed (None: all); the others are left empty
-    active: tuple | None = None
-    _by_command: dict = field(default_factory=dict)
+    field_names = ("latency", "confirms", "credit", "deliveries", "throughput", "lifecycle",
+                   "errors", "hot_class", "active", "_by_command")  # fmt: skip
+    latency: LatencyCollector
+    confirms: ConfirmCollector
+    credit: CreditCollector
+    deliveries: DeliveryCollector  # (its rows as columns, spilled past a few MiB: a Deliver a row)
+    throughput: ThroughputCollector
+    lifecycle: LifecycleCollector
+    errors: ErrorCollector
+    hot_class: type  # the fast path's columns event: the driver gives it to the collectors' on_hot
+    active: tuple | None  # the collectors fed (None: all); the others are left empty
+    _by_command: dict
+
+    def __init__(self, latency: LatencyCollector | None = None,
+                 confirms: ConfirmCollector | None = None, credit: CreditCollector | None = None,
+                 deliveries: DeliveryCollector | None = None,
+                 throughput: ThroughputCollector | None = None,
+                 lifecycle: LifecycleCollector | None = None, errors: ErrorCollector | None = None,
+                 hot_class: type = HotFrames, active: tuple | None = None,
+                 _by_command: dict | None = None) -> None:  # fmt: skip
+        self.latency = LatencyCollector() if latency is None else latency
+        self.confirms = ConfirmCollector() if confirms is None else confirms
+        self.credit = CreditCollector() if credit is None else credit
+        self.deliveries = DeliveryCollector(compact=True) if deliveries is None else deliveries
+        self.throughput = ThroughputCollector() if throughput is None else throughput
+        self.lifecycle = LifecycleCollector() if lifecycle is None else lifecycle
+        self.errors = ErrorCollector() if errors is None else errors
+        self.hot_class, self.active = hot_class, active
+        self._by_command = {} if _by_command is None else _by_command
 
     @classmethod
     def made(cls, at_once_ms: float = AT_ONCE_MS, report_only: bool = False,

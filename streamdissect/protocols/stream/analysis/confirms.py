@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 from array import array
 from collections import Counter, deque
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -37,6 +36,7 @@ from streamdissect.protocols.stream.codes import code_name
 from streamdissect.protocols.stream.hot import CONFIRM_KEY, PUBLISH_KEY, HotFrames
 from streamdissect.protocols.stream.publish import id_run
 from streamdissect.protocols.stream.tables import BACKLOG, PUBLISHES
+from streamdissect.slotted import Unequal
 
 
 def cut_publish_counts(record: Any) -> tuple[int, int]:
@@ -47,25 +47,45 @@ def cut_publish_counts(record: Any) -> tuple[int, int]:
     return messages, max(cut_count(record, "messages", "records"), messages)
 
 
-@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
-class _Ledger:
+class _Ledger(Unequal):
     """A publisher's publishes waiting for their confirms."""
 
-    outstanding: dict[int, int] = field(default_factory=dict)  # publishing id -> publish ts
+    __slots__ = field_names = ("outstanding", "runs", "in_runs", "published", "records",
+                               "confirmed", "errored", "unconfirmed", "unmatched",
+                               "cut_frames", "unpaired", "lags_ms")  # fmt: skip
+    outstanding: dict[int, int]  # publishing id -> publish ts
     # The common case kept as runs instead (only while `outstanding` is empty): publishing
     # ids published in ascending runs, [first, last, publish ts], confirmed from the front.
-    runs: deque = field(default_factory=deque)
-    in_runs: int = 0  # ids in the runs
-    published: int = 0
-    records: int = 0
-    confirmed: int = 0
-    errored: Counter = field(default_factory=Counter)
-    unconfirmed: int = 0
-    unmatched: int = 0
-    cut_frames: int = 0  # Publish/PublishConfirm frames cut by the capture
-    unpaired: int = 0  # ids confirmed that could not be paired with their Publish (cut)
+    runs: deque
+    in_runs: int  # ids in the runs
+    published: int
+    records: int
+    confirmed: int
+    errored: Counter
+    unconfirmed: int
+    unmatched: int
+    cut_frames: int  # Publish/PublishConfirm frames cut by the capture
+    unpaired: int  # ids confirmed that could not be paired with their Publish (cut)
     # exact percentiles in memory a distinct lag (not a confirm)
-    lags_ms: ExactSample = field(default_factory=ExactSample)
+    lags_ms: ExactSample
+
+    def __init__(self, outstanding: dict[int, int] | None = None, runs: deque | None = None,
+                 in_runs: int = 0, published: int = 0, records: int = 0, confirmed: int = 0,
+                 errored: Counter | None = None, unconfirmed: int = 0, unmatched: int = 0,
+                 cut_frames: int = 0, unpaired: int = 0,
+                 lags_ms: ExactSample | None = None) -> None:  # fmt: skip
+        self.outstanding = {} if outstanding is None else outstanding
+        self.runs = deque() if runs is None else runs
+        self.in_runs = in_runs
+        self.published = published
+        self.records = records
+        self.confirmed = confirmed
+        self.errored = Counter() if errored is None else errored
+        self.unconfirmed = unconfirmed
+        self.unmatched = unmatched
+        self.cut_frames = cut_frames
+        self.unpaired = unpaired
+        self.lags_ms = ExactSample() if lags_ms is None else lags_ms
 
 
 class ConfirmCollector:

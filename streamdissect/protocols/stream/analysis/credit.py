@@ -17,7 +17,6 @@ credit and closed by a Credit that restores some.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from streamdissect.analysis.compact import CompactRows
 from streamdissect.analysis.fields import get
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.hot import CREDIT_KEY, DELIVER_KEY, HotFrames
+from streamdissect.slotted import Unequal
 
 AT_ONCE_MS = 50.0
 # credit_balance rows copied at once from a subscription's history into the table's rows
@@ -191,30 +191,52 @@ class StallLog:
         return sum(row[4] or 0.0 for row in self)
 
 
-@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
-class _Subscription:
+class _Subscription(Unequal):
     """A subscription's credit and deliveries as they go."""
 
+    __slots__ = field_names = ("connection", "subscription_id", "stream", "initial_credit",
+                               "balance", "granted", "credit_frames", "chunks", "records",
+                               "credit_errors", "cut_frames", "stalls", "open_stall",
+                               "awaiting_deliver", "history")  # fmt: skip
     connection: str
     subscription_id: int
-    stream: str | None = None
-    initial_credit: int | None = None
-    balance: int | None = None
-    granted: int = 0
-    credit_frames: int = 0
-    chunks: int = 0
-    records: int = 0
-    credit_errors: int = 0
-    cut_frames: int = 0  # its Subscribe and Deliver frames cut by the capture
-    stalls: StallLog = None  # (made in __post_init__: it names the subscription)
-    open_stall: Stall | None = None
-    awaiting_deliver: Stall | None = None  # a just-ended stall waiting for the next Deliver
+    stream: str | None
+    initial_credit: int | None
+    balance: int | None
+    granted: int
+    credit_frames: int
+    chunks: int
+    records: int
+    credit_errors: int
+    cut_frames: int  # its Subscribe and Deliver frames cut by the capture
+    stalls: StallLog  # (made by __init__: it names the subscription)
+    open_stall: Stall | None
+    awaiting_deliver: Stall | None  # a just-ended stall waiting for the next Deliver
     # (time, balance) rows after each frame that changed a known balance (CompactRows: past
     # a few MB in a temporary file); None: not kept
-    history: CompactRows | None = None
+    history: CompactRows | None
 
-    def __post_init__(self) -> None:
-        self.stalls = StallLog(self.connection, self.subscription_id)
+    def __init__(self, connection: str, subscription_id: int, stream: str | None = None,
+                 initial_credit: int | None = None, balance: int | None = None,
+                 granted: int = 0, credit_frames: int = 0, chunks: int = 0, records: int = 0,
+                 credit_errors: int = 0, cut_frames: int = 0, open_stall: Stall | None = None,
+                 awaiting_deliver: Stall | None = None,
+                 history: CompactRows | None = None) -> None:  # fmt: skip
+        self.connection = connection
+        self.subscription_id = subscription_id
+        self.stream = stream
+        self.initial_credit = initial_credit
+        self.balance = balance
+        self.granted = granted
+        self.credit_frames = credit_frames
+        self.chunks = chunks
+        self.records = records
+        self.credit_errors = credit_errors
+        self.cut_frames = cut_frames
+        self.stalls = StallLog(connection, subscription_id)
+        self.open_stall = open_stall
+        self.awaiting_deliver = awaiting_deliver
+        self.history = history
 
     def note(self, ts: int) -> None:
         """The balance after the frame at `ts` (a frame that changed it)."""

@@ -7,40 +7,75 @@ only the user name reaches this table.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from streamdissect.analysis.fields import get
 from streamdissect.protocols.stream.analysis import hot_input
 from streamdissect.protocols.stream.hot import DIRECTIONS, HEARTBEAT_KEY, HotFrames
+from streamdissect.slotted import Unequal
 
 NS_PER_S = 1_000_000_000
 
 
-@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
-class _Conn:
+class _Conn(Unequal):
     """A connection's lifecycle as it goes."""
 
+    __slots__ = field_names = ("connection", "first_ns", "last_ns", "handshake_ms",
+                               "sasl_mechanism", "user", "vhost", "frame_max", "heartbeat",
+                               "offered_frame_max", "offered_heartbeat", "heartbeats",
+                               "last_seen", "missed_gaps", "client_properties",
+                               "server_properties", "close_code", "close_reason", "closed_by")  # fmt: skip
     connection: str
-    first_ns: int | None = None
-    last_ns: int | None = None
-    handshake_ms: float | None = None
-    sasl_mechanism: str | None = None
-    user: str | None = None
-    vhost: str | None = None
-    frame_max: int | None = None
-    heartbeat: int | None = None
-    offered_frame_max: int | None = None
-    offered_heartbeat: int | None = None
-    heartbeats: dict = field(default_factory=lambda: {"c2s": 0, "s2c": 0})
-    last_seen: dict = field(default_factory=dict)
-    missed_gaps: int = 0
-    client_properties: dict | None = None
-    server_properties: dict | None = None
-    close_code: int | None = None
-    close_reason: str | None = None
-    closed_by: str | None = None
+    first_ns: int | None
+    last_ns: int | None
+    handshake_ms: float | None
+    sasl_mechanism: str | None
+    user: str | None
+    vhost: str | None
+    frame_max: int | None
+    heartbeat: int | None
+    offered_frame_max: int | None
+    offered_heartbeat: int | None
+    heartbeats: dict
+    last_seen: dict
+    missed_gaps: int
+    client_properties: dict | None
+    server_properties: dict | None
+    close_code: int | None
+    close_reason: str | None
+    closed_by: str | None
+
+    def __init__(self, connection: str, first_ns: int | None = None,
+                 last_ns: int | None = None, handshake_ms: float | None = None,
+                 sasl_mechanism: str | None = None, user: str | None = None,
+                 vhost: str | None = None, frame_max: int | None = None,
+                 heartbeat: int | None = None, offered_frame_max: int | None = None,
+                 offered_heartbeat: int | None = None,
+                 heartbeats: dict | None = None,
+                 last_seen: dict | None = None, missed_gaps: int = 0,
+                 client_properties: dict | None = None, server_properties: dict | None = None,
+                 close_code: int | None = None, close_reason: str | None = None,
+                 closed_by: str | None = None) -> None:  # fmt: skip
+        self.connection = connection
+        self.first_ns = first_ns
+        self.last_ns = last_ns
+        self.handshake_ms = handshake_ms
+        self.sasl_mechanism = sasl_mechanism
+        self.user = user
+        self.vhost = vhost
+        self.frame_max = frame_max
+        self.heartbeat = heartbeat
+        self.offered_frame_max = offered_frame_max
+        self.offered_heartbeat = offered_heartbeat
+        self.heartbeats = {"c2s": 0, "s2c": 0} if heartbeats is None else heartbeats
+        self.last_seen = {} if last_seen is None else last_seen
+        self.missed_gaps = missed_gaps
+        self.client_properties = client_properties
+        self.server_properties = server_properties
+        self.close_code = close_code
+        self.close_reason = close_reason
+        self.closed_by = closed_by
 
 
 class LifecycleCollector:
