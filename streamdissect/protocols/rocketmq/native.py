@@ -11,7 +11,6 @@ it to None).
 
 from __future__ import annotations
 
-from dataclasses import fields
 from types import ModuleType
 
 from streamdissect.capture.native import optional
@@ -58,10 +57,9 @@ def _load() -> ModuleType | None:
 
 def _registered(module: ModuleType | None) -> ModuleType | None:
     """The module, told that the engine's frame events are made by their fields alone (a
-    slots dataclass: its __init__ assigns them in order), which `place` then writes."""
+    slotted class: its __init__ assigns them in order), which `place` then writes."""
     if module is not None:
-        assert [f.name for f in fields(FrameEvent)] == list(EVENT_FIELDS)
-        assert not hasattr(FrameEvent, "__post_init__")
+        assert FrameEvent.field_names == EVENT_FIELDS
         module.plain_event(FrameEvent)
     return module
 
