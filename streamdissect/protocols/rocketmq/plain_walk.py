@@ -88,7 +88,7 @@ class RocketMQPlainWalk(PlainFrames):
         if any(type(f).name is not RocketMQFramer.name or f.connection_framers is not framers
                for f in framers):  # fmt: skip
             side = {owner.direction(0): 0, owner.direction(1): 1}
-            for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+            for _row, _slot, event in sorted(filter(None, items[start:])):
                 record = getattr(event, "record", None)
                 if record.__class__ in _HOT:  # (named by the framer's own way: as commands)
                     event.record = record = record.command()
@@ -97,7 +97,7 @@ class RocketMQPlainWalk(PlainFrames):
             return
         own = {owner.direction(k): framers[k].requests for k in (0, 1)}
         peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
-        for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+        for _row, _slot, event in sorted(filter(None, items[start:])):  # (None: no item)
             record = getattr(event, "record", None)
             cls = record.__class__
             if cls is RemotingCommand or cls is HotSend:
