@@ -76,7 +76,28 @@ typedef struct {
     Py_ssize_t at[8];      /* the columns a SEND_OK's answer sets */
     Py_ssize_t width;      /* a send row's length */
     Py_ssize_t row_at[16]; /* where message_row puts each of its values */
+    PyObject *last_connection, *last_server; /* (server_of's last answer, held) */
 } RunState;
+
+/* "requests_" + direction (the two usual ones made once); a new reference. */
+static PyObject *requests_of(PyObject *direction) {
+    int c2s = PyUnicode_Compare(direction, S_C2S);
+    if (c2s == 0) return Py_NewRef(S_REQUESTS_C2S);
+    if (c2s == -1 && PyErr_Occurred()) return NULL;
+    if (PyUnicode_Compare(direction, S_S2C) == 0) return Py_NewRef(S_REQUESTS_S2C);
+    return PyErr_Occurred() ? NULL : PyUnicode_Concat(S_REQUESTS_, direction);
+}
+
+/* server_of(connection), asked again only when the connection is not the last one's. */
+static PyObject *server_for(RunState *st, PyObject *connection) {
+    if (connection == st->last_connection) return Py_NewRef(st->last_server);
+    PyObject *server = PyObject_CallOneArg(st->server_of, connection);
+    if (server != NULL) {
+        Py_XSETREF(st->last_connection, Py_NewRef(connection));
+        Py_XSETREF(st->last_server, Py_NewRef(server));
+    }
+    return server;
+}
 
 /* A light send (send_runs._frames' first branch). */
 static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connection,
@@ -115,9 +136,8 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
         }
         if (bump(PyTuple_GET_ITEM(previous, 3), S_DUPLICATES) < 0) goto done;
     }
-    if ((count = PyUnicode_Concat(S_REQUESTS_, direction)) == NULL || bump(seen, count) < 0)
-        goto done;
-    if ((server = PyObject_CallOneArg(st->server_of, connection)) == NULL) goto done;
+    if ((count = requests_of(direction)) == NULL || bump(seen, count) < 0) goto done;
+    if ((server = server_for(st, connection)) == NULL) goto done;
     if ((wire = get(rec, N_WIRE)) == NULL ||
         (group_ = get(rec, N_GROUP)) == NULL ||
         (topic = get(rec, N_TOPIC)) == NULL ||
@@ -301,6 +321,7 @@ done:
 PyObject *send_run(PyObject *self, PyObject *args) {
     PyObject *run, *state, *constants, *at, *row_at;
     RunState st;
+    st.last_connection = st.last_server = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
     if (PyTuple_GET_SIZE(state) != 15) {
         PyErr_SetString(PyExc_ValueError, "send_run: a state of 15 parts");
@@ -371,8 +392,11 @@ PyObject *send_run(PyObject *self, PyObject *args) {
         Py_DECREF(ev);
         Py_XDECREF(rec); Py_XDECREF(connection); Py_XDECREF(direction); Py_XDECREF(ts_ns);
         Py_XDECREF(seen);
-        if (bad < 0) return NULL;
+        if (bad < 0) break;
     }
+    Py_XDECREF(st.last_connection);
+    Py_XDECREF(st.last_server);
+    if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
 
