@@ -77,6 +77,7 @@ typedef struct {
     Py_ssize_t width;      /* a send row's length */
     Py_ssize_t row_at[16]; /* where message_row puts each of its values */
     PyObject *last_connection, *last_server; /* (server_of's last answer, held) */
+    PyObject *group_connection, *group_direction, *group_pair; /* (the last send's group) */
 } RunState;
 
 /* "requests_" + direction (the two usual ones made once); a new reference. */
@@ -107,14 +108,22 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
              *count = NULL, *server = NULL, *row = NULL, *index = NULL, *entry = NULL;
     PyObject *wire = NULL, *group_ = NULL, *topic = NULL, *queue = NULL, *msg = NULL,
              *tags = NULL, *keys = NULL;
-    if ((at = PyTuple_Pack(3, st->code, connection, direction)) == NULL) goto done;
-    pair = PyDict_GetItemWithError(st->of_connection, at);
-    if (pair != NULL) {
-        Py_INCREF(pair);
+    if (connection == st->group_connection && direction == st->group_direction) {
+        /* (the last send's: a group once made for its key is never replaced) */
+        pair = Py_NewRef(st->group_pair);
     } else {
-        if (PyErr_Occurred()) goto done;
-        PyObject *args[3] = {st->code, connection, direction};
-        if ((pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL) goto done;
+        if ((at = PyTuple_Pack(3, st->code, connection, direction)) == NULL) goto done;
+        pair = PyDict_GetItemWithError(st->of_connection, at);
+        if (pair != NULL) {
+            Py_INCREF(pair);
+        } else {
+            if (PyErr_Occurred()) goto done;
+            PyObject *args[3] = {st->code, connection, direction};
+            if ((pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL) goto done;
+        }
+        Py_XSETREF(st->group_connection, Py_NewRef(connection));
+        Py_XSETREF(st->group_direction, Py_NewRef(direction));
+        Py_XSETREF(st->group_pair, Py_NewRef(pair));
     }
     if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
         PyErr_SetString(PyExc_TypeError, "send_run: a call group is (counts, sample)");
@@ -300,12 +309,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
             PyErr_SetString(PyExc_TypeError, "send_run: a kept row is (index, list)");
             goto done;
         }
-        /* (the latency computed again, as the row's own: the same value) */
-        PyObject *row_lag = latency(ts_ns, request_ts);
-        if (row_lag == NULL) goto done;
-        int bad = answer_row(st, PyTuple_GET_ITEM(one, 1), rec, ts_ns, row_lag);
-        Py_DECREF(row_lag);
-        if (bad < 0) goto done;
+        /* (the row's latency is the sample's: the same value, computed once) */
+        if (answer_row(st, PyTuple_GET_ITEM(one, 1), rec, ts_ns, lag) < 0) goto done;
     }
     PyObject *extended = PySequence_InPlaceConcat(st->done, kept);
     if (extended == NULL) goto done;
@@ -322,6 +327,7 @@ PyObject *send_run(PyObject *self, PyObject *args) {
     PyObject *run, *state, *constants, *at, *row_at;
     RunState st;
     st.last_connection = st.last_server = NULL;
+    st.group_connection = st.group_direction = st.group_pair = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
     if (PyTuple_GET_SIZE(state) != 15) {
         PyErr_SetString(PyExc_ValueError, "send_run: a state of 15 parts");
@@ -396,6 +402,9 @@ PyObject *send_run(PyObject *self, PyObject *args) {
     }
     Py_XDECREF(st.last_connection);
     Py_XDECREF(st.last_server);
+    Py_XDECREF(st.group_connection);
+    Py_XDECREF(st.group_direction);
+    Py_XDECREF(st.group_pair);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
