@@ -301,9 +301,9 @@ def test_changed_header_texts_read_as_hot_record_reads_them(monkeypatch):
 
 @pytest.mark.skipif(COMPILED is None, reason="the compiled reader was not built")
 def test_records_of_classes_whose_slots_lie_elsewhere_read_the_same():
-    """The compiled reader writes a light record's fields where its class keeps them
-    (remembered by class and name): classes of the same fields in other orders, made in
-    turn with the real ones, hold the same values."""
+    """The compiled reader writes a light record's fields where its class keeps them:
+    classes of the same fields in other orders, made in turn with the real ones, hold the
+    same values."""
     frames = _recorded_frames()
     real = (HotSend, HotAnswer, HotPulled)
     wanted = COMPILED.hot_records(frames, *real)

@@ -297,40 +297,12 @@ static PyObject *integer_or_none(Span span) {
 
 /* Where a class's __slots__ keeps `name` in its instances (its member descriptor, holding
  * an object), or -1: not such a slot. */
-static Py_ssize_t slot_looked_up(PyTypeObject *type, PyObject *name) {
+Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     PyObject *d = _PyType_Lookup(type, name);
     if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
     PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
     if (member->type != T_OBJECT_EX || (member->flags & READONLY)) return -1;
     return member->offset;
-}
-
-/* The answers of slot_looked_up remembered by (type, name, the type's version tag: changed
- * whenever the class or a base is changed, and never reused by another class), the name
- * held so that its address names it: a few light record classes' fields, read and written
- * a few times a frame. */
-static struct {
-    PyTypeObject *type;
-    PyObject *name;
-    unsigned int version;
-    Py_ssize_t at;
-} slots_seen[64];
-
-Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
-    size_t h = ((uintptr_t)type / 64 * 31 + (uintptr_t)name / 16) % 64;
-    int tagged = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0;
-    if (tagged && slots_seen[h].type == type && slots_seen[h].name == name &&
-        slots_seen[h].version == type->tp_version_tag)
-        return slots_seen[h].at;
-    Py_ssize_t at = slot_looked_up(type, name); /* (gives the type its tag when it can) */
-    if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
-        Py_INCREF(name);
-        Py_XSETREF(slots_seen[h].name, name);
-        slots_seen[h].type = type;
-        slots_seen[h].version = type->tp_version_tag;
-        slots_seen[h].at = at;
-    }
-    return at;
 }
 
 /* obj.name = value (its reference taken; NULL: an error passed on). A slot is written as
