@@ -3,10 +3,11 @@
 streamdissect.protocols.stream._native: the Stream fast path's hottest loops in C;
 streamdissect.protocols.rocketmq._native: RocketMQ's hot frames read for the analyses;
 streamdissect.capture._records: a classic pcap block's record walk in C; and
-streamdissect.cli._json_rows: the JSON report's rows (numbers, texts) written in C. Each is built
+streamdissect.cli._json_rows: the JSON report's rows (numbers, texts) written in C;
+streamdissect.analysis._columns: a chunk of table rows made columns. Each is built
 when a C compiler and the Python headers are there; without them the install goes on and the
 pure-Python code (the reference, always shipped) runs instead (each protocol's native.py,
-capture/native.py, cli/_text_report.py).
+capture/native.py, cli/_text_report.py, analysis/compact.py).
 """
 
 from setuptools import Extension, setup
@@ -27,5 +28,6 @@ setup(
         _optional("streamdissect.protocols.rocketmq._native", "_native_runs"),
         _optional("streamdissect.capture._records"),
         _optional("streamdissect.cli._json_rows"),
+        _optional("streamdissect.analysis._columns"),
     ]
 )

@@ -28,6 +28,7 @@ from rocketmq_support import (
 from test_rocketmq_plain_walk import REGRESSIONS, WORSE
 
 from streamdissect.protocols.rocketmq import codec, native, plain_walk, spec
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
 
 # the compiled reader and the Python path (conftest.py loads native_modes)
 both_modes = pytest.mark.usefixtures("walk_mode")
@@ -296,3 +297,29 @@ def test_changed_header_texts_read_as_hot_record_reads_them(monkeypatch):
         frame = _text_changed(rng, rng.choice(by_kind[rng.choice(kinds)]))
         seen.append(light_record_holds(frame))  # (the compiled record checked there too)
     assert min(seen.count(kind) for kind in kinds) > 500 and seen.count("unparsed") > 1000
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled reader was not built")
+def test_records_of_classes_whose_slots_lie_elsewhere_read_the_same():
+    """The compiled reader writes a light record's fields where its class keeps them:
+    classes of the same fields in other orders, made in turn with the real ones, hold the
+    same values."""
+    frames = _recorded_frames()
+    real = (HotSend, HotAnswer, HotPulled)
+    wanted = COMPILED.hot_records(frames, *real)
+    reordered = tuple(
+        type(cls.__name__, (), {"__slots__": tuple(reversed(_fields(cls)))}) for cls in real)
+    assert any(type(record) is HotPulled for record in wanted)
+    for round_ in range(3):
+        classes = reordered if round_ % 2 else real
+        for record, again in zip(wanted, COMPILED.hot_records(frames, *classes)):
+            assert (record is None) == (again is None)
+            if record is not None:
+                assert classes.index(type(again)) == real.index(type(record))
+                assert {f: getattr(record, f, None) for f in _fields(type(record))} == {
+                    f: getattr(again, f, None) for f in _fields(type(record))}
+
+
+def _fields(cls: type) -> list[str]:
+    """A light record class's slots, its bases' too."""
+    return [f for c in reversed(cls.__mro__) for f in getattr(c, "__slots__", ())]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+from typing import Any
 
 import pytest
 import worsen
@@ -130,7 +131,7 @@ def test_segments_cut_anywhere_the_same(tmp_path, name, seed, read_together, mon
 
             def json_run(self, *args):
                 pos, jj, run = compiled.json_run(*args)
-                walked[0] += len(run)
+                walked[0] += len(run) // 64  # (8 int64 a frame)
                 return pos, jj, run
 
         monkeypatch.setattr(native, "loaded", Counting())
@@ -338,24 +339,42 @@ def test_the_compiled_helpers_refuse_inconsistent_inputs_and_slice_as_python():
     items = [(0, 10, 6, 1, 2, 0, 5, 20), (0, 30, 26, 1, 2, 1, 1020, 40),
              (0, 10, 6, 1, 2, 2, 2000, 20), (15, 25, 6, 1, 2, 3, 5, 20)]  # fmt: skip
     read = lambda a, b: b"read %d %d" % (a, b)
-    assert compiled.frames_of(mv, items, read) == [
+    assert compiled.frames_of(mv, packed(items), read) == [
         bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
         for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError):  # (items packed: 8 int64 a frame)
         compiled.frames_of(mv, [(1, 2)], read)
+    with pytest.raises(TypeError):
+        compiled.frames_of(mv, array("q", [1, 2]), read)
+    with pytest.raises(TypeError):
+        compiled.frames_of(mv, array("i", range(8)), read)
     q = array("q", [0, 1])
     with pytest.raises(ValueError):  # (segment arrays of different lengths)
         compiled.json_run(buf, q, array("q", [5]), q, q, q, 10, 0, 0, 100, 100, 0)
     with pytest.raises(ValueError):  # (jj outside the segments)
         compiled.json_run(buf, q, q, q, q, q, 10, 0, 5, 100, 100, 0)
     with pytest.raises(ValueError):  # (a record or None a frame)
-        compiled.place([None], [], tuple, "c", "d", [None])
+        compiled.place([None], packed([]), tuple, "c", "d", [None])
     with pytest.raises(IndexError):  # (a slot outside the events)
-        compiled.place([object()], [(0, 1, 1, 1, 1, 9, 0, 1)], lambda *a: a, "c", "d", [None])
+        compiled.place([object()], packed([(0, 1, 1, 1, 1, 9, 0, 1)]), lambda *a: a, "c", "d",
+                       [None])  # fmt: skip
+    with pytest.raises(IndexError):
+        compiled.place([object()], packed([(0, 1, 1, 1, 1, -1, 0, 1)]), lambda *a: a, "c",
+                       "d", [None])  # fmt: skip
     slots = [None, None]
-    left = compiled.place([None, "r"], [items[0], (7, 9, 2, 3, 4, 1, 0, 9)], lambda *a: a, "c",
-                          "d", slots)  # fmt: skip
+    left = compiled.place([None, "r"], packed([items[0], (7, 9, 2, 3, 4, 1, 0, 9)]),
+                          lambda *a: a, "c", "d", slots)  # fmt: skip
     assert left == [0] and slots == [None, (4, 1, (3, "c", "d", 7, "r"))]
+    # json_run's frames packed as the walk's 8-tuples would be: a run of two frames
+    frame = struct.pack(">II", 12, 8) + b'{"a":1}\0'  # (a JSON header of 8 bytes)
+    body = frame * 2
+    so, lo, po = array("q", [100]), array("q", [len(body)]), array("q", [0])
+    rows, times = array("q", [3]), array("q", [77])
+    pos, jj, run = compiled.json_run(body, so, lo, po, rows, times, 100 + len(body), 100, 0,
+                                     100, 100, 5)  # fmt: skip
+    assert (pos, jj) == (100 + len(body), 0)
+    assert run == packed([(100, 116, 12, 77, 3, 5, 0, 100 + len(body)),
+                          (116, 132, 12, 77, 3, 6, 16, 100 + len(body))]).tobytes()
 
 
 @pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
@@ -366,9 +385,17 @@ def test_the_compiled_place_makes_frame_events_as_their_init_does():
     compiled.plain_event(FrameEvent)  # (as native.py registers it when loaded)
     record = object()
     slots = [None]
-    assert compiled.place([record], [(7, 9, 2, 3, 4, 0, 0, 9)], FrameEvent, "c", "d", slots) == []
+    assert compiled.place([record], packed([(7, 9, 2, 3, 4, 0, 0, 9)]), FrameEvent, "c", "d",
+                          slots) == []  # fmt: skip
     ((row, slot, event),) = slots
     assert (row, slot) == (4, 0) and type(event) is FrameEvent
     assert event == FrameEvent(3, "c", "d", 7, record) and event.record is record
     with pytest.raises(TypeError):  # (a class whose fields are not all slots)
         compiled.plain_event(type("NoSlots", (), {}))
+
+
+def packed(items: list) -> Any:
+    """8-tuples of deferred frames as the compiled helpers take them: 8 int64 each."""
+    from array import array
+
+    return array("q", [v for item in items for v in item])

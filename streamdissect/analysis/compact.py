@@ -11,6 +11,12 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from streamdissect.capture.native import optional
+
+# A chunk's columns made by compiled code (_columns.c: _column's way for each column of
+# rows of one length), or None: the Python code below, the reference
+compiled = optional("streamdissect.analysis._columns")
+
 
 class CompactRows:
     """A list of equal-length tuples kept, CHUNK rows at a time, as one array per column
@@ -61,8 +67,9 @@ class CompactRows:
         self._kept(n)
 
     def _flush(self) -> None:
-        """The pending rows as a chunk of columns."""
-        self._chunks.append([_column(c) for c in zip(*self._pending)])
+        """The pending rows as a chunk of columns (compiled, when built: _columns.c)."""
+        made = None if compiled is None else compiled.columns(self._pending, array)
+        self._chunks.append([_column(c) for c in zip(*self._pending)] if made is None else made)
         n = len(self._pending)
         self._pending = []
         self._kept(n)

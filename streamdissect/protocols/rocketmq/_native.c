@@ -550,18 +550,21 @@ static void release(Held *h) {
     h->held = 0;
 }
 
-/* (buf, so, lo, po, rows, times, send, pos, jj, low, limit, slot) -> (pos, jj, items):
+/* (buf, so, lo, po, rows, times, send, pos, jj, low, limit, slot) -> (pos, jj, packed):
  * _frames' walk from `pos` (jj: the segment the last frame ended in) while the next frame
  * is a deferred one (key 0) whose header is within its segment, 4 <= size <= low (no limit
  * to note: _frames notes sizes over `low`), size <= limit, and which ends by `send`; each
  * an item (start, end, size, ts, row, slot, at, seg_end) as _frames defers it, `slot` on
- * from the one given. Every position is checked against its array or the buffer. */
+ * from the one given, written as 8 native int64 (`packed`: bytes, for an array('q'), not a
+ * tuple of 8 ints a frame). Every position is checked against its array or the buffer. */
 static PyObject *json_run(PyObject *self, PyObject *args) {
     PyObject *bo, *soo, *loo, *poo, *rowso, *timeso;
     long long send, pos, low, limit;
     Py_ssize_t jj, slot;
     Held hb = {0}, hs = {0}, hl = {0}, hp = {0}, hr = {0}, ht = {0};
-    PyObject *items = NULL, *result = NULL;
+    PyObject *result = NULL;
+    int64_t *out = NULL;
+    Py_ssize_t used = 0, room = 0; /* (items written, and room for) */
     if (!PyArg_ParseTuple(args, "OOOOOOLLnLLn", &bo, &soo, &loo, &poo, &rowso, &timeso, &send,
                           &pos, &jj, &low, &limit, &slot))
         return NULL;
@@ -577,8 +580,6 @@ static PyObject *json_run(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "json_run: segment arrays of one length expected");
         goto done;
     }
-    items = PyList_New(0);
-    if (items == NULL) goto done;
     while (send - pos >= 8) {
         Py_ssize_t j = jj;
         int64_t seg_end = so[j] + lo[j];
@@ -602,27 +603,26 @@ static PyObject *json_run(PyObject *self, PyObject *args) {
         Py_ssize_t k = j;
         if (end > seg_end)
             while (k + 1 < n && so[k + 1] <= end - 1) k++;
-        long long fields[8] = {pos, end, size, times[k], rows[k], slot, at, seg_end};
-        PyObject *item = PyTuple_New(8);
-        for (int f = 0; item != NULL && f < 8; f++) {
-            PyObject *v = PyLong_FromLongLong(fields[f]);
-            if (v == NULL) Py_CLEAR(item);
-            else PyTuple_SET_ITEM(item, f, v);
+        if (used == room) {
+            room = room ? 2 * room : 64;
+            int64_t *grown = PyMem_Realloc(out, (size_t)room * 8 * sizeof(int64_t));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            out = grown;
         }
-        if (item == NULL || PyList_Append(items, item) < 0) {
-            Py_XDECREF(item);
-            Py_CLEAR(items);
-            goto done;
-        }
-        Py_DECREF(item);
+        int64_t *item = out + 8 * used++;
+        item[0] = pos, item[1] = end, item[2] = size, item[3] = times[k], item[4] = rows[k];
+        item[5] = slot, item[6] = at, item[7] = seg_end;
         slot++;
         jj = k;
         pos = end;
     }
-    result = Py_BuildValue("(LnN)", pos, jj, items);
-    items = NULL;
+    result = Py_BuildValue("(Lny#)", pos, jj, out == NULL ? "" : (const char *)out,
+                           used * 8 * (Py_ssize_t)sizeof(int64_t));
 done:
-    Py_XDECREF(items);
+    PyMem_Free(out);
     release(&hb);
     release(&hs);
     release(&hl);
@@ -632,49 +632,55 @@ done:
     return result;
 }
 
-/* The 8-tuple of a deferred frame (start, end, size, ts, row, slot, at, seg_end). */
-static PyObject *item_at(PyObject *items, Py_ssize_t k) {
-    PyObject *item = PyList_GET_ITEM(items, k);
-    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 8) {
-        PyErr_SetString(PyExc_TypeError, "deferred frames are 8-tuples");
-        return NULL;
+/* Deferred frames' items packed, 8 int64 each (start, end, size, ts, row, slot, at,
+ * seg_end: json_run's, an array('q')), held for the call; how many in `*n`. */
+static int packed(PyObject *obj, Py_buffer *view, Py_ssize_t *n) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "q") != 0 ||
+        view->len % (8 * 8) != 0) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "deferred frames: an array('q'), 8 items a frame");
+        return -1;
     }
-    return item;
+    *n = view->len / (8 * 8);
+    return 0;
 }
 
-/* (mv, items, read) -> each deferred frame's bytes: mv[at : at + end - start] when it ends
- * in its segment (a slice, clamped to the buffer as Python's is), else read(start, end). */
+/* (mv, items, read) -> each deferred frame's bytes (items packed): mv[at : at + end - start]
+ * when it ends in its segment (a slice, clamped to the buffer as Python's is), else
+ * read(start, end). */
 static PyObject *frames_of(PyObject *self, PyObject *args) {
     PyObject *mv, *items, *read, *out = NULL;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "OO!O", &mv, &PyList_Type, &items, &read)) return NULL;
-    if (PyObject_GetBuffer(mv, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(items);
+    Py_buffer view, iv;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOO", &mv, &items, &read)) return NULL;
+    if (packed(items, &iv, &n) < 0) return NULL;
+    if (PyObject_GetBuffer(mv, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
     out = PyList_New(n);
     for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
-        PyObject *item = item_at(items, k), *frame = NULL;
-        if (item == NULL) goto error;
-        long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0)),
-                  end = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1)),
-                  at = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 6)),
-                  seg_end = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 7));
-        if (PyErr_Occurred()) goto error;
+        const int64_t *item = (const int64_t *)iv.buf + 8 * k;
+        long long start = item[0], end = item[1], at = item[6], seg_end = item[7];
+        PyObject *frame = NULL;
         if (end <= seg_end && at >= 0 && end >= start) {
             long long lo = at < view.len ? at : view.len, hi = at + (end - start);
             hi = hi < view.len ? hi : view.len;
             frame = PyBytes_FromStringAndSize((const char *)view.buf + lo, hi - lo);
         } else {
-            frame = PyObject_CallFunctionObjArgs(read, PyTuple_GET_ITEM(item, 0),
-                                                 PyTuple_GET_ITEM(item, 1), NULL);
+            frame = PyObject_CallFunction(read, "LL", start, end);
         }
         if (frame == NULL) goto error;
         PyList_SET_ITEM(out, k, frame);
     }
     PyBuffer_Release(&view);
+    PyBuffer_Release(&iv);
     return out;
 error:
     Py_XDECREF(out);
     PyBuffer_Release(&view);
+    PyBuffer_Release(&iv);
     return NULL;
 }
 
@@ -719,20 +725,24 @@ static PyObject *event_of(PyObject *make, PyObject *const *fields) {
 
 /* (records, items, make, connection, direction, slots) -> the indices of the frames left
  * (records[k] None): each light record's event, make(ts, connection, direction, start,
- * record), put in its slot as (row, slot, event), as plain_walk's _read puts it. */
+ * record), put in its slot as (row, slot, event), as plain_walk's _read puts it (items
+ * packed, frames_of's). */
 static PyObject *place(PyObject *self, PyObject *args) {
     PyObject *records, *items, *make, *connection, *direction, *slots;
-    if (!PyArg_ParseTuple(args, "O!O!OOOO!", &PyList_Type, &records, &PyList_Type, &items,
-                          &make, &connection, &direction, &PyList_Type, &slots))
+    Py_buffer iv;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!OOOOO!", &PyList_Type, &records, &items, &make,
+                          &connection, &direction, &PyList_Type, &slots))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(records);
-    if (PyList_GET_SIZE(items) != n) {
+    if (packed(items, &iv, &n) < 0) return NULL;
+    PyObject *left = NULL;
+    if (PyList_GET_SIZE(records) != n) {
         PyErr_SetString(PyExc_ValueError, "place: a record (or None) a deferred frame");
-        return NULL;
+        goto error;
     }
-    PyObject *left = PyList_New(0);
+    left = PyList_New(0);
     for (Py_ssize_t k = 0; left != NULL && k < n; k++) {
-        PyObject *record = PyList_GET_ITEM(records, k), *item, *index, *event, *placed;
+        PyObject *record = PyList_GET_ITEM(records, k), *index, *event, *placed;
         if (record == Py_None) {
             if ((index = PyLong_FromSsize_t(k)) == NULL || PyList_Append(left, index) < 0) {
                 Py_XDECREF(index);
@@ -741,27 +751,34 @@ static PyObject *place(PyObject *self, PyObject *args) {
             Py_DECREF(index);
             continue;
         }
-        if ((item = item_at(items, k)) == NULL) goto error;
-        PyObject *row = PyTuple_GET_ITEM(item, 4), *slot = PyTuple_GET_ITEM(item, 5);
-        Py_ssize_t at = PyLong_AsSsize_t(slot);
-        if (at == -1 && PyErr_Occurred()) goto error;
-        if (at < 0 || at >= PyList_GET_SIZE(slots)) {
+        const int64_t *item = (const int64_t *)iv.buf + 8 * k;
+        if (item[5] < 0 || item[5] >= PyList_GET_SIZE(slots)) {
             PyErr_SetString(PyExc_IndexError, "place: a slot outside the block's events");
             goto error;
         }
-        PyObject *call[5] = {PyTuple_GET_ITEM(item, 3), connection, direction,
-                             PyTuple_GET_ITEM(item, 0), record};
-        if ((event = event_of(make, call)) == NULL) goto error;
-        placed = PyTuple_Pack(3, row, slot, event);
-        Py_DECREF(event);
+        PyObject *ts = PyLong_FromLongLong(item[3]), *start = PyLong_FromLongLong(item[0]);
+        PyObject *row = PyLong_FromLongLong(item[4]), *slot = PyLong_FromLongLong(item[5]);
+        event = placed = NULL;
+        if (ts != NULL && start != NULL && row != NULL && slot != NULL) {
+            PyObject *call[5] = {ts, connection, direction, start, record};
+            event = event_of(make, call);
+        }
+        if (event != NULL) placed = PyTuple_Pack(3, row, slot, event);
+        Py_XDECREF(ts);
+        Py_XDECREF(start);
+        Py_XDECREF(row);
+        Py_XDECREF(slot);
+        Py_XDECREF(event);
         if (placed == NULL) goto error;
-        PyObject *old = PyList_GET_ITEM(slots, at);
-        PyList_SET_ITEM(slots, at, placed);
+        PyObject *old = PyList_GET_ITEM(slots, item[5]);
+        PyList_SET_ITEM(slots, item[5], placed);
         Py_XDECREF(old);
     }
+    PyBuffer_Release(&iv);
     return left;
 error:
     Py_XDECREF(left);
+    PyBuffer_Release(&iv);
     return NULL;
 }
 

@@ -76,7 +76,29 @@ typedef struct {
     Py_ssize_t at[8];      /* the columns a SEND_OK's answer sets */
     Py_ssize_t width;      /* a send row's length */
     Py_ssize_t row_at[16]; /* where message_row puts each of its values */
+    PyObject *last_connection, *last_server; /* (server_of's last answer, held) */
+    PyObject *group_connection, *group_direction, *group_pair; /* (the last send's group) */
 } RunState;
+
+/* "requests_" + direction (the two usual ones made once); a new reference. */
+static PyObject *requests_of(PyObject *direction) {
+    int c2s = PyUnicode_Compare(direction, S_C2S);
+    if (c2s == 0) return Py_NewRef(S_REQUESTS_C2S);
+    if (c2s == -1 && PyErr_Occurred()) return NULL;
+    if (PyUnicode_Compare(direction, S_S2C) == 0) return Py_NewRef(S_REQUESTS_S2C);
+    return PyErr_Occurred() ? NULL : PyUnicode_Concat(S_REQUESTS_, direction);
+}
+
+/* server_of(connection), asked again only when the connection is not the last one's. */
+static PyObject *server_for(RunState *st, PyObject *connection) {
+    if (connection == st->last_connection) return Py_NewRef(st->last_server);
+    PyObject *server = PyObject_CallOneArg(st->server_of, connection);
+    if (server != NULL) {
+        Py_XSETREF(st->last_connection, Py_NewRef(connection));
+        Py_XSETREF(st->last_server, Py_NewRef(server));
+    }
+    return server;
+}
 
 /* A light send (send_runs._frames' first branch). */
 static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connection,
@@ -86,14 +108,22 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
              *count = NULL, *server = NULL, *row = NULL, *index = NULL, *entry = NULL;
     PyObject *wire = NULL, *group_ = NULL, *topic = NULL, *queue = NULL, *msg = NULL,
              *tags = NULL, *keys = NULL;
-    if ((at = PyTuple_Pack(3, st->code, connection, direction)) == NULL) goto done;
-    pair = PyDict_GetItemWithError(st->of_connection, at);
-    if (pair != NULL) {
-        Py_INCREF(pair);
+    if (connection == st->group_connection && direction == st->group_direction) {
+        /* (the last send's: a group once made for its key is never replaced) */
+        pair = Py_NewRef(st->group_pair);
     } else {
-        if (PyErr_Occurred()) goto done;
-        PyObject *args[3] = {st->code, connection, direction};
-        if ((pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL) goto done;
+        if ((at = PyTuple_Pack(3, st->code, connection, direction)) == NULL) goto done;
+        pair = PyDict_GetItemWithError(st->of_connection, at);
+        if (pair != NULL) {
+            Py_INCREF(pair);
+        } else {
+            if (PyErr_Occurred()) goto done;
+            PyObject *args[3] = {st->code, connection, direction};
+            if ((pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL) goto done;
+        }
+        Py_XSETREF(st->group_connection, Py_NewRef(connection));
+        Py_XSETREF(st->group_direction, Py_NewRef(direction));
+        Py_XSETREF(st->group_pair, Py_NewRef(pair));
     }
     if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
         PyErr_SetString(PyExc_TypeError, "send_run: a call group is (counts, sample)");
@@ -115,9 +145,8 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
         }
         if (bump(PyTuple_GET_ITEM(previous, 3), S_DUPLICATES) < 0) goto done;
     }
-    if ((count = PyUnicode_Concat(S_REQUESTS_, direction)) == NULL || bump(seen, count) < 0)
-        goto done;
-    if ((server = PyObject_CallOneArg(st->server_of, connection)) == NULL) goto done;
+    if ((count = requests_of(direction)) == NULL || bump(seen, count) < 0) goto done;
+    if ((server = server_for(st, connection)) == NULL) goto done;
     if ((wire = get(rec, N_WIRE)) == NULL ||
         (group_ = get(rec, N_GROUP)) == NULL ||
         (topic = get(rec, N_TOPIC)) == NULL ||
@@ -280,12 +309,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
             PyErr_SetString(PyExc_TypeError, "send_run: a kept row is (index, list)");
             goto done;
         }
-        /* (the latency computed again, as the row's own: the same value) */
-        PyObject *row_lag = latency(ts_ns, request_ts);
-        if (row_lag == NULL) goto done;
-        int bad = answer_row(st, PyTuple_GET_ITEM(one, 1), rec, ts_ns, row_lag);
-        Py_DECREF(row_lag);
-        if (bad < 0) goto done;
+        /* (the row's latency is the sample's: the same value, computed once) */
+        if (answer_row(st, PyTuple_GET_ITEM(one, 1), rec, ts_ns, lag) < 0) goto done;
     }
     PyObject *extended = PySequence_InPlaceConcat(st->done, kept);
     if (extended == NULL) goto done;
@@ -301,6 +326,8 @@ done:
 PyObject *send_run(PyObject *self, PyObject *args) {
     PyObject *run, *state, *constants, *at, *row_at;
     RunState st;
+    st.last_connection = st.last_server = NULL;
+    st.group_connection = st.group_direction = st.group_pair = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
     if (PyTuple_GET_SIZE(state) != 15) {
         PyErr_SetString(PyExc_ValueError, "send_run: a state of 15 parts");
@@ -371,8 +398,14 @@ PyObject *send_run(PyObject *self, PyObject *args) {
         Py_DECREF(ev);
         Py_XDECREF(rec); Py_XDECREF(connection); Py_XDECREF(direction); Py_XDECREF(ts_ns);
         Py_XDECREF(seen);
-        if (bad < 0) return NULL;
+        if (bad < 0) break;
     }
+    Py_XDECREF(st.last_connection);
+    Py_XDECREF(st.last_server);
+    Py_XDECREF(st.group_connection);
+    Py_XDECREF(st.group_direction);
+    Py_XDECREF(st.group_pair);
+    if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
 

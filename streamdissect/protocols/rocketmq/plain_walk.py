@@ -18,6 +18,8 @@ too, a response that its request's collectors do not read light made a command t
 from __future__ import annotations
 
 import struct
+from array import array
+from itertools import chain
 from typing import Any
 
 from streamdissect.framing.walk import PlainFrames
@@ -86,7 +88,7 @@ class RocketMQPlainWalk(PlainFrames):
         if any(type(f).name is not RocketMQFramer.name or f.connection_framers is not framers
                for f in framers):  # fmt: skip
             side = {owner.direction(0): 0, owner.direction(1): 1}
-            for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+            for _row, _slot, event in sorted(filter(None, items[start:])):
                 record = getattr(event, "record", None)
                 if record.__class__ in _HOT:  # (named by the framer's own way: as commands)
                     event.record = record = record.command()
@@ -95,7 +97,7 @@ class RocketMQPlainWalk(PlainFrames):
             return
         own = {owner.direction(k): framers[k].requests for k in (0, 1)}
         peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
-        for _row, _slot, event in sorted(item for item in items[start:] if item is not None):
+        for _row, _slot, event in sorted(filter(None, items[start:])):  # (None: no item)
             record = getattr(event, "record", None)
             cls = record.__class__
             if cls is RemotingCommand or cls is HotSend:
@@ -120,7 +122,8 @@ class RocketMQDirection:
 
     def __init__(self, framer: Any, segments: Any, w: Any, hot: bool = False) -> None:
         self.framer, self.segments, self.events, self.check = framer, segments, w.events, w.check
-        self.deferred_items: list = []
+        # (packed when the compiled reader is loaded: 8 int64 a frame, not a tuple of 8 ints)
+        self.deferred_items: Any = [] if native.loaded is None else _Packed("q")
         self.hot = hot  # light records for the hot frames (hot.py)
         if hot:  # (their runs one event each, at the block's end)
             w.events.join = joined
@@ -140,8 +143,8 @@ class RocketMQDirection:
             segments.time_of.__self__, segments.send, pos, jj, self.check.low,
             self.framer.frame_limit, len(items))  # fmt: skip
         if run:
-            self.deferred_items += run
-            items += [None] * len(run)
+            self.deferred_items.frombytes(run)
+            items += [None] * (len(run) // _PACKED_ITEM)
             self.framer.offset = pos
         return pos, jj
 
@@ -157,16 +160,23 @@ class RocketMQDirection:
             lane = (*framer.lane, self.segments.side, events.frame_class, events.items)
         else:
             lane = None
-        for first in range(0, len(items), TOGETHER):
-            self._read(items[first : first + TOGETHER], lane)
+        step = 8 if items.__class__ is _Packed else 1  # (a frame's items)
+        for first in range(0, len(items), TOGETHER * step):
+            self._read(items[first : first + TOGETHER * step], lane)
 
-    def _read(self, items: list, lane: tuple | None) -> None:
-        """These deferred frames decoded (their headers parsed together) and emitted in
-        their slots (the compiled reader's light records placed by it, native.py)."""
+    def _read(self, items: Any, lane: tuple | None) -> None:
+        """These deferred frames (a list of 8-tuples, or packed: 8 int64 each) decoded
+        (their headers parsed together) and emitted in their slots (the compiled reader's
+        light records placed by it, native.py)."""
         compiled, segments = native.loaded, self.segments
         if compiled is not None:
+            if items.__class__ is list:  # (walked before the reader was loaded: tests)
+                items = array("q", chain.from_iterable(items))
             frames = compiled.frames_of(segments.mv, items, segments.read)
+            items = _Unpacked(items)
         else:
+            if items.__class__ is not list:  # (packed, and the reader since unloaded: tests)
+                items = list(_Unpacked(items))
             mv, read = segments.mv, segments.read
             frames = [bytes(mv[at : at + end - start]) if end <= seg_end else read(start, end)
                       for start, end, _size, _ts, _row, _slot, at, seg_end in items]  # fmt: skip
@@ -178,7 +188,8 @@ class RocketMQDirection:
                 light = hot_record
                 scanned = compiled_records(frames)
                 if scanned is not None:  # (their events made and placed; the others here)
-                    left = compiled.place(scanned, items, make, connection, direction, slots)
+                    left = compiled.place(scanned, items.packed, make, connection, direction,
+                                          slots)  # fmt: skip
                     counts[side] += len(items) - len(left)
         headers = _parsed_headers(frames, left)
         for k in range(len(items)) if left is None else left:
@@ -198,6 +209,34 @@ class RocketMQDirection:
             else:
                 framer.emit_decoded(start, ts, record, size)
                 place_out(row, slot)
+
+
+class _Packed(array):
+    """A direction's deferred frames packed (json_run's), 8 int64 a frame: the walk's
+    `append` of a frame's 8-tuple extends it by its 8 ints."""
+
+    __slots__ = ()
+    append = array.extend
+
+
+_PACKED_ITEM = 8 * 8  # (bytes a frame in json_run's packed run)
+
+
+class _Unpacked:
+    """Packed items read as 8-tuples, by index (only the frames left to Python are)."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: array) -> None:
+        self.packed = packed
+
+    def __len__(self) -> int:
+        return len(self.packed) // 8
+
+    def __getitem__(self, k: int) -> tuple:
+        if not 0 <= k < len(self.packed) // 8:
+            raise IndexError(k)
+        return tuple(self.packed[8 * k : 8 * k + 8])
 
 
 def joined(events: list) -> list:

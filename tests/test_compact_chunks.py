@@ -1,0 +1,116 @@
+"""CompactRows' chunks made columns by compiled code (analysis/_columns.c) are the Python
+code's (compact._column over zip(*rows), the reference): on random chunks of every kind of
+column (ints in and past int64, bools, int and float subclasses, floats with NaN and -0.0,
+texts, None anywhere, mixed, all None), the same values of the same types, the same array
+type codes and None masks; rows of two lengths or not tuples are left to Python. And the
+rows read back from a CompactRows are the rows given, either way."""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+from enum import IntEnum
+
+import pytest
+
+from streamdissect.analysis import compact
+from streamdissect.analysis.compact import CompactRows, _column
+
+
+def _built():
+    """The extension when built (whatever STREAMDISSECT_NATIVE says: the tests')."""
+    try:
+        from streamdissect.analysis import _columns
+    except ImportError:
+        return None
+    return _columns
+
+
+pytestmark = pytest.mark.skipif(_built() is None, reason="the compiled columns were not built")
+
+
+class Small(IntEnum):
+    ONE = 1
+
+
+class Real(float):
+    pass
+
+
+_KINDS = {
+    "int": lambda r: r.randint(-(2**63), 2**63 - 1),
+    "small": lambda r: r.randint(-5, 5),
+    "big": lambda r: r.choice((2**63, -(2**63) - 1, 2**70)),
+    "bool": lambda r: r.random() < 0.5,
+    "intenum": lambda r: Small.ONE,
+    "float": lambda r: r.choice((r.random() * 1e9, -0.0, float("nan"), float("inf"), 1e-300)),
+    "real": lambda r: Real(2.5),
+    "text": lambda r: r.choice(("a", "bc", "")),
+    "bytes": lambda r: b"x",
+}
+
+
+def _value(rng: random.Random, kinds: list[str], none: float):
+    if rng.random() < none:
+        return None
+    return _KINDS[rng.choice(kinds)](rng)
+
+
+def _chunk(rng: random.Random, n: int = 0) -> list[tuple]:
+    width, n = rng.randint(1, 6), n or rng.randint(1, 300)
+    plan = []
+    for _ in range(width):
+        main = rng.choice(list(_KINDS))
+        other = rng.choice(list(_KINDS)) if rng.random() < 0.2 else main
+        kinds = [main] * 50 + [other]  # (another kind now and then, or none)
+        plan.append((kinds, rng.choice((0.0, 0.0, 0.1, 0.9, 1.0))))
+    return [tuple(_value(rng, kinds, none) for kinds, none in plan) for _ in range(n)]
+
+
+def _same(a, b) -> bool:
+    """Equal values of equal types (NaN equal to NaN, -0.0 not 0.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, array):
+        return a.typecode == b.typecode and a.tobytes() == b.tobytes()
+    if isinstance(a, float):
+        return a.hex() == b.hex() if not math.isnan(a) else math.isnan(b)
+    return a == b
+
+
+@pytest.fixture
+def built():
+    return _built()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_compiled_chunk_is_the_python_chunk(built, seed):
+    rows = _chunk(random.Random(seed))
+    made = built.columns(rows, array)
+    assert made is not None
+    assert _same(made, [_column(c) for c in zip(*rows)])
+
+
+def test_rows_not_of_one_length_or_not_tuples_are_left_to_python(built):
+    assert built.columns([(1, 2), (3,)], array) is None
+    assert built.columns([[1, 2]], array) is None
+    assert built.columns([], array) is None
+    with pytest.raises(TypeError):
+        built.columns(((1,),), array)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_rows_read_back_are_the_rows_given(built, native, monkeypatch):
+    monkeypatch.setattr(compact, "compiled", built if native else None)
+    monkeypatch.setattr(CompactRows, "CHUNK", 64)
+    rng = random.Random(7)
+    for _ in range(10):
+        rows = _chunk(rng, 500)
+        table = CompactRows(len(rows[0]))
+        table.extend(rows[:100])
+        for row in rows[100:]:
+            table.append(row)
+        assert _same(list(table[0 : len(rows)]), rows)
