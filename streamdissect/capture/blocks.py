@@ -29,10 +29,12 @@ from streamdissect.capture import native
 from streamdissect.capture.limits import MAX_PACKET
 from streamdissect.capture.pcap import RECORD_HEADER_SIZE
 
-# The per-block work is ~150 numpy calls whatever the block's size: 16 MiB blocks take
-# ~0.1 s less CPU than 4 MiB ones on the 621 MB benchmark capture (benchmarks/README.md),
-# for ~16.3 MiB of buffer, or 3 x that with the helper.
-BLOCK = 16 << 20
+# The per-block work is ~150 numpy calls whatever the block's size (4 MiB blocks cost the
+# 621 MB benchmark capture ~0.1 s more CPU than 16 MiB ones), but with the reading helper
+# 8 MiB ones take less wall time (the three slots a block is handed on in stay within the
+# processor's cache, and a small-frame block fits one parse of MAX_ROWS packets): -0.03 s on
+# both benchmark captures, peak RSS -27 MB (benchmarks/README.md, "Twelfth round").
+BLOCK = 8 << 20
 
 
 # Run patterns compiled per block at most (~85 us each): a file of many sizes, each twice in

@@ -117,7 +117,7 @@ class ChunkedFile:
         if isinstance(self._file, Pipe):
             return self._file.readinto(view)
         if isinstance(self._file, Gunzip):
-            # A READ_CHUNK at a time: a block's worth inflated at once (16 MiB, and as much
+            # A READ_CHUNK at a time: a block's worth inflated at once (8 MiB or more, as much
             # again joined) stayed in the helper's heap, over the main process's peak.
             n = 0
             while n < len(view):

@@ -162,7 +162,7 @@ class BulkCapture:
 
     def _release(self) -> None:
         """No block buffer held once the blocks are done: the state (kept after the run for
-        its tables) would keep it, 16 MiB or more, through this engine and the fast path's
+        its tables) would keep it, a block's size or more, through this engine and the fast path's
         views."""
         self.buffer = self.events = self.walk = None
         self.headers = {}
@@ -352,9 +352,10 @@ class _HelperParse:
     """(In the helper process.) parse_packets for a piece of a block just read into a slot,
     its results written into one of the slot's column areas: the number of flows.
 
-    A 16 MiB block of small frames has more records than one area holds (the small-frame
-    benchmark capture: ~73,000 of ~230 bytes): two areas keep the parsing of such blocks in
-    the helper, off the main process (~8 % of its CPU there); a file of tinier records still
+    A block of small frames can have more records than one area holds (a 16 MiB one of the
+    small-frame benchmark capture: ~73,000 of ~230 bytes; an 8 MiB one of records under 128
+    bytes): two areas keep the parsing of such blocks in the helper, off the main process; a
+    file of tinier records still
     has the rest of each block parsed by the main process, so that the areas, 7.5 MiB each,
     stay two a slot."""
 
