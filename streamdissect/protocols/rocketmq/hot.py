@@ -3,7 +3,8 @@ JSON header (plain_walk reads a block's headers together) in place of a Remoting
 
 When the bulk engine runs for the analyses alone (DissectionState `columns="analysis"`),
 the plain walk makes a SEND_MESSAGE_V2 request (a plain one: no flag bit, its message not
-compressed) into a `HotSend`, a pull response whose stored messages are all usual ones,
+compressed) into a `HotSend`, a PULL_MESSAGE request (no flag bit, no body) into a
+`HotPull`, a pull response whose stored messages are all usual ones,
 none compressed, into a `HotPulled` (their count and bytes), and any other response into a
 `HotAnswer`: what the collectors read of them (analysis/collectors.py), typed as codec's
 `_fields_of` types them, without the command's header dicts, its messages, a message's
