@@ -93,7 +93,12 @@ def crafted() -> list[bytes]:
             encode_command(make_command(320, fields={"topic": "T"}, body=b"\x00\x00\x00\x18" * 6,
                                         serialize_type=spec.ROCKETMQ)),
             encode_command(make_command(0, response=True, body=b"\x00\x00\x01\x00" * 8, fields={
-                "nextBeginOffset": 1, "minOffset": 0, "maxOffset": 1}))]  # fmt: skip
+                "nextBeginOffset": 1, "minOffset": 0, "maxOffset": 1})),
+            # a pull request (read light: hot.HotPull) with every field its collectors read
+            encode_command(make_command(11, fields={
+                "consumerGroup": "G", "topic": "T", "queueId": 1, "queueOffset": 5,
+                "maxMsgNums": 32, "sysFlag": 3, "commitOffset": 4,
+                "suspendTimeoutMillis": 15000}))]  # fmt: skip
 
 
 class RocketMQMutator(fuzz.FrameMutator):
@@ -120,7 +125,9 @@ class RocketMQMutator(fuzz.FrameMutator):
         else:  # the JSON header's text: a key or a value changed
             text = bytes(buf[8 : 8 + header_length])
             for old, new in ((b'"code":', b'"code":"'), (b"extFields", b"extField"),
-                             (b":0,", b":1e999,"), (b'"', b""), (b"}", b"]")):  # fmt: skip
+                             (b":0,", b":1e999,"), (b'"', b""), (b"}", b"]"),
+                             (b'Offset":"', b'Offset":"-'), (b'Offset":"', b'Offset":"+'),
+                             (b'"topic":"', b'"topic":"\\u0054')):  # fmt: skip
                 if old in text and rng.random() < 0.4:
                     buf[8 : 8 + header_length] = text.replace(old, new, 1)
                     break

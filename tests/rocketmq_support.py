@@ -125,14 +125,15 @@ def compiled_record_holds(frame: bytes, parsed=codec.NOT_PARSED) -> str:
     compiled = native.loaded
     if compiled is None:
         return "not compiled"
-    (record,) = compiled.hot_records([frame], hot.HotSend, hot.HotAnswer,
-                                      hot.HotPulled)
+    (record,) = compiled.hot_records([frame], hot.HotSend, hot.HotAnswer, hot.HotPulled,
+                                      hot.HotPull)
     if record is None:
         return "declined"
     assert parsed is not codec.NOT_PARSED, "a header the json module does not read was read"
     expected = hot.hot_record(frame, parsed)
     assert record.__class__ is expected.__class__
-    for slot in (*hot.HotSend.__slots__, *hot.HotAnswer.__slots__, *hot.HotPulled.__slots__):
+    for slot in (*hot.HotSend.__slots__, *hot.HotAnswer.__slots__, *hot.HotPulled.__slots__,
+                 *hot.HotPull.__slots__):
         if hasattr(expected, slot):
             mine, theirs = getattr(record, slot), getattr(expected, slot)
             assert (mine, mine.__class__) == (theirs, theirs.__class__), slot
@@ -151,7 +152,8 @@ def _interned(value) -> bool:
 
 
 def light_record_holds(frame: bytes) -> str:
-    """What hot_record made of the frame ("none", "send", "answer", "pulled"), checked against the
+    """What hot_record made of the frame ("none", "send", "pull", "answer", "pulled"), checked
+    against the
     command decode_frame makes of it ("not walked": not a frame the walk reads so: a whole
     frame, its header JSON of under 64 KiB within it)."""
     if len(frame) < 10 or int.from_bytes(frame[:4], "big") != len(frame) - 4:
@@ -189,6 +191,13 @@ def light_record_holds(frame: bytes) -> str:
         for slot, name in names.items():
             assert getattr(record, slot) == command.fields.get(name), name
         return "pulled"
+    if isinstance(record, hot.HotPull):
+        assert not command.response and not command.oneway and not command.body
+        # what the collectors read of it: every field of PULL_FIELDS as the command has it
+        for name, _key, _kind in hot.PULL_FIELDS:
+            assert record.fields.get(name) == command.fields.get(name), name
+            assert name in record.fields or name not in command.fields, name
+        return "pull"
     if isinstance(record, hot.HotAnswer):
         assert record.remark == command.remark and command.response
         assert (record.msg_id, record.queue_id, record.queue_offset) == (

@@ -28,7 +28,7 @@ from rocketmq_support import (
 from test_rocketmq_plain_walk import REGRESSIONS, WORSE
 
 from streamdissect.protocols.rocketmq import codec, native, plain_walk, spec
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotSend
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPull, HotPulled, HotSend
 
 # the compiled reader and the Python path (conftest.py loads native_modes)
 both_modes = pytest.mark.usefixtures("walk_mode")
@@ -64,7 +64,8 @@ def made_light(monkeypatch):
 
 
 def _light(made_light: dict) -> int:
-    return sum(made_light.get(name, 0) for name in ("HotSend", "HotAnswer", "HotPulled"))
+    return sum(made_light.get(name, 0) for name in ("HotSend", "HotAnswer", "HotPulled",
+                                                    "HotPull"))
 
 
 def _same_three_ways(path, made_light, light: bool = True) -> None:
@@ -98,7 +99,7 @@ def test_every_table_as_the_record_path_makes_it(name, made_light):
 def test_the_sends_of_the_java_capture_are_read_light(made_light):
     _same_three_ways(CAPTURES / "rmq-java-json.pcap", made_light)
     assert made_light["HotSend"] > 0 and made_light["HotAnswer"] > 0
-    assert made_light["HotPulled"] > 0
+    assert made_light["HotPulled"] > 0 and made_light["HotPull"] > 0
 
 
 def _responses_lost(packets: list) -> list:
@@ -167,7 +168,7 @@ def test_recorded_frames_read_light_as_their_commands():
     frames = _recorded_frames()
     seen = [light_record_holds(frame) for frame in frames]
     assert seen.count("send") >= 10 and seen.count("answer") > 10 and seen.count("none") > 10
-    assert seen.count("pulled") >= 5
+    assert seen.count("pulled") >= 5 and seen.count("pull") >= 5
     if native.loaded is None:
         return
     # the compiled reader reads every light frame whose ext values are all texts (the Java
@@ -185,7 +186,9 @@ VALUES = [None, True, False, 0, 1, -3, 2**70, 1.5, "", "0", "7", " 8", "1_0", "x
 HEAD_KEYS = ["code", "opaque", "flag", "version", "remark", "language", "extFields",
              "serializeTypeCurrentRPC"]  # fmt: skip
 EXT_KEYS = [*spec.V2_KEYS, "msgId", "queueId", "queueOffset", "nextBeginOffset", "minOffset",
-            "maxOffset", "offset", "suggestWhichBrokerId", "other"]  # fmt: skip
+            "maxOffset", "offset", "suggestWhichBrokerId", "consumerGroup", "topic",
+            "maxMsgNums", "sysFlag", "commitOffset", "suspendTimeoutMillis", "subscription",
+            "other"]  # fmt: skip
 BODIES = [b"", b"msg", b"{", b'{"a":1}', b"[1", b"\x00" * 40]
 
 
@@ -243,7 +246,7 @@ def test_changed_headers_read_light_only_as_their_commands():
             body = _body_changed(rng, body)
         seen.append(light_record_holds(_frame(_changed(rng, header), body)))
     assert seen.count("send") > 100 and seen.count("answer") > 100 and seen.count("none") > 100
-    assert seen.count("pulled") > 100
+    assert seen.count("pulled") > 100 and seen.count("pull") > 100
 
 
 # --- the compiled reader on header texts changed byte by byte --------------------------------
@@ -290,7 +293,7 @@ def test_changed_header_texts_read_as_hot_record_reads_them(monkeypatch):
         header = codec._json_loads(frame[8 : 8 + int.from_bytes(frame[5:8], "big")])
         if compiled_record_holds(frame, header) == "read":
             by_kind.setdefault(light_record_holds(frame), []).append(frame)
-    assert sorted(by_kind) == ["answer", "pulled", "send"]
+    assert sorted(by_kind) == ["answer", "pull", "pulled", "send"]
     kinds = sorted(by_kind)
     seen = []
     for _ in range(30000):
@@ -305,11 +308,12 @@ def test_records_of_classes_whose_slots_lie_elsewhere_read_the_same():
     classes of the same fields in other orders, made in turn with the real ones, hold the
     same values."""
     frames = _recorded_frames()
-    real = (HotSend, HotAnswer, HotPulled)
+    real = (HotSend, HotAnswer, HotPulled, HotPull)
     wanted = COMPILED.hot_records(frames, *real)
     reordered = tuple(
         type(cls.__name__, (), {"__slots__": tuple(reversed(_fields(cls)))}) for cls in real)
     assert any(type(record) is HotPulled for record in wanted)
+    assert any(type(record) is HotPull for record in wanted)
     for round_ in range(3):
         classes = reordered if round_ % 2 else real
         for record, again in zip(wanted, COMPILED.hot_records(frames, *classes)):

@@ -2,7 +2,8 @@
  * Python path it replaces, the headers parsed by the json module and hot.hot_record, is the
  * fallback and the reference the tests and fuzz targets hold it to).
  *
- * hot_records: each whole JSON frame's light record (a HotSend, a HotAnswer, a HotPulled),
+ * hot_records: each whole JSON frame's light record (a HotSend, a HotAnswer, a HotPulled,
+ * a HotPull),
  * made straight from its header's text (a pull response's stored messages walked as
  * messages.plain_sizes walks them), or None: read it the Python way.
  * json_run: the plain walk's loop (framing.walk._frames) over a run of whole JSON frames
@@ -29,6 +30,7 @@
 
 #define RESPONSE_FLAG 1
 #define SEND_V2_CODE 310
+#define PULL_CODE 11
 #define MAX_DIGITS 18
 #define JSON_SERIALIZE 0
 
@@ -55,12 +57,21 @@ typedef struct {
 enum { K_CODE = 1, K_EXT = 2, K_FLAG = 4, K_LANGUAGE = 8, K_OPAQUE = 16, K_REMARK = 32,
        K_RPC = 64, K_VERSION = 128 };
 
-/* The ext keys read: the V2 send's letters, the send response's and pull response's keys. */
+/* The ext keys read: the V2 send's letters, the send response's and pull response's keys,
+ * a pull request's (hot.PULL_FIELDS: its queueId and queueOffset the send response's). */
 enum { E_GROUP, E_TOPIC, E_QUEUE, E_SYSFLAG, E_PROPERTIES, E_MSGID, E_QUEUEID, E_QUEUEOFFSET,
-       E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER, E_COUNT };
+       E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER, E_PULL_GROUP, E_PULL_TOPIC, E_PULL_MAX_NUMS,
+       E_PULL_SYSFLAG, E_PULL_COMMIT, E_PULL_SUSPEND, E_COUNT };
 static const char *EXT_NAMES[E_COUNT] = {"a", "b", "e", "f", "i", "msgId", "queueId",
                                          "queueOffset", "nextBeginOffset", "minOffset",
-                                         "maxOffset", "offset", "suggestWhichBrokerId"};
+                                         "maxOffset", "offset", "suggestWhichBrokerId",
+                                         "consumerGroup", "topic", "maxMsgNums", "sysFlag",
+                                         "commitOffset", "suspendTimeoutMillis"};
+/* A light pull request's fields (hot.PULL_FIELDS, in its order): ext key, integer or text. */
+#define PULL_FIELD_COUNT 8
+static const struct { int key; int integer; } PULL_FIELDS[PULL_FIELD_COUNT] = {
+    {E_PULL_GROUP, 0}, {E_PULL_TOPIC, 0}, {E_QUEUEID, 1}, {E_QUEUEOFFSET, 1},
+    {E_PULL_MAX_NUMS, 1}, {E_PULL_SYSFLAG, 1}, {E_PULL_COMMIT, 1}, {E_PULL_SUSPEND, 1}};
 
 typedef struct {
     int seen;
@@ -378,6 +389,12 @@ static int plain_sizes(const unsigned char *body, Py_ssize_t end, long long *cou
 PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
     *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET, *N_MESSAGES, *N_BYTES,
     *N_NEXT, *N_MIN, *N_MAX, *N_OFFSET, *N_BROKER;
+/* A light pull request's `fields` slot, and its fields' names (PULL_FIELDS' order). */
+static PyObject *N_FIELDS, *N_CONSUMER_GROUP, *N_QUEUE_ID_FIELD,
+    *N_QUEUE_OFFSET_FIELD, *N_MAX_NUMS, *N_SYSFLAG, *N_COMMIT, *N_SUSPEND;
+static PyObject *const *PULL_NAMES[PULL_FIELD_COUNT] = {
+    &N_CONSUMER_GROUP, &N_TOPIC, &N_QUEUE_ID_FIELD, &N_QUEUE_OFFSET_FIELD, &N_MAX_NUMS,
+    &N_SYSFLAG, &N_COMMIT, &N_SUSPEND};
 
 /* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
  * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
@@ -463,9 +480,39 @@ error:
     return NULL;
 }
 
+/* A pull request's light record (hot._pull): no body, its integer fields digits alone;
+ * None (declined) or NULL (an error). */
+static PyObject *pull(PyObject *frame, Py_ssize_t length, Header *h, PyObject *cls) {
+    if (length != PyBytes_GET_SIZE(frame) - 8) Py_RETURN_NONE;
+    for (int k = 0; k < PULL_FIELD_COUNT; k++)
+        if (PULL_FIELDS[k].integer && !typed_here(h->ext[PULL_FIELDS[k].key])) Py_RETURN_NONE;
+    PyObject *fields = PyDict_New(), *out = NULL;
+    if (fields == NULL) return NULL;
+    for (int k = 0; k < PULL_FIELD_COUNT; k++) {
+        Span span = h->ext[PULL_FIELDS[k].key];
+        if (!span.start) continue;
+        PyObject *value = PULL_FIELDS[k].integer ? integer_or_none(span) : text_or_none(span);
+        if (value == NULL || PyDict_SetItem(fields, *PULL_NAMES[k], value) < 0) {
+            Py_XDECREF(value);
+            goto error;
+        }
+        Py_DECREF(value);
+    }
+    out = made(cls);
+    if (out == NULL || set(out, N_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
+        set(out, N_FRAME, Py_NewRef(frame)) < 0 || set(out, N_FIELDS, Py_NewRef(fields)) < 0)
+        goto error;
+    Py_DECREF(fields);
+    return out;
+error:
+    Py_XDECREF(out);
+    Py_DECREF(fields);
+    return NULL;
+}
+
 /* The frame's light record, None (declined) or NULL (an error). */
 static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_class,
-                        PyObject *pulled_class) {
+                        PyObject *pulled_class, PyObject *pull_class) {
     const char *data = PyBytes_AS_STRING(frame);
     Py_ssize_t size = PyBytes_GET_SIZE(frame);
     Header h;
@@ -485,6 +532,7 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
         }
         return out;
     }
+    if (h.flag == 0 && h.code == PULL_CODE) return pull(frame, length, &h, pull_class);
     if (h.flag != 0 || h.code != SEND_V2_CODE) Py_RETURN_NONE;
     long long sysflag = 0;
     if (h.ext[E_SYSFLAG].start && (!digits_value(h.ext[E_SYSFLAG], &sysflag) || sysflag))
@@ -505,9 +553,9 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
 }
 
 static PyObject *hot_records(PyObject *self, PyObject *args) {
-    PyObject *frames, *send_class, *answer_class, *pulled_class;
-    if (!PyArg_ParseTuple(args, "O!OOO", &PyList_Type, &frames, &send_class, &answer_class,
-                          &pulled_class))
+    PyObject *frames, *send_class, *answer_class, *pulled_class, *pull_class;
+    if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &frames, &send_class, &answer_class,
+                          &pulled_class, &pull_class))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(frames);
     PyObject *out = PyList_New(n);
@@ -519,7 +567,7 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "hot_records: frames are bytes");
             return NULL;
         }
-        r = record(frame, send_class, answer_class, pulled_class);
+        r = record(frame, send_class, answer_class, pulled_class, pull_class);
         if (r == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -846,7 +894,7 @@ static PyMethodDef methods[] = {
     {"plain_event", plain_event, METH_O, "The frame event class place makes by its slots."},
     {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
-     "Each frame's light record (HotSend, HotAnswer, HotPulled) or None (hot_record's way)."},
+     "Each frame's light record (HotSend, HotAnswer, HotPulled, HotPull) or None (hot_record's way)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -864,6 +912,11 @@ PyMODINIT_FUNC PyInit__native(void) {
     NAME(N_QUEUE_OFFSET, "queue_offset") NAME(N_MESSAGES, "messages") NAME(N_BYTES, "bytes")
     NAME(N_NEXT, "next_begin_offset") NAME(N_MIN, "min_offset") NAME(N_MAX, "max_offset")
     NAME(N_OFFSET, "offset") NAME(N_BROKER, "suggested_broker_id")
+    NAME(N_FIELDS, "fields") NAME(N_CONSUMER_GROUP, "consumerGroup")
+    NAME(N_QUEUE_ID_FIELD, "queueId")
+    NAME(N_QUEUE_OFFSET_FIELD, "queueOffset") NAME(N_MAX_NUMS, "maxMsgNums")
+    NAME(N_SYSFLAG, "sysFlag") NAME(N_COMMIT, "commitOffset")
+    NAME(N_SUSPEND, "suspendTimeoutMillis")
 #undef NAME
     if (runs_names() < 0) return NULL;
     return PyModule_Create(&module);

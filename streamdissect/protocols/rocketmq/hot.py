@@ -3,7 +3,8 @@ JSON header (plain_walk reads a block's headers together) in place of a Remoting
 
 When the bulk engine runs for the analyses alone (DissectionState `columns="analysis"`),
 the plain walk makes a SEND_MESSAGE_V2 request (a plain one: no flag bit, its message not
-compressed) into a `HotSend`, a pull response whose stored messages are all usual ones,
+compressed) into a `HotSend`, a PULL_MESSAGE request (no flag bit, no body) into a
+`HotPull`, a pull response whose stored messages are all usual ones,
 none compressed, into a `HotPulled` (their count and bytes), and any other response into a
 `HotAnswer`: what the collectors read of them (analysis/collectors.py), typed as codec's
 `_fields_of` types them, without the command's header dicts, its messages, a message's
@@ -36,6 +37,13 @@ _INT, _RESPONSE = spec.INT, spec.RESPONSE_FLAG
 _UNIQ_KEY, _TAGS, _KEYS = spec.UNIQ_KEY, spec.TAGS, spec.KEYS
 _PULL_KEYS = spec.PULL_RESPONSE_KEYS
 SEND_CODES = spec.SEND_CODES
+PULL_CODE = spec.PULL_CODE
+# A pull request's header fields the pulls', offsets' and calls' collectors read (their
+# names, each with its wire key and type: spec.REQUEST_HEADERS)
+_PULL_READ = ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+              "commitOffset", "suspendTimeoutMillis")  # fmt: skip
+PULL_FIELDS = tuple((f.name, f.key, f.type) for f in spec.REQUEST_HEADERS[PULL_CODE].fields
+                    if f.name in _PULL_READ)  # fmt: skip
 
 
 class HotSend:
@@ -55,6 +63,23 @@ class HotSend:
     def command(self) -> Any:
         """The RemotingCommand the framer makes of this frame (its header parsed alone, as
         codec.json_headers parses it with others)."""
+        return decode_frame(self.frame)
+
+
+class HotPull:
+    """A PULL_MESSAGE request (no flag bit, no body): its opaque and the header fields its
+    collectors read (`fields`: those of PULL_FIELDS the header holds, typed as codec's
+    `_fields_of` types them; not the others, subscription and its version, which no
+    collector reads); `frame` makes the command again when asked (`command`)."""
+
+    __slots__ = ("fields", "frame", "opaque")
+    code = PULL_CODE
+    flag = 0
+    oneway = False
+    code_name = spec.request_name(PULL_CODE)
+
+    def command(self) -> Any:
+        """The RemotingCommand the framer makes of this frame."""
         return decode_frame(self.frame)
 
 
@@ -90,7 +115,7 @@ class HotPulled(HotAnswer):
     light_for = frozenset((spec.PULL_CODE,))
 
 
-def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
+def hot_record(frame: bytes, obj: Any) -> HotSend | HotPull | HotAnswer | None:
     """The light record of a whole frame (a JSON header within it) whose header parsed to
     `obj`, or None: decode it as a command (codec.decode_frame)."""
     if obj.__class__ is not dict:
@@ -121,6 +146,8 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
         answer.queue_id = _integer(ext.get("queueId"))
         answer.queue_offset = _integer(ext.get("queueOffset"))
         return answer
+    if flag == 0 and code == PULL_CODE:
+        return _pull(frame, ext, opaque)
     if flag or code != SEND_V2_CODE:
         return None  # (a oneway send: decoded as ever)
     value = ext.get(_SYSFLAG)
@@ -137,6 +164,23 @@ def hot_record(frame: bytes, obj: Any) -> HotSend | HotAnswer | None:
     # (the frame is whole: its body is what follows the header, the word's low 3 bytes)
     send.wire = len(frame) - 8 - int.from_bytes(frame[5:8], "big")
     return send
+
+
+def _pull(frame: bytes, ext: dict, opaque: int) -> HotPull | None:
+    """A pull request's light record (hot_record checked its header), or None: one with a
+    body is decoded as ever."""
+    if len(frame) != 8 + int.from_bytes(frame[5:8], "big"):
+        return None
+    pull = HotPull()
+    pull.opaque, pull.frame = opaque, frame
+    pull.fields = fields = {}
+    for name, key, kind in PULL_FIELDS:
+        value = ext.get(key)
+        if value is not None:
+            value = _integer(value) if kind == _INT else typed_value(value, kind)
+            if value is not None:
+                fields[name] = value
+    return pull
 
 
 def _shared_text(value: Any) -> str | None:

@@ -15,16 +15,22 @@ from types import ModuleType
 
 from streamdissect.capture.native import optional
 from streamdissect.framing.events import FrameEvent
-from streamdissect.protocols.rocketmq import messages, spec
+from streamdissect.protocols.rocketmq import hot, messages, spec
 
 # What the C code knows of the spec: the V2 send's keys of its producer group, topic, queue,
 # system flag and properties, the properties' separators and names, the response flag, the
 # JSON serialization, the header length's mask, the pull response's keys, the stored
-# messages' magics, their system flag's compressed and IPv6 hosts bits, their fixed part
+# messages' magics, their system flag's compressed and IPv6 hosts bits, their fixed part,
+# the pull request's code and the fields read of it (name, ext key, type)
 _SPEC_READ = ("abefi", "\x01", "\x02", ("UNIQ_KEY", "TAGS", "KEYS"), 1, 0, 0xFFFFFF,
               frozenset(("nextBeginOffset", "minOffset", "maxOffset")),
               {-626843481: 1, -626843477: 2}, 0x1, 0x10, 0x20,
-              ">iiiiiqqiq4siq4siiqi")  # fmt: skip
+              ">iiiiiqqiq4siq4siiqi", 11,
+              (("consumerGroup", "consumerGroup", "str"), ("topic", "topic", "str"),
+               ("queueId", "queueId", "int"), ("queueOffset", "queueOffset", "int"),
+               ("maxMsgNums", "maxMsgNums", "int"), ("sysFlag", "sysFlag", "int"),
+               ("commitOffset", "commitOffset", "int"),
+               ("suspendTimeoutMillis", "suspendTimeoutMillis", "int")))  # fmt: skip
 
 
 def _spec_now() -> tuple:
@@ -35,7 +41,7 @@ def _spec_now() -> tuple:
             (spec.UNIQ_KEY, spec.TAGS, spec.KEYS), spec.RESPONSE_FLAG, spec.JSON,
             spec.HEADER_LENGTH_MASK, spec.PULL_RESPONSE_KEYS, spec.STORED_MAGICS,
             spec.SYSFLAG_COMPRESSED, spec.SYSFLAG_BORNHOST_V6, spec.SYSFLAG_STOREHOST_V6,
-            messages._PLAIN_FIXED.format)  # fmt: skip
+            messages._PLAIN_FIXED.format, hot.PULL_CODE, hot.PULL_FIELDS)  # fmt: skip
 
 
 def _compiled() -> ModuleType | None:

@@ -34,6 +34,7 @@ from streamdissect.protocols.rocketmq.framing import RocketMQFramer
 from streamdissect.protocols.rocketmq.hot import (
     SEND_CODES,
     HotAnswer,
+    HotPull,
     HotPulled,
     HotRun,
     HotSend,
@@ -50,7 +51,7 @@ _JSON_SMALL = frozenset((spec.JSON << 8,))
 # decoded, so a few dozen at a time (a block's thousands at once would be scanned and
 # promoted by the garbage collector before they are freed)
 TOGETHER = 64
-_HOT = (HotSend, HotAnswer, HotPulled)
+_HOT = (HotSend, HotAnswer, HotPulled, HotPull)
 
 
 class RocketMQPlainWalk(PlainFrames):
@@ -100,7 +101,7 @@ class RocketMQPlainWalk(PlainFrames):
         for _row, _slot, event in sorted(filter(None, items[start:])):  # (None: no item)
             record = getattr(event, "record", None)
             cls = record.__class__
-            if cls is RemotingCommand or cls is HotSend:
+            if cls is RemotingCommand or cls is HotSend or cls is HotPull:
                 if record.flag & spec.RESPONSE_FLAG:
                     record.request_code = peer[event.direction].answered(record.opaque)
                 else:

@@ -21,10 +21,12 @@ from streamdissect.protocols.rocketmq.analysis.errors import ErrorCollector
 from streamdissect.protocols.rocketmq.analysis.offsets import OffsetCollector
 from streamdissect.protocols.rocketmq.analysis.pulls import PullCollector
 from streamdissect.protocols.rocketmq.analysis.sends import SendCollector
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPulled, HotRun, HotSend
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPull, HotPulled, HotRun, HotSend
 from streamdissect.protocols.rocketmq.records import RemotingCommand
 
 _RESPONSE, _SEND_CODES = spec.RESPONSE_FLAG, spec.SEND_CODES
+# light records the collectors take as commands (they read what a command has of them)
+_AS_COMMANDS = (HotAnswer, HotPulled, HotPull)
 # hot sends and answers gathered before a run is taken (send_runs.py): a bound on the
 # events held (each holds its frame)
 RUN = 1024
@@ -106,7 +108,7 @@ class Collectors:
             return ((self.on_run,) if self.runs else (self.each_of_run,)), True
         if (cls is HotSend or cls is HotAnswer) and self.runs:
             return (self.on_hot,), True
-        if cls is RemotingCommand or cls is HotAnswer or cls is HotPulled:  # (light: as one)
+        if cls is RemotingCommand or cls in _AS_COMMANDS:  # (light: as one)
             return (self.on_command,), True
         if cls is HotSend:
             return self._fed((self.calls.on_hot_send, self.connections.on_frame,

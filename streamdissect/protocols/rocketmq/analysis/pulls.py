@@ -23,12 +23,14 @@ class PullCollector(PerCall):
     shape = P
 
     def on_request(self, ev: Any) -> None:
+        """A PULL_MESSAGE request (a command, or read light: hot.HotPull, its `fields`)."""
         rec = ev.record
         fields = rec.fields
         connection = ev.connection
         self.add_row(_pull_row(connection, server_of(connection), ev.ts_ns, rec.opaque,
-                               shared(fields.get("consumerGroup")), shared(rec.topic),
-                               rec.queue_id, fields.get("queueOffset"), fields.get("maxMsgNums"),
+                               shared(fields.get("consumerGroup")), shared(fields.get("topic")),
+                               fields.get("queueId"), fields.get("queueOffset"),
+                               fields.get("maxMsgNums"),
                                bool((fields.get("sysFlag") or 0) & spec.PULL_SUSPEND),
                                fields.get("suspendTimeoutMillis")))  # fmt: skip
         self.keep(ev)
