@@ -13,6 +13,7 @@
  * buffer, the light records' events made and put in their slots.
  * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
  * send_run (_native_runs.c): the collectors' loop over such a run (send_runs._frames).
+ * named (_native_naming.c): a connection's block named in time order (plain_walk).
  * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
  * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
  * header's own keys known and each once, integers of at most 18 digits, extFields an object
@@ -888,6 +889,7 @@ error:
 
 static PyMethodDef methods[] = {
     {"send_run", send_run, METH_VARARGS, "send_runs._frames, compiled."},
+    {"named", named, METH_VARARGS, "A connection's block named in time order (plain_walk)."},
     {"joined", joined, METH_VARARGS, "A block's runs of light sends and answers joined."},
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
@@ -918,6 +920,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     NAME(N_SYSFLAG, "sysFlag") NAME(N_COMMIT, "commitOffset")
     NAME(N_SUSPEND, "suspendTimeoutMillis")
 #undef NAME
-    if (runs_names() < 0) return NULL;
+    if (runs_names() < 0 || naming_names() < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -1,4 +1,5 @@
-/* What _native.c and _native_runs.c share: one extension module (setup.py builds both). */
+/* What _native.c, _native_runs.c and _native_naming.c share: one extension module (setup.py
+ * builds them together). */
 #ifndef STREAMDISSECT_ROCKETMQ_NATIVE_H
 #define STREAMDISSECT_ROCKETMQ_NATIVE_H
 
@@ -19,5 +20,9 @@ Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name);
 /* _native_runs.c: send_runs._frames compiled, and the names it uses made (-1: an error). */
 PyObject *send_run(PyObject *self, PyObject *args);
 int runs_names(void);
+
+/* _native_naming.c: plain_walk.named_in_order compiled, and the names it uses made. */
+PyObject *named(PyObject *self, PyObject *args);
+int naming_names(void);
 
 #endif

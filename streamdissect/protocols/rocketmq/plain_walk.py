@@ -23,14 +23,14 @@ from itertools import chain
 from typing import Any
 
 from streamdissect.framing.walk import PlainFrames
-from streamdissect.protocols.rocketmq import native, spec
+from streamdissect.protocols.rocketmq import framing, native, spec
 from streamdissect.protocols.rocketmq.codec import (
     JSON_START,
     NOT_PARSED,
     decode_frame,
     json_headers,
 )
-from streamdissect.protocols.rocketmq.framing import RocketMQFramer
+from streamdissect.protocols.rocketmq.framing import OpenRequests, RocketMQFramer
 from streamdissect.protocols.rocketmq.hot import (
     SEND_CODES,
     HotAnswer,
@@ -98,18 +98,46 @@ class RocketMQPlainWalk(PlainFrames):
             return
         own = {owner.direction(k): framers[k].requests for k in (0, 1)}
         peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
-        for _row, _slot, event in sorted(filter(None, items[start:])):  # (None: no item)
-            record = getattr(event, "record", None)
-            cls = record.__class__
-            if cls is RemotingCommand or cls is HotSend or cls is HotPull:
-                if record.flag & spec.RESPONSE_FLAG:
-                    record.request_code = peer[event.direction].answered(record.opaque)
-                else:
-                    own[event.direction].asked(record)
-            elif cls is HotAnswer or cls is HotPulled:
-                record.request_code = code = peer[event.direction].answered(record.opaque)
-                if code not in record.light_for:  # (light only for its request's collectors)
-                    event.record = record.command()
+        in_order = sorted(filter(None, items[start:]))  # (None: no item)
+        if not compiled_named(in_order, own, peer):
+            named_in_order(in_order, own, peer)
+
+
+# The records end_connection names (the compiled loop's classes, in this order)
+_NAMED = (RemotingCommand, HotSend, HotPull, HotAnswer, HotPulled)
+
+
+def named_in_order(in_order: list, own: dict, peer: dict) -> None:
+    """A block's (row, slot, event) items of a connection, in time order, named: a
+    request remembered by its direction's open requests (`own`, by direction), a response
+    named by the other's (`peer`), a light answer made a command where its request's
+    collectors do not read it light. (The reference for the compiled loop: named.)"""
+    for _row, _slot, event in in_order:
+        record = getattr(event, "record", None)
+        cls = record.__class__
+        if cls is RemotingCommand or cls is HotSend or cls is HotPull:
+            if record.flag & spec.RESPONSE_FLAG:
+                record.request_code = peer[event.direction].answered(record.opaque)
+            else:
+                own[event.direction].asked(record)
+        elif cls is HotAnswer or cls is HotPulled:
+            record.request_code = code = peer[event.direction].answered(record.opaque)
+            if code not in record.light_for:  # (light only for its request's collectors)
+                event.record = record.command()
+
+
+def compiled_named(in_order: list, own: dict, peer: dict) -> bool:
+    """named_in_order by the compiled loop (_native_naming.c), with framing's bounds as
+    they are now; False (nothing done) when it is not loaded (native.py) or a direction's
+    open requests are not plain OpenRequests."""
+    compiled = native.loaded
+    if compiled is None or any(r.__class__ is not OpenRequests
+                               for r in chain(own.values(), peer.values())):  # fmt: skip
+        return False
+    compiled.named(in_order, own, peer, _NAMED,
+                   (framing.MAX_OPEN_CALLS, framing.GROWN_CALLS, framing.SHRUNK_CALLS),
+                   (spec.RESPONSE_FLAG, spec.ONEWAY_FLAG))  # fmt: skip
+    return True
 
 
 class RocketMQDirection:

@@ -1,0 +1,166 @@
+"""The naming of a connection's block in time order compiled (_native_naming.c) does what
+its Python loop does (plain_walk.named_in_order, the reference): on random blocks of both
+directions' requests and responses (commands, light sends, pulls, answers and pull
+answers, oneway requests, reused opaques, answers to no request, answers whose request's
+collectors do not read them light, events without a record), with the bounds on open
+requests made small (framing.MAX_OPEN_CALLS, GROWN_CALLS, SHRUNK_CALLS): every record
+named the same, the same ones made commands, and each direction's open requests left the
+same (their order, their grown flag, the shrunk dict's size). The recorded captures are
+held by tests/test_rocketmq_plain_walk.py and test_rocketmq_hot.py in both native modes."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+import pytest
+
+from streamdissect.engine.anomalies import Anomaly
+from streamdissect.framing.events import FrameEvent
+from streamdissect.protocols.rocketmq import framing, hot, native, plain_walk, spec
+from streamdissect.protocols.rocketmq.codec import encode_command, make_command
+from streamdissect.protocols.rocketmq.framing import OpenRequests
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPull, HotPulled, HotSend
+from streamdissect.protocols.rocketmq.records import RemotingCommand
+
+pytestmark = pytest.mark.skipif(native._compiled() is None,
+                                reason="the compiled reader was not built")  # fmt: skip
+
+SEND_V2, HEARTBEAT, SEND = 310, 34, 10
+PULL_FIELDS = {"consumerGroup": "g", "topic": "T", "queueId": 1, "queueOffset": 5,
+               "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
+               "suspendTimeoutMillis": 1000}  # fmt: skip
+PULLED_EXT = {"nextBeginOffset": "5", "minOffset": "0", "maxOffset": "9"}
+
+
+def _light(command: RemotingCommand, cls: type) -> object:
+    frame = encode_command(command)
+    length = int.from_bytes(frame[5:8], "big")
+    record = hot.hot_record(frame, json.loads(frame[8 : 8 + length]))
+    assert record.__class__ is cls
+    return record
+
+
+def _request(rng: random.Random, opaque: int) -> object:
+    roll = rng.random()
+    if roll < 0.4:
+        return _light(make_command(SEND_V2, opaque=opaque, fields={"topic": "T"}), HotSend)
+    if roll < 0.55:
+        return _light(make_command(spec.PULL_CODE, opaque=opaque, fields=PULL_FIELDS), HotPull)
+    return make_command(rng.choice((SEND, HEARTBEAT, spec.PULL_CODE)), opaque=opaque,
+                        oneway=rng.random() < 0.15)  # fmt: skip
+
+
+def _response(rng: random.Random, opaque: int) -> object:
+    roll = rng.random()
+    if roll < 0.45:
+        return _light(make_command(0, response=True, opaque=opaque, ext={"msgId": "AB"}),
+                      HotAnswer)  # fmt: skip
+    if roll < 0.65:
+        return _light(make_command(0, response=True, opaque=opaque, ext=PULLED_EXT), HotPulled)
+    return make_command(rng.choice((0, 1, 17)), response=True, opaque=opaque)
+
+
+def _block(seed: int) -> list:
+    """A connection's block: (row, slot, event) items in time order (made again from the
+    seed for each loop: the loops change the records)."""
+    rng = random.Random(seed)
+    items = []
+    for slot in range((6, 120, 500)[seed % 3]):
+        direction = "c2s" if rng.random() < 0.85 else "s2c"  # (a server's own requests too)
+        if rng.random() < 0.03:
+            event = Anomaly(slot, "c", direction, "malformed", 0, 0, "x")  # (no record)
+        else:
+            opaque = rng.randrange(12 if rng.random() < 0.7 else 1_000)  # (reused often)
+            make = _response if rng.random() < 0.5 else _request
+            event = FrameEvent(slot, "c", direction if make is _request else
+                               ("s2c" if direction == "c2s" else "c2s"), 0, make(rng, opaque))  # fmt: skip
+        items.append((slot // 3, slot, event))
+    return items
+
+
+def _open(seed: int) -> tuple[dict, dict]:
+    """Both directions' open requests, some open already (and grown, a dict's table kept
+    big by a burst) before the block."""
+    rng = random.Random(-seed)
+    client, server = OpenRequests(), OpenRequests()
+    for requests in (client, server):
+        for opaque in rng.sample(range(1_000), rng.choice((0, 3, 30))):
+            requests.calls[opaque] = rng.choice((SEND_V2, spec.PULL_CODE, HEARTBEAT))
+        requests.grown = rng.random() < 0.5
+        if requests.grown and rng.random() < 0.5:  # (a burst answered: its table kept big)
+            burst = range(10_000, 12_000)
+            requests.calls.update(dict.fromkeys(burst, SEND_V2))
+            for opaque in burst:
+                del requests.calls[opaque]
+    return {"c2s": client, "s2c": server}, {"c2s": server, "s2c": client}
+
+
+def _state(items: list, own: dict) -> tuple:
+    records = []
+    for _row, _slot, event in items:
+        record = getattr(event, "record", None)
+        kept = (record.__class__, getattr(record, "request_code", None),
+                getattr(record, "opaque", None))  # fmt: skip
+        records.append(record if record.__class__ is RemotingCommand else kept)
+    return records, [(list(r.calls.items()), r.grown, sys.getsizeof(r.calls))
+                     for r in own.values()]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_the_compiled_naming_names_a_block_as_the_python_loop(monkeypatch, seed):
+    if seed % 2:  # (the bounds small: forgotten, grown and shrunk often)
+        monkeypatch.setattr(framing, "MAX_OPEN_CALLS", 4 + seed % 5)
+        monkeypatch.setattr(framing, "GROWN_CALLS", 2 + seed % 3)
+        monkeypatch.setattr(framing, "SHRUNK_CALLS", 1 + seed % 2)
+    by_python, (own, peer) = _block(seed), _open(seed)
+    plain_walk.named_in_order(by_python, own, peer)
+    expected = _state(by_python, own)
+    by_compiled, (own, peer) = _block(seed), _open(seed)
+    monkeypatch.setattr(native, "loaded", native._compiled())
+    assert plain_walk.compiled_named(by_compiled, own, peer)
+    assert _state(by_compiled, own) == expected
+    # (the blocks name, forget and make commands: the comparison is not of nothing)
+    records = expected[0]
+    if len(records) > 100:
+        assert any(r.__class__ is RemotingCommand and r.request_code is not None
+                   for r in records)  # fmt: skip
+        assert any(r.__class__ is tuple and r[0] is HotAnswer and r[1] is not None
+                   for r in records)  # fmt: skip
+
+
+def test_the_blocks_make_commands_of_answers_and_shrink():
+    """(What the random blocks hold: answers made commands, named and not.)"""
+    made = named = 0
+    for seed in range(24):
+        items, (own, peer) = _block(seed), _open(seed)
+        before = [getattr(event, "record", None) for _, _, event in items]
+        plain_walk.named_in_order(items, own, peer)
+        for (_, _, event), record in zip(items, before):
+            if record.__class__ in (HotAnswer, HotPulled) and event.record is not record:
+                made += 1
+                named += event.record.request_code is not None
+    assert made > 50 and named > 10
+
+
+def test_a_direction_without_open_requests_is_a_key_error_both_ways(monkeypatch):
+    items = [(0, 0, FrameEvent(0, "c", "sideways", 0, make_command(SEND)))]
+    own, peer = _open(1)
+    with pytest.raises(KeyError):
+        plain_walk.named_in_order(items, own, peer)
+    monkeypatch.setattr(native, "loaded", native._compiled())
+    with pytest.raises(KeyError):
+        plain_walk.compiled_named(items, own, peer)
+
+
+def test_other_open_requests_are_named_by_the_python_loop(monkeypatch):
+    class Watched(OpenRequests):
+        __slots__ = ()
+
+    monkeypatch.setattr(native, "loaded", native._compiled())
+    own, peer = _open(2)
+    own["c2s"] = peer["s2c"] = Watched()
+    assert not plain_walk.compiled_named(_block(2), own, peer)
+    monkeypatch.setattr(native, "loaded", None)
+    assert not plain_walk.compiled_named(_block(2), *_open(2))
