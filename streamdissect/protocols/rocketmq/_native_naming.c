@@ -15,10 +15,41 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <structmember.h>
+
 #include "_native.h"
 
 static PyObject *N_CALLS, *N_GROWN, *N_FLAG, *N_ONEWAY, *N_LIGHT_FOR, *N_COMMAND, *N_RECORD,
     *N_DIRECTION;
+
+/* obj.name as the generic lookup finds it, without its calls where that is plain: a slot's
+ * value, or a class's attribute that is no descriptor on an instance without a dict (the
+ * records' fields and constants); anything else by getattr. */
+static PyObject *field(PyObject *obj, PyObject *name) {
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *d = _PyType_Lookup(type, name);
+        if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+            PyObject *value = member->type == T_OBJECT_EX
+                                  ? *(PyObject **)((char *)obj + member->offset) : NULL;
+            if (value != NULL) return Py_NewRef(value);
+        } else if (d != NULL && Py_TYPE(d)->tp_descr_get == NULL && type->tp_dictoffset == 0 &&
+                   !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+            return Py_NewRef(d);
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* obj.name = value: a slot written as its member descriptor writes it, else by setattr. */
+static int set_field(PyObject *obj, PyObject *name, PyObject *value) {
+    PyTypeObject *type = Py_TYPE(obj);
+    Py_ssize_t at = type->tp_setattro == PyObject_GenericSetAttr ? slot_offset(type, name) : -1;
+    if (at < 0) return PyObject_SetAttr(obj, name, value);
+    Py_XSETREF(*(PyObject **)((char *)obj + at), Py_NewRef(value));
+    return 0;
+}
 
 /* One OpenRequests of the connection: the object, its dict and its grown flag now. */
 typedef struct {
@@ -141,10 +172,10 @@ static PyObject *answered(Naming *s, Open *o, PyObject *opaque) {
 
 /* OpenRequests.asked(record), its `oneway` already known false. */
 static int asked(Naming *s, Open *o, PyObject *record) {
-    PyObject *opaque = PyObject_GetAttr(record, N_OPAQUE), *code = NULL, *old = NULL;
+    PyObject *opaque = field(record, N_OPAQUE), *code = NULL, *old = NULL;
     int r = -1;
     if (opaque == NULL || (old = popped(o->calls, opaque)) == NULL ||
-        (code = PyObject_GetAttr(record, N_CODE)) == NULL ||
+        (code = field(record, N_CODE)) == NULL ||
         PyDict_SetItem(o->calls, opaque, code) < 0)
         goto done;
     r = 0;
@@ -186,21 +217,16 @@ static int flag_has(PyObject *flag, long mask) {
 /* record.oneway (1, 0; -1: an error): a command's from its flag (its property's way). */
 static int oneway_of(Naming *s, PyObject *record, PyObject *flag, int is_command) {
     if (is_command && PyLong_CheckExact(flag)) return flag_has(flag, s->oneway_flag);
-    PyObject *oneway = PyObject_GetAttr(record, N_ONEWAY);
+    PyObject *oneway = field(record, N_ONEWAY);
     if (oneway == NULL) return -1;
     int truth = PyObject_IsTrue(oneway);
     Py_DECREF(oneway);
     return truth;
 }
 
-/* The event's record (a new reference; None when it has none) and direction (borrowed
- * through `event`'s reference: read after the record only where named). */
+/* getattr(event, "record", None) (a new reference). */
 static PyObject *record_of(PyObject *event) {
-    if (EVENT_CLASS != NULL && (PyObject *)Py_TYPE(event) == EVENT_CLASS) {
-        PyObject *record = *(PyObject **)((char *)event + EVENT_AT[4]);
-        if (record != NULL) return Py_NewRef(record);
-    }
-    PyObject *record = PyObject_GetAttr(event, N_RECORD);
+    PyObject *record = field(event, N_RECORD);
     if (record == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
         PyErr_Clear();
         return Py_NewRef(Py_None);
@@ -223,11 +249,11 @@ static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer,
     }
     int response = 1;
     if (!answer) {
-        if ((flag = PyObject_GetAttr(record, N_FLAG)) == NULL ||
+        if ((flag = field(record, N_FLAG)) == NULL ||
             (response = flag_has(flag, s->response_flag)) < 0)
             goto done;
     }
-    if ((direction = PyObject_GetAttr(event, N_DIRECTION)) == NULL) goto done;
+    if ((direction = field(event, N_DIRECTION)) == NULL) goto done;
     if (!response) {
         Open *o = open_of(s, own, direction);
         int oneway = o == NULL ? -1 : oneway_of(s, record, flag, cls == classes[0]);
@@ -235,17 +261,18 @@ static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer,
         goto done;
     }
     Open *o = open_of(s, peer, direction);
-    if (o == NULL || (opaque = PyObject_GetAttr(record, N_OPAQUE)) == NULL ||
+    if (o == NULL || (opaque = field(record, N_OPAQUE)) == NULL ||
         (code = answered(s, o, opaque)) == NULL ||
-        PyObject_SetAttr(record, N_REQUEST_CODE, code) < 0)
+        set_field(record, N_REQUEST_CODE, code) < 0)
         goto done;
     if (answer) { /* light only for its request's collectors */
         int light_here;
-        if ((light = PyObject_GetAttr(record, N_LIGHT_FOR)) == NULL ||
-            (light_here = PySequence_Contains(light, code)) < 0)
+        if ((light = field(record, N_LIGHT_FOR)) == NULL ||
+            (light_here = PyFrozenSet_CheckExact(light) ? PySet_Contains(light, code)
+                                                        : PySequence_Contains(light, code)) < 0)
             goto done;
         if (!light_here && ((command = PyObject_CallMethodNoArgs(record, N_COMMAND)) == NULL ||
-                            PyObject_SetAttr(event, N_RECORD, command) < 0))
+                            set_field(event, N_RECORD, command) < 0))
             goto done;
     }
     r = 0;
