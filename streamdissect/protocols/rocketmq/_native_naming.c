@@ -22,24 +22,41 @@
 static PyObject *N_CALLS, *N_GROWN, *N_FLAG, *N_ONEWAY, *N_LIGHT_FOR, *N_COMMAND, *N_RECORD,
     *N_DIRECTION;
 
-/* obj.name as the generic lookup finds it, without its calls where that is plain: a slot's
- * value, or a class's attribute that is no descriptor on an instance without a dict (the
- * records' fields and constants); anything else by getattr. */
-static PyObject *field(PyObject *obj, PyObject *name) {
-    PyTypeObject *type = Py_TYPE(obj);
-    if (type->tp_getattro == PyObject_GenericGetAttr) {
-        PyObject *d = _PyType_Lookup(type, name);
-        if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
-            PyObject *value = member->type == T_OBJECT_EX
-                                  ? *(PyObject **)((char *)obj + member->offset) : NULL;
-            if (value != NULL) return Py_NewRef(value);
-        } else if (d != NULL && Py_TYPE(d)->tp_descr_get == NULL && type->tp_dictoffset == 0 &&
-                   !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
-            return Py_NewRef(d);
-        }
+/* How one class's instances give a name, found once for the call as the generic lookup
+ * finds it: from a slot (at >= 0), as the class's attribute that is no descriptor on
+ * instances without a dict (`constant`, held), or else by getattr. */
+typedef struct {
+    Py_ssize_t at;
+    PyObject *constant;
+} Way;
+
+static Way way_of(PyTypeObject *type, PyObject *name) {
+    Way way = {-1, NULL};
+    if (type->tp_getattro != PyObject_GenericGetAttr) return way;
+    PyObject *d = _PyType_Lookup(type, name);
+    if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+        if (member->type == T_OBJECT_EX) way.at = member->offset;
+    } else if (d != NULL && Py_TYPE(d)->tp_descr_get == NULL && type->tp_dictoffset == 0 &&
+               !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+        way.constant = Py_NewRef(d);
     }
-    return PyObject_GetAttr(obj, name);
+    return way;
+}
+
+/* obj.name read its class's way (a new reference; NULL: an error). */
+static PyObject *read_way(PyObject *obj, Way way, PyObject *name) {
+    if (way.constant != NULL) return Py_NewRef(way.constant);
+    PyObject *value = way.at >= 0 ? *(PyObject **)((char *)obj + way.at) : NULL;
+    return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(obj, name); /* (unset: its error) */
+}
+
+/* obj.name (a new reference; NULL: an error), for an object of any class. */
+static PyObject *field(PyObject *obj, PyObject *name) {
+    Way way = way_of(Py_TYPE(obj), name);
+    PyObject *value = read_way(obj, way, name);
+    Py_XDECREF(way.constant);
+    return value;
 }
 
 /* obj.name = value: a slot written as its member descriptor writes it, else by setattr. */
@@ -57,11 +74,26 @@ typedef struct {
     int grown;
 } Open;
 
+/* How the records of one of the five classes are read and named, for the call. */
+typedef struct {
+    PyObject *type;
+    Way opaque, flag, code, oneway, light_for;
+    Py_ssize_t request_code_at; /* (the slot written as its descriptor writes it; -1: setattr) */
+} Kind;
+
+/* The open requests a direction's events go to, by direction: the last two seen (held). */
+typedef struct {
+    PyObject *direction[2];
+    Open *open[2];
+} Seen;
+
 typedef struct {
     Open open[4];
     int n;
     Py_ssize_t max_calls, grown_calls, shrunk_calls;
     long response_flag, oneway_flag;
+    Kind kinds[5]; /* RemotingCommand, HotSend, HotPull, HotAnswer, HotPulled */
+    Seen own_seen, peer_seen;
 } Naming;
 
 int naming_names(void) {
@@ -129,15 +161,23 @@ static int write_open(Naming *s) {
     return failed ? -1 : 0;
 }
 
-/* The state's OpenRequests that `directions[direction]` is (KeyError as a dict says it). */
-static Open *open_of(Naming *s, PyObject *directions, PyObject *direction) {
+/* The state's OpenRequests that `directions[direction]` is (KeyError as a dict says it),
+ * the last two directions' remembered in `seen`. */
+static Open *open_of(Naming *s, Seen *seen, PyObject *directions, PyObject *direction) {
+    for (int k = 0; k < 2; k++)
+        if (seen->direction[k] == direction) return seen->open[k];
     PyObject *obj = PyDict_GetItemWithError(directions, direction);
     if (obj == NULL) {
         if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, direction);
         return NULL;
     }
     for (int k = 0; k < s->n; k++)
-        if (s->open[k].obj == obj) return &s->open[k];
+        if (s->open[k].obj == obj) {
+            Py_XSETREF(seen->direction[1], seen->direction[0]);
+            seen->open[1] = seen->open[0];
+            seen->direction[0] = Py_NewRef(direction);
+            return seen->open[0] = &s->open[k];
+        }
     PyErr_SetString(PyExc_RuntimeError, "named: open requests changed");
     return NULL;
 }
@@ -171,11 +211,11 @@ static PyObject *answered(Naming *s, Open *o, PyObject *opaque) {
 }
 
 /* OpenRequests.asked(record), its `oneway` already known false. */
-static int asked(Naming *s, Open *o, PyObject *record) {
-    PyObject *opaque = field(record, N_OPAQUE), *code = NULL, *old = NULL;
+static int asked(Naming *s, Open *o, Kind *kind, PyObject *record) {
+    PyObject *opaque = read_way(record, kind->opaque, N_OPAQUE), *code = NULL, *old = NULL;
     int r = -1;
     if (opaque == NULL || (old = popped(o->calls, opaque)) == NULL ||
-        (code = field(record, N_CODE)) == NULL ||
+        (code = read_way(record, kind->code, N_CODE)) == NULL ||
         PyDict_SetItem(o->calls, opaque, code) < 0)
         goto done;
     r = 0;
@@ -215,59 +255,64 @@ static int flag_has(PyObject *flag, long mask) {
 }
 
 /* record.oneway (1, 0; -1: an error): a command's from its flag (its property's way). */
-static int oneway_of(Naming *s, PyObject *record, PyObject *flag, int is_command) {
-    if (is_command && PyLong_CheckExact(flag)) return flag_has(flag, s->oneway_flag);
-    PyObject *oneway = field(record, N_ONEWAY);
+static int oneway_of(Naming *s, Kind *kind, PyObject *record, PyObject *flag) {
+    if (kind == &s->kinds[0] && PyLong_CheckExact(flag)) return flag_has(flag, s->oneway_flag);
+    PyObject *oneway = read_way(record, kind->oneway, N_ONEWAY);
     if (oneway == NULL) return -1;
     int truth = PyObject_IsTrue(oneway);
     Py_DECREF(oneway);
     return truth;
 }
 
-/* getattr(event, "record", None) (a new reference). */
-static PyObject *record_of(PyObject *event) {
-    PyObject *record = field(event, N_RECORD);
-    if (record == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();
-        return Py_NewRef(Py_None);
+/* event.`name` (a new reference; NULL: an error): the slot of a registered frame event. */
+static PyObject *event_field(PyObject *event, PyObject *name, int at) {
+    if (EVENT_CLASS != NULL && (PyObject *)Py_TYPE(event) == EVENT_CLASS) {
+        PyObject *value = *(PyObject **)((char *)event + EVENT_AT[at]);
+        if (value != NULL) return Py_NewRef(value);
     }
-    return record;
+    return field(event, name);
 }
 
-/* One event named (0; -1: an error). classes: RemotingCommand, HotSend, HotPull,
- * HotAnswer, HotPulled. */
-static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer,
-                      PyObject *const *classes) {
-    PyObject *record = record_of(event), *flag = NULL, *direction = NULL, *opaque = NULL,
-             *code = NULL, *light = NULL, *command = NULL;
-    if (record == NULL) return -1;
-    PyObject *cls = (PyObject *)Py_TYPE(record);
-    int r = -1, answer = cls == classes[3] || cls == classes[4];
-    if (!answer && cls != classes[0] && cls != classes[1] && cls != classes[2]) {
+/* One event named (0; -1: an error). */
+static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer) {
+    PyObject *record = event_field(event, N_RECORD, 4), *flag = NULL, *direction = NULL,
+             *opaque = NULL, *code = NULL, *light = NULL, *command = NULL;
+    if (record == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* (getattr(event, "record", None): no record, nothing named) */
+        return 0;
+    }
+    Kind *kind = NULL;
+    for (int k = 0; k < 5; k++)
+        if ((PyObject *)Py_TYPE(record) == s->kinds[k].type) kind = &s->kinds[k];
+    if (kind == NULL) {
         Py_DECREF(record);
         return 0;
     }
-    int response = 1;
+    int r = -1, answer = kind >= &s->kinds[3], response = 1;
     if (!answer) {
-        if ((flag = field(record, N_FLAG)) == NULL ||
+        if ((flag = read_way(record, kind->flag, N_FLAG)) == NULL ||
             (response = flag_has(flag, s->response_flag)) < 0)
             goto done;
     }
-    if ((direction = field(event, N_DIRECTION)) == NULL) goto done;
+    if ((direction = event_field(event, N_DIRECTION, 2)) == NULL) goto done;
     if (!response) {
-        Open *o = open_of(s, own, direction);
-        int oneway = o == NULL ? -1 : oneway_of(s, record, flag, cls == classes[0]);
-        r = oneway < 0 ? -1 : oneway ? 0 : asked(s, o, record);
+        Open *o = open_of(s, &s->own_seen, own, direction);
+        int oneway = o == NULL ? -1 : oneway_of(s, kind, record, flag);
+        r = oneway < 0 ? -1 : oneway ? 0 : asked(s, o, kind, record);
         goto done;
     }
-    Open *o = open_of(s, peer, direction);
-    if (o == NULL || (opaque = field(record, N_OPAQUE)) == NULL ||
-        (code = answered(s, o, opaque)) == NULL ||
-        set_field(record, N_REQUEST_CODE, code) < 0)
+    Open *o = open_of(s, &s->peer_seen, peer, direction);
+    if (o == NULL || (opaque = read_way(record, kind->opaque, N_OPAQUE)) == NULL ||
+        (code = answered(s, o, opaque)) == NULL)
+        goto done;
+    if (kind->request_code_at >= 0)
+        Py_XSETREF(*(PyObject **)((char *)record + kind->request_code_at), Py_NewRef(code));
+    else if (PyObject_SetAttr(record, N_REQUEST_CODE, code) < 0)
         goto done;
     if (answer) { /* light only for its request's collectors */
         int light_here;
-        if ((light = field(record, N_LIGHT_FOR)) == NULL ||
+        if ((light = read_way(record, kind->light_for, N_LIGHT_FOR)) == NULL ||
             (light_here = PyFrozenSet_CheckExact(light) ? PySet_Contains(light, code)
                                                         : PySequence_Contains(light, code)) < 0)
             goto done;
@@ -287,9 +332,64 @@ done:
     return r;
 }
 
+/* How each of the five classes' records are read (0; -1: not classes). */
+static int kinds_of(Naming *s, PyObject *classes) {
+    for (int k = 0; k < 5; k++) {
+        PyObject *cls = PyTuple_GET_ITEM(classes, k);
+        if (!PyType_Check(cls)) {
+            PyErr_SetString(PyExc_TypeError, "named: the five record classes");
+            return -1;
+        }
+        PyTypeObject *type = (PyTypeObject *)cls;
+        s->kinds[k] = (Kind){Py_NewRef(cls), way_of(type, N_OPAQUE), way_of(type, N_FLAG),
+                             way_of(type, N_CODE), way_of(type, N_ONEWAY),
+                             way_of(type, N_LIGHT_FOR),
+                             type->tp_setattro == PyObject_GenericSetAttr
+                                 ? slot_offset(type, N_REQUEST_CODE) : -1};
+    }
+    return 0;
+}
+
+/* What the call held of the classes and directions, let go. */
+static void release(Naming *s) {
+    for (int k = 0; k < 5; k++) {
+        Kind *kind = &s->kinds[k];
+        Py_CLEAR(kind->type);
+        Py_CLEAR(kind->opaque.constant);
+        Py_CLEAR(kind->flag.constant);
+        Py_CLEAR(kind->code.constant);
+        Py_CLEAR(kind->oneway.constant);
+        Py_CLEAR(kind->light_for.constant);
+    }
+    for (int k = 0; k < 2; k++) {
+        Py_CLEAR(s->own_seen.direction[k]);
+        Py_CLEAR(s->peer_seen.direction[k]);
+    }
+}
+
+#if defined(__GNUC__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
+
+/* What the loop reads a few items on asked of the memory now (a block's objects are cold by
+ * its end, and each item is a chain of them): the item 16 on, the event of the one 8 on, the
+ * record of the one 4 on (pointers read only where the types say where they are). */
+static void ahead(PyObject *in_order, Py_ssize_t k) {
+    PyObject **items = ((PyListObject *)in_order)->ob_item, *item, *event;
+    Py_ssize_t n = PyList_GET_SIZE(in_order);
+    if (k + 16 < n) PREFETCH(items[k + 16]);
+    if (k + 8 < n && PyTuple_CheckExact(item = items[k + 8]) && PyTuple_GET_SIZE(item) == 3)
+        PREFETCH(PyTuple_GET_ITEM(item, 2));
+    if (k + 4 < n && PyTuple_CheckExact(item = items[k + 4]) && PyTuple_GET_SIZE(item) == 3 &&
+        EVENT_CLASS != NULL && (PyObject *)Py_TYPE(event = PyTuple_GET_ITEM(item, 2)) == EVENT_CLASS)
+        PREFETCH(*(PyObject **)((char *)event + EVENT_AT[4]));
+}
+
 /* (in_order, own, peer, classes, (max, grown, shrunk), (response flag, oneway flag)) ->
  * None: plain_walk.named_in_order(in_order, own, peer), with framing's bounds and the
- * spec's flags given. */
+ * spec's flags given (classes: RemotingCommand, HotSend, HotPull, HotAnswer, HotPulled). */
 PyObject *named(PyObject *self, PyObject *args) {
     PyObject *in_order, *own, *peer, *classes;
     Naming s = {.n = 0};
@@ -301,23 +401,26 @@ PyObject *named(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "named: the five record classes");
         return NULL;
     }
-    if (read_open(&s, own) < 0 || read_open(&s, peer) < 0) {
+    if (kinds_of(&s, classes) < 0 || read_open(&s, own) < 0 || read_open(&s, peer) < 0) {
+        release(&s);
         write_open(&s);
         return NULL;
     }
     Py_INCREF(in_order);
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(in_order); k++) {
+        ahead(in_order, k);
         PyObject *item = PyList_GET_ITEM(in_order, k);
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3) {
             PyErr_SetString(PyExc_TypeError, "named: (row, slot, event) items");
             break;
         }
         PyObject *event = Py_NewRef(PyTuple_GET_ITEM(item, 2));
-        int r = name_event(&s, event, own, peer, &PyTuple_GET_ITEM(classes, 0));
+        int r = name_event(&s, event, own, peer);
         Py_DECREF(event);
         if (r < 0) break;
     }
     Py_DECREF(in_order);
+    release(&s);
     if (write_open(&s) < 0) return NULL;
     Py_RETURN_NONE;
 }
