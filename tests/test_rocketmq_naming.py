@@ -6,7 +6,10 @@ collectors do not read them light, events without a record), with the bounds on 
 requests made small (framing.MAX_OPEN_CALLS, GROWN_CALLS, SHRUNK_CALLS): every record
 named the same, the same ones made commands, and each direction's open requests left the
 same (their order, their grown flag, the shrunk dict's size). The recorded captures are
-held by tests/test_rocketmq_plain_walk.py and test_rocketmq_hot.py in both native modes."""
+held by tests/test_rocketmq_plain_walk.py and test_rocketmq_hot.py in both native modes.
+The compiled sort of a block's items for it (plain_walk.in_time_order) gives the items
+sorted(filter(None, ...)) gives, or leaves them to it (float slots, equal rows and slots,
+numbers out of its range, other items)."""
 
 from __future__ import annotations
 
@@ -164,3 +167,56 @@ def test_other_open_requests_are_named_by_the_python_loop(monkeypatch):
     assert not plain_walk.compiled_named(_block(2), own, peer)
     monkeypatch.setattr(native, "loaded", None)
     assert not plain_walk.compiled_named(_block(2), *_open(2))
+
+
+def _items(rng: random.Random, runs: int, size: int) -> list:
+    """A block's items as the walks leave them: each direction's run in order (rows and
+    slots rising), the runs one after the other, a few slots not filled (None)."""
+    slots = rng.sample(range(size * 4), size)
+    rows = sorted(rng.randrange(size * 2) for _ in range(size))
+    events = [object() for _ in range(size)]
+    items = list(zip(rows, slots, events))
+    rng.shuffle(items)
+    cuts = sorted(rng.sample(range(1, size), runs - 1)) if 1 < runs < size else []
+    parts = [sorted(items[a:b]) for a, b in zip([0, *cuts], [*cuts, size])]
+    made = [item for part in parts for item in part]
+    for k in rng.sample(range(size), size // 10):
+        made[k] = None
+    return made
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_compiled_sort_gives_the_items_in_time_order(monkeypatch, seed):
+    rng = random.Random(seed)
+    items = _items(rng, rng.choice((1, 2, 3, 41)), rng.choice((0, 1, 2, 50, 3_000)) or 1)
+    start = rng.randrange(len(items) + 1)
+    expected = sorted(filter(None, items[start:]))
+    compiled = native._compiled()
+    ordered = compiled.in_time_order(items, start)
+    assert ordered is not None
+    assert [id(item) for item in ordered] == [id(item) for item in expected]
+    monkeypatch.setattr(native, "loaded", compiled)
+    assert plain_walk.in_time_order(items, start) == expected
+
+
+@pytest.mark.parametrize("odd", [(3, 1.5), (True, 4), (-1, 4), (2**32, 4), (3, 2**40),
+                                 (3, 7), "no item", ()])  # fmt: skip
+def test_the_compiled_sort_leaves_odd_items_to_pythons(monkeypatch, odd):
+    """A float slot (a malformed report beside its record), a bool, a number out of
+    range, the row and slot of another item, an item that is no 3-tuple (or a falsy
+    one): the Python sort's (a TypeError where it compares two events)."""
+    rng = random.Random(str(odd))
+    items = _items(rng, 2, 40)
+    items[rng.randrange(40)] = (*odd, object()) if odd.__class__ is tuple and odd else odd
+    if odd == (3, 7):  # (two items of the same row and slot: their events compared)
+        items += [(3, 7, 1), (3, 7, 2)]
+    compiled = native._compiled()
+    assert compiled.in_time_order(items, 0) is None
+    monkeypatch.setattr(native, "loaded", compiled)
+    try:
+        expected = sorted(filter(None, items))
+    except TypeError:
+        with pytest.raises(TypeError):
+            plain_walk.in_time_order(items, 0)
+    else:
+        assert plain_walk.in_time_order(items, 0) == expected

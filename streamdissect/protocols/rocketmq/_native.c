@@ -13,7 +13,8 @@
  * buffer, the light records' events made and put in their slots.
  * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
  * send_run (_native_runs.c): the collectors' loop over such a run (send_runs._frames).
- * named (_native_naming.c): a connection's block named in time order (plain_walk).
+ * named, in_time_order (_native_naming.c): a connection's block named in time order, and
+ * its items sorted for it (plain_walk).
  * The scanner reads a strict subset of JSON, the one the clients and brokers write: no
  * blank, every text ASCII (escapes of code points under 0x80 only), keys unescaped, the
  * header's own keys known and each once, integers of at most 18 digits, extFields an object
@@ -890,6 +891,7 @@ error:
 static PyMethodDef methods[] = {
     {"send_run", send_run, METH_VARARGS, "send_runs._frames, compiled."},
     {"named", named, METH_VARARGS, "A connection's block named in time order (plain_walk)."},
+    {"in_time_order", in_time_order, METH_VARARGS, "A block's items sorted (plain_walk)."},
     {"joined", joined, METH_VARARGS, "A block's runs of light sends and answers joined."},
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},

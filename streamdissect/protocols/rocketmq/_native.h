@@ -21,8 +21,10 @@ Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name);
 PyObject *send_run(PyObject *self, PyObject *args);
 int runs_names(void);
 
-/* _native_naming.c: plain_walk.named_in_order compiled, and the names it uses made. */
+/* _native_naming.c: plain_walk.named_in_order and in_time_order's sort compiled, and the
+ * names they use made. */
 PyObject *named(PyObject *self, PyObject *args);
+PyObject *in_time_order(PyObject *self, PyObject *args);
 int naming_names(void);
 
 #endif

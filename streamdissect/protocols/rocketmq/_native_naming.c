@@ -11,10 +11,13 @@
  * answer (HotAnswer, HotPulled) named too, and made a command (its `command()`) when its
  * request's code is not in its class's `light_for`. Each OpenRequests' `calls` and `grown`
  * are read at the start and written back at the end (on an error too).
+ * in_time_order: the block's items of the connection sorted for it (sorted(filter(None,
+ * ...)), by their rows and slots as numbers), or None where Python's sort must decide.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
 #include <structmember.h>
 
 #include "_native.h"
@@ -422,5 +425,85 @@ PyObject *named(PyObject *self, PyObject *args) {
     Py_DECREF(in_order);
     release(&s);
     if (write_open(&s) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* An item and its (row, slot) as one number: row in the high half. */
+typedef struct {
+    uint64_t key;
+    PyObject *item;
+} Keyed;
+
+/* The item's key (1), or 0: not a (row, slot, event) tuple of ints in [0, 2**32). */
+static int key_of(PyObject *item, uint64_t *key) {
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3) return 0;
+    PyObject *row = PyTuple_GET_ITEM(item, 0), *slot = PyTuple_GET_ITEM(item, 1);
+    if (!PyLong_CheckExact(row) || !PyLong_CheckExact(slot)) return 0;
+    int overflow_row, overflow_slot;
+    long long r = PyLong_AsLongLongAndOverflow(row, &overflow_row),
+              s = PyLong_AsLongLongAndOverflow(slot, &overflow_slot);
+    if (overflow_row || overflow_slot || r < 0 || s < 0 || r > UINT32_MAX || s > UINT32_MAX)
+        return 0;
+    *key = (uint64_t)r << 32 | (uint64_t)s;
+    return 1;
+}
+
+/* a[:n] sorted by key (b: as much room): its ascending runs (a direction's walk each)
+ * merged two by two until one is left; the buffer that holds it returned. */
+static Keyed *runs_merged(Keyed *a, Keyed *b, Py_ssize_t n) {
+    for (;;) {
+        Py_ssize_t i = 0, runs = 0;
+        while (i < n) {
+            Py_ssize_t mid = i + 1, end;
+            while (mid < n && a[mid - 1].key <= a[mid].key) mid++;
+            for (end = mid < n ? mid + 1 : n; end < n && a[end - 1].key <= a[end].key;) end++;
+            Py_ssize_t x = i, y = mid, o = i;
+            while (x < mid && y < end) b[o++] = a[y].key < a[x].key ? a[y++] : a[x++];
+            while (x < mid) b[o++] = a[x++];
+            while (y < end) b[o++] = a[y++];
+            runs++;
+            i = end;
+        }
+        Keyed *t = a;
+        a = b;
+        b = t;
+        if (runs <= 1) return a;
+    }
+}
+
+/* (items, start) -> sorted(filter(None, items[start:])) where every item kept is a (row,
+ * slot, event) tuple of a row and a slot in [0, 2**32), no two of the same row and slot
+ * (their order is then their keys' alone: the one Python's sort gives); else None (the
+ * Python sort decides: a float slot, equal keys whose events it compares, another item). */
+PyObject *in_time_order(PyObject *self, PyObject *args) {
+    PyObject *items, *out = NULL;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &items, &start)) return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(items), n = 0;
+    if (start < 0 || start > size) Py_RETURN_NONE;
+    Keyed *a = PyMem_Malloc(sizeof(Keyed) * (size - start + 1)),
+          *b = PyMem_Malloc(sizeof(Keyed) * (size - start + 1));
+    if (a == NULL || b == NULL) {
+        PyMem_Free(a);
+        PyMem_Free(b);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = start; k < size; k++) {
+        PyObject *item = PyList_GET_ITEM(items, k);
+        if (item == Py_None) continue;
+        if (!key_of(item, &a[n].key)) goto python;
+        a[n++].item = item;
+    }
+    Keyed *sorted = runs_merged(a, b, n);
+    for (Py_ssize_t k = 1; k < n; k++)
+        if (sorted[k].key == sorted[k - 1].key) goto python;
+    if ((out = PyList_New(n)) != NULL)
+        for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(out, k, Py_NewRef(sorted[k].item));
+    PyMem_Free(a);
+    PyMem_Free(b);
+    return out;
+python:
+    PyMem_Free(a);
+    PyMem_Free(b);
     Py_RETURN_NONE;
 }

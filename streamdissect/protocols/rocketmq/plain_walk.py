@@ -89,7 +89,7 @@ class RocketMQPlainWalk(PlainFrames):
         if any(type(f).name is not RocketMQFramer.name or f.connection_framers is not framers
                for f in framers):  # fmt: skip
             side = {owner.direction(0): 0, owner.direction(1): 1}
-            for _row, _slot, event in sorted(filter(None, items[start:])):
+            for _row, _slot, event in in_time_order(items, start):
                 record = getattr(event, "record", None)
                 if record.__class__ in _HOT:  # (named by the framer's own way: as commands)
                     event.record = record = record.command()
@@ -98,9 +98,17 @@ class RocketMQPlainWalk(PlainFrames):
             return
         own = {owner.direction(k): framers[k].requests for k in (0, 1)}
         peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
-        in_order = sorted(filter(None, items[start:]))  # (None: no item)
+        in_order = in_time_order(items, start)
         if not compiled_named(in_order, own, peer):
             named_in_order(in_order, own, peer)
+
+
+def in_time_order(items: list, start: int) -> list:
+    """The items from `start` on in time order, None dropped (a slot not filled): sorted by
+    the compiled sort when it is loaded and can (native.py), else Python's."""
+    compiled = native.loaded
+    ordered = None if compiled is None else compiled.in_time_order(items, start)
+    return sorted(filter(None, items[start:])) if ordered is None else ordered
 
 
 # The records end_connection names (the compiled loop's classes, in this order)
