@@ -16,6 +16,9 @@ extern PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID,
 /* Where a class's __slots__ keeps `name` in its instances, or -1 (_native.c). */
 Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name);
 
+/* _native_walk.c: a run of deferred JSON frames walked (walk._frames), compiled. */
+PyObject *json_run(PyObject *self, PyObject *args);
+
 /* _native_runs.c: send_runs._frames compiled, and the names it uses made (-1: an error). */
 PyObject *send_run(PyObject *self, PyObject *args);
 int runs_names(void);
