@@ -98,15 +98,29 @@ static void text_classes(void) {
                                                : T_PLAIN;
 }
 
+/* The first byte from s on that is no ordinary one (TEXT_CLASS). s is in a frame, a bytes
+ * object: CPython ends its bytes with a NUL (T_BAD), so the loop, four bytes a step, needs
+ * no bound; the caller checks the byte found against its end. */
+static inline const char *plain_run(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (;; u += 4) {
+        if (TEXT_CLASS[u[0]]) return (const char *)u;
+        if (TEXT_CLASS[u[1]]) return (const char *)u + 1;
+        if (TEXT_CLASS[u[2]]) return (const char *)u + 2;
+        if (TEXT_CLASS[u[3]]) return (const char *)u + 3;
+    }
+}
+
 /* A JSON text from its opening quote: its content's span, *p past the closing quote; 0 when
  * it is not one the scanner reads (a byte over 0x7E or under 0x20, an escape of a code
- * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). */
+ * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). (Within a frame's
+ * bytes: plain_run.) */
 static int text(const char **p, const char *end, Span *span, int plain) {
     const char *s = *p;
     if (s >= end || *s != '"') return 0;
     span->start = ++s;
     for (;;) {
-        while (s < end && TEXT_CLASS[(unsigned char)*s] == T_PLAIN) s++;
+        s = plain_run(s);
         if (s >= end) return 0;
         switch (TEXT_CLASS[(unsigned char)*s]) {
         case T_QUOTE:
@@ -134,8 +148,11 @@ static int text(const char **p, const char *end, Span *span, int plain) {
 static Py_ssize_t unescape(Span span, char *out) {
     Py_ssize_t n = 0;
     for (const char *s = span.start; s < span.end;) {
-        if (*s != '\\') {
-            out[n++] = *s++;
+        if (*s != '\\') { /* (the bytes up to the next escape copied at once) */
+            const char *stop = memchr(s, '\\', span.end - s);
+            Py_ssize_t run = (stop == NULL ? span.end : stop) - s;
+            memcpy(out + n, s, run);
+            n += run, s += run;
             continue;
         }
         char e = s[1];
@@ -261,7 +278,8 @@ static int ext_fields(const char **p, const char *end, Header *h) {
     }
 }
 
-/* The header's text read into `h`; 0: not one the scanner reads. */
+/* The header's text read into `h` (within a frame's bytes object: plain_run); 0: not one the
+ * scanner reads. */
 static int scan(const char *s, const char *end, Header *h) {
     Span key, value;
     memset(h, 0, sizeof(*h));
@@ -676,18 +694,28 @@ static int packed(PyObject *obj, Py_buffer *view, Py_ssize_t *n) {
     return 0;
 }
 
-/* (mv, items, read) -> each deferred frame's bytes (items packed): mv[at : at + end - start]
- * when it ends in its segment (a slice, clamped to the buffer as Python's is), else
- * read(start, end). */
+/* (mv, items, read[, so, lo, po]) -> each deferred frame's bytes (items packed):
+ * mv[at : at + end - start] when it ends in its segment (a slice, clamped to the buffer as
+ * Python's is), else read(start, end), or, given the segments' arrays (read's, InOrder's),
+ * the frame joined from them as read joins it (joined_frame; read where it declines). */
 static PyObject *frames_of(PyObject *self, PyObject *args) {
-    PyObject *mv, *items, *read, *out = NULL;
+    PyObject *mv, *items, *read, *so = NULL, *lo = NULL, *po = NULL, *out = NULL;
     Py_buffer view, iv;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOO", &mv, &items, &read)) return NULL;
+    Held hs = {0}, hl = {0}, hp = {0};
+    Py_ssize_t n, segments = 0;
+    if (!PyArg_ParseTuple(args, "OOO|OOO", &mv, &items, &read, &so, &lo, &po)) return NULL;
     if (packed(items, &iv, &n) < 0) return NULL;
     if (PyObject_GetBuffer(mv, &view, PyBUF_C_CONTIGUOUS) < 0) {
         PyBuffer_Release(&iv);
         return NULL;
+    }
+    if (po != NULL) {
+        if (hold(so, &hs, 8) < 0 || hold(lo, &hl, 8) < 0 || hold(po, &hp, 8) < 0) goto error;
+        segments = hs.view.len / 8;
+        if (hl.view.len / 8 != segments || hp.view.len / 8 != segments) {
+            PyErr_SetString(PyExc_ValueError, "frames_of: segment arrays of one length expected");
+            goto error;
+        }
     }
     out = PyList_New(n);
     for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
@@ -699,19 +727,25 @@ static PyObject *frames_of(PyObject *self, PyObject *args) {
             hi = hi < view.len ? hi : view.len;
             frame = PyBytes_FromStringAndSize((const char *)view.buf + lo, hi - lo);
         } else {
-            frame = PyObject_CallFunction(read, "LL", start, end);
+            if (segments > 0)
+                frame = joined_frame(view.buf, view.len, hs.view.buf, hl.view.buf, hp.view.buf,
+                                     segments, start, end);
+            if (frame == NULL && !PyErr_Occurred())
+                frame = PyObject_CallFunction(read, "LL", start, end);
         }
         if (frame == NULL) goto error;
         PyList_SET_ITEM(out, k, frame);
     }
+    goto done;
+error:
+    Py_CLEAR(out);
+done:
+    release(&hs);
+    release(&hl);
+    release(&hp);
     PyBuffer_Release(&view);
     PyBuffer_Release(&iv);
     return out;
-error:
-    Py_XDECREF(out);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&iv);
-    return NULL;
 }
 
 /* The frame event class whose instances place makes itself (plain_event: its __init__ only
@@ -793,7 +827,12 @@ static PyObject *place(PyObject *self, PyObject *args) {
             PyObject *call[5] = {ts, connection, direction, start, record};
             event = event_of(make, call);
         }
-        if (event != NULL) placed = PyTuple_Pack(3, row, slot, event);
+        if (event != NULL && (placed = PyTuple_New(3)) != NULL) { /* (their references) */
+            PyTuple_SET_ITEM(placed, 0, row);
+            PyTuple_SET_ITEM(placed, 1, slot);
+            PyTuple_SET_ITEM(placed, 2, event);
+            row = slot = event = NULL;
+        }
         Py_XDECREF(ts);
         Py_XDECREF(start);
         Py_XDECREF(row);

@@ -5,28 +5,62 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "_native.h"
 
-/* An int64 array's buffer (array('q')), held for the call. */
-typedef struct {
-    Py_buffer view;
-    int held;
-} Held;
-
-static int hold(PyObject *obj, Held *h, Py_ssize_t itemsize) {
+int hold(PyObject *obj, Held *h, Py_ssize_t itemsize) {
     if (PyObject_GetBuffer(obj, &h->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
     h->held = 1;
     if (itemsize > 1 && h->view.len % itemsize != 0) {
-        PyErr_SetString(PyExc_ValueError, "json_run: arrays of 8-byte items expected");
+        PyErr_SetString(PyExc_ValueError, "segment arrays of 8-byte items expected");
         return -1;
     }
     return 0;
 }
 
-static void release(Held *h) {
+void release(Held *h) {
     if (h->held) PyBuffer_Release(&h->view);
     h->held = 0;
+}
+
+/* The last of the n sorted offsets so[] at or before a (bisect_right(so, a) - 1). */
+static Py_ssize_t segment_of(const int64_t *so, Py_ssize_t n, long long a) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (a < so[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo - 1;
+}
+
+/* Whether [p, p + n) lies in a buffer of `size` bytes (a slice of it, not clamped). */
+static int inside(long long p, long long n, Py_ssize_t size) {
+    return p >= 0 && n >= 0 && p + n <= size;
+}
+
+/* The stream bytes [a, b) of a frame across segments, joined as InOrder.read joins them
+ * (tcp/vectorized.py: the first segment's rest, the ones between whole, the last's start);
+ * NULL without an error: not the usual case (read it the Python way). */
+PyObject *joined_frame(const char *buf, Py_ssize_t size, const int64_t *so, const int64_t *lo,
+                       const int64_t *po, Py_ssize_t n, long long a, long long b) {
+    Py_ssize_t j = segment_of(so, n, a), jj = segment_of(so, n, b - 1);
+    if (j < 0 || jj <= j || b <= so[j] + lo[j]) return NULL;
+    long long at = po[j] + a - so[j], first = po[j] + lo[j] - at, last = b - so[jj], total;
+    if (!inside(at, first, size) || !inside(po[jj], last, size)) return NULL;
+    total = first + last;
+    for (Py_ssize_t k = j + 1; k < jj; k++) {
+        if (!inside(po[k], lo[k], size)) return NULL;
+        total += lo[k];
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) return NULL;
+    char *to = PyBytes_AS_STRING(out);
+    memcpy(to, buf + at, first), to += first;
+    for (Py_ssize_t k = j + 1; k < jj; k++) memcpy(to, buf + po[k], lo[k]), to += lo[k];
+    memcpy(to, buf + po[jj], last);
+    return out;
 }
 
 /* (buf, so, lo, po, rows, times, send, pos, jj, low, limit, slot) -> (pos, jj, packed):
