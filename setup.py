@@ -25,7 +25,8 @@ def _optional(name: str, *more: str) -> Extension:
 setup(
     ext_modules=[
         _optional("streamdissect.protocols.stream._native"),
-        _optional("streamdissect.protocols.rocketmq._native", "_native_runs", "_native_naming"),
+        _optional("streamdissect.protocols.rocketmq._native", "_native_runs", "_native_naming",
+                  "_native_walk"),
         _optional("streamdissect.capture._records"),
         _optional("streamdissect.cli._json_rows"),
         _optional("streamdissect.analysis._columns"),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
+import sys
 
 import pytest
 import worsen
@@ -28,7 +30,7 @@ from rocketmq_support import (
 from test_rocketmq_plain_walk import REGRESSIONS, WORSE
 
 from streamdissect.protocols.rocketmq import codec, native, plain_walk, spec
-from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPull, HotPulled, HotSend
+from streamdissect.protocols.rocketmq.hot import HotAnswer, HotPull, HotPulled, HotSend, hot_record
 
 # the compiled reader and the Python path (conftest.py loads native_modes)
 both_modes = pytest.mark.usefixtures("walk_mode")
@@ -327,3 +329,75 @@ def test_records_of_classes_whose_slots_lie_elsewhere_read_the_same():
 def _fields(cls: type) -> list[str]:
     """A light record class's slots, its bases' too."""
     return [f for c in reversed(cls.__mro__) for f in getattr(c, "__slots__", ())]
+
+
+# --- keys one byte off, and tags taken in turn ----------------------------------------------
+
+# the keys the compiled reader reads: the header's, the ext fields' (the V2 send's letters
+# of the fields hot_record reads, the responses' and the pull's keys) and a send's
+# properties' names (their \u0001 after them, escaped in the header)
+_V2_READ = [f.key for f in spec.SEND_V2.fields
+            if f.name in ("producerGroup", "topic", "queueId", "sysFlag", "properties")]  # fmt: skip
+_EXT_READ = EXT_KEYS[len(spec.V2_KEYS) : -2]  # (not subscription, other)
+READ_KEYS = [f'"{key}":'.encode() for key in (*HEAD_KEYS, *_V2_READ, *_EXT_READ)] + [
+    name.encode() + b"\\u0001" for name in (spec.UNIQ_KEY, spec.TAGS, spec.KEYS)]
+
+
+def _one_byte_off(key: bytes) -> list[bytes]:
+    """A quoted key or property name with its first, a middle or its last letter changed
+    (the same length, the quotes and separator kept)."""
+    name = key.split(b'"')[1] if key.startswith(b'"') else key[: -len(b"\\u0001")]
+    out = []
+    for at in sorted({0, len(name) // 2, len(name) - 1}):
+        other = name[:at] + (b"y" if name[at : at + 1] == b"x" else b"x") + name[at + 1 :]
+        out.append(key.replace(name, other, 1))
+    return out
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled reader was not built")
+def test_keys_one_byte_off_read_as_hot_record_reads_them(monkeypatch):
+    """The compiled reader finds a key by its length, then its bytes: each key it reads,
+    one byte off in a recorded frame it reads (every place of it: up to a few frames of
+    each kind), makes what hot_record makes of the frame, or is declined."""
+    monkeypatch.setattr(native, "loaded", COMPILED)
+    tried: dict[tuple, int] = {}
+    for frame in _recorded_frames():
+        length = int.from_bytes(frame[5:8], "big")
+        text, body = frame[8 : 8 + length], frame[8 + length :]
+        kind = light_record_holds(frame)
+        if compiled_record_holds(frame, codec._json_loads(text)) != "read":
+            continue
+        for key in READ_KEYS:
+            if key not in text or tried.get((kind, key), 0) >= 3:
+                continue
+            tried[(kind, key)] = tried.get((kind, key), 0) + 1
+            for other in _one_byte_off(key):
+                assert light_record_holds(_framed(text.replace(key, other), body)) != (
+                    "not walked")  # (checked against hot_record there)
+    assert {kind for kind, _ in tried} == {"answer", "pull", "pulled", "send"}
+    assert {key for _, key in tried} == set(READ_KEYS)
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled reader was not built")
+def test_sends_going_through_tags_in_turn_hold_the_interned_tags(monkeypatch):
+    """A light send's tags are the interned text of them, as hot_record makes them, when a
+    block's sends take 2, 3 ... 9 tags in turn (the compiled reader keeps the last few)."""
+    monkeypatch.setattr(native, "loaded", COMPILED)
+    sends = [f for f in _recorded_frames() if light_record_holds(f) == "send"
+             and compiled_record_holds(f, codec._json_loads(f[8 : 8 + int.from_bytes(
+                 f[5:8], "big")])) == "read" and b"TAGS\\u0001" in f]  # fmt: skip
+    send = sends[0]
+    length = int.from_bytes(send[5:8], "big")
+    text, body = send[8 : 8 + length], send[8 + length :]
+    tags = re.search(rb"TAGS\\u0001([^\"\\]*)", text).group(1)
+    frames = [_framed(text.replace(b"TAGS\\u0001" + tags, b"TAGS\\u0001tag-%d-of-%d" % (k % n, n)),
+                      body)
+              for n in range(2, 10) for k in range(3 * n)]  # fmt: skip
+    for first in range(0, len(frames), 7):  # (in calls of a few sends, as blocks read them)
+        batch = frames[first : first + 7]
+        for frame, record in zip(batch, COMPILED.hot_records(batch, *plain_walk._HOT)):
+            header = codec._json_loads(frame[8 : 8 + int.from_bytes(frame[5:8], "big")])
+            expected = hot_record(frame, header)
+            assert record.tags == expected.tags and record.tags is expected.tags
+            copy_ = record.tags[:1] + record.tags[1:]  # (an equal text, not the same str)
+            assert copy_ is not record.tags and sys.intern(copy_) is record.tags

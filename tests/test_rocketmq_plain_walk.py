@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+from array import array
 from typing import Any
 
 import pytest
@@ -392,6 +393,62 @@ def test_the_compiled_place_makes_frame_events_as_their_init_does():
     assert event == FrameEvent(3, "c", "d", 7, record) and event.record is record
     with pytest.raises(TypeError):  # (a class whose fields are not all slots)
         compiled.plain_event(type("NoSlots", (), {}))
+
+
+@pytest.mark.skipif(native._compiled() is None, reason="the compiled reader was not built")
+def test_frames_across_segments_joined_as_in_order_read_joins_them():
+    """Given a direction's segment arrays, frames_of joins a frame across segments itself
+    as InOrder.read joins it (tcp/vectorized.py), and leaves to read what it does not
+    join: random segments (contiguous, with gaps, overlaps, positions out of the buffer)
+    and frames from before the first to past the last, each the same bytes or the same
+    error as read's."""
+    import numpy as np
+
+    from streamdissect.tcp.vectorized import InOrder
+
+    compiled = native._compiled()
+    rng = random.Random(2026)
+    buf = rng.randbytes(400)
+    mv = memoryview(buf)
+    ways = {"joined": 0, "read": 0}
+    for _ in range(400):
+        count, offset = rng.randint(1, 8), rng.randint(0, 50)
+        so, lo = [], []
+        for _k in range(count):
+            so.append(offset)
+            lo.append(rng.randint(0, 60))
+            offset += lo[-1] + rng.choice([0, 0, 0, 0, 3, -2])  # (a gap, an overlap)
+        po = [rng.randint(0, 420 - n) if rng.random() < 0.95 else rng.randint(390, 500)
+              for n in lo]  # fmt: skip
+        arrays = [array("q", values) for values in (so, lo, po)]
+        ints = [np.array(values, dtype=np.int64) for values in (so, lo, po)]
+        zeros = np.zeros(count, dtype=np.int64)
+        segments = InOrder(0, *arrays, *ints, zeros, zeros, zeros, buf, mv)
+        calls = []
+
+        def read(a: int, b: int, segments=segments, calls=calls) -> bytes:
+            calls.append((a, b))
+            return segments.read(a, b)
+
+        for _k in range(10):
+            start = rng.randint(so[0] - 5, offset + 5)
+            end = start + rng.randint(1, 150)
+            item = (start, end, end - start - 4, 1, 2, 0, 0, start)  # (seg_end: not in it)
+            expected = _outcome(segments.read, start, end)
+            got = _outcome(compiled.frames_of, mv, packed([item]), read, *arrays)
+            assert got == (expected if isinstance(expected, type) else [expected]), (
+                so, lo, po, start, end)  # fmt: skip
+            ways["read" if calls and calls[-1] == (start, end) else "joined"] += 1
+            calls.clear()
+    assert ways["joined"] > 1000 and ways["read"] > 500
+
+
+def _outcome(call: Any, *args: Any) -> Any:
+    """What call(*args) returns, or the class of the error it raises."""
+    try:
+        return call(*args)
+    except Exception as error:  # noqa: BLE001 (any error: the same one both ways)
+        return type(error)
 
 
 def packed(items: list) -> Any:

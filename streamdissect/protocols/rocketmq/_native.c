@@ -6,9 +6,9 @@
  * a HotPull),
  * made straight from its header's text (a pull response's stored messages walked as
  * messages.plain_sizes walks them), or None: read it the Python way.
- * json_run: the plain walk's loop (framing.walk._frames) over a run of whole JSON frames
- * (key 0: a JSON header under 64 KiB) of one direction's segments, each noted as the loop
- * notes a deferred frame; it stops at any other frame for the loop to take.
+ * json_run (_native_walk.c): the plain walk's loop (framing.walk._frames) over a run of
+ * whole JSON frames (key 0: a JSON header under 64 KiB) of one direction's segments, each
+ * noted as the loop notes a deferred frame; it stops at any other frame for the loop to take.
  * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
  * buffer, the light records' events made and put in their slots.
  * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
@@ -47,8 +47,11 @@
 #define SYSFLAG_COMPRESSED 0x1
 #define V6_HOSTS 0x30
 
-/* The interned group, topic and tags of the light send read last (shared_text). */
-static PyObject *LAST_GROUP, *LAST_TOPIC, *LAST_TAGS;
+/* The interned group and topic of the light send read last (shared_text), and the tags of
+ * the last few (senders alternate tags: recent_tags). */
+#define RECENT 4
+static PyObject *LAST_GROUP, *LAST_TOPIC, *RECENT_TAGS[RECENT];
+static int RECENT_NEXT;
 
 /* A text's place in the header (its content between the quotes) or absent (start NULL). */
 typedef struct {
@@ -64,11 +67,6 @@ enum { K_CODE = 1, K_EXT = 2, K_FLAG = 4, K_LANGUAGE = 8, K_OPAQUE = 16, K_REMAR
 enum { E_GROUP, E_TOPIC, E_QUEUE, E_SYSFLAG, E_PROPERTIES, E_MSGID, E_QUEUEID, E_QUEUEOFFSET,
        E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER, E_PULL_GROUP, E_PULL_TOPIC, E_PULL_MAX_NUMS,
        E_PULL_SYSFLAG, E_PULL_COMMIT, E_PULL_SUSPEND, E_COUNT };
-static const char *EXT_NAMES[E_COUNT] = {"a", "b", "e", "f", "i", "msgId", "queueId",
-                                         "queueOffset", "nextBeginOffset", "minOffset",
-                                         "maxOffset", "offset", "suggestWhichBrokerId",
-                                         "consumerGroup", "topic", "maxMsgNums", "sysFlag",
-                                         "commitOffset", "suspendTimeoutMillis"};
 /* A light pull request's fields (hot.PULL_FIELDS, in its order): ext key, integer or text. */
 #define PULL_FIELD_COUNT 8
 static const struct { int key; int integer; } PULL_FIELDS[PULL_FIELD_COUNT] = {
@@ -89,46 +87,74 @@ static inline int hexval(char c) {
     return -1;
 }
 
+/* A header byte's class in a text: an ordinary one (0), the closing quote, an escape, or
+ * one the scanner does not read (under 0x20, over 0x7E): one look-up a byte (text_classes). */
+enum { T_PLAIN, T_QUOTE, T_ESCAPE, T_BAD };
+static unsigned char TEXT_CLASS[256];
+
+static void text_classes(void) {
+    for (int c = 0; c < 256; c++)
+        TEXT_CLASS[c] = c < 0x20 || c > 0x7E ? T_BAD
+                        : c == '"'             ? T_QUOTE
+                        : c == '\\'            ? T_ESCAPE
+                                               : T_PLAIN;
+}
+
+/* The first byte from s on that is no ordinary one (TEXT_CLASS). s is in a frame, a bytes
+ * object: CPython ends its bytes with a NUL (T_BAD), so the loop, four bytes a step, needs
+ * no bound; the caller checks the byte found against its end. */
+static inline const char *plain_run(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (;; u += 4) {
+        if (TEXT_CLASS[u[0]]) return (const char *)u;
+        if (TEXT_CLASS[u[1]]) return (const char *)u + 1;
+        if (TEXT_CLASS[u[2]]) return (const char *)u + 2;
+        if (TEXT_CLASS[u[3]]) return (const char *)u + 3;
+    }
+}
+
 /* A JSON text from its opening quote: its content's span, *p past the closing quote; 0 when
  * it is not one the scanner reads (a byte over 0x7E or under 0x20, an escape of a code
- * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). */
+ * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). (Within a frame's
+ * bytes: plain_run.) */
 static int text(const char **p, const char *end, Span *span, int plain) {
     const char *s = *p;
     if (s >= end || *s != '"') return 0;
     span->start = ++s;
-    while (s < end) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"') {
+    for (;;) {
+        s = plain_run(s);
+        if (s >= end) return 0;
+        switch (TEXT_CLASS[(unsigned char)*s]) {
+        case T_QUOTE:
             span->end = s;
             *p = s + 1;
             return 1;
+        case T_BAD: return 0;
         }
-        if (c < 0x20 || c > 0x7E) return 0;
-        if (c == '\\') {
-            if (plain || s + 1 >= end) return 0;
-            char e = s[1];
-            if (e == 'u') {
-                if (s + 6 > end) return 0;
-                int a = hexval(s[2]), b = hexval(s[3]), x = hexval(s[4]), y = hexval(s[5]);
-                if (a != 0 || b != 0 || x < 0 || x > 7 || y < 0) return 0;
-                s += 6;
-                continue;
-            }
-            if (!strchr("\"\\/bfnrt", e) || e == 0) return 0;
-            s += 2;
+        /* (an escape) */
+        if (plain || s + 1 >= end) return 0;
+        char e = s[1];
+        if (e == 'u') {
+            if (s + 6 > end) return 0;
+            int a = hexval(s[2]), b = hexval(s[3]), x = hexval(s[4]), y = hexval(s[5]);
+            if (a != 0 || b != 0 || x < 0 || x > 7 || y < 0) return 0;
+            s += 6;
             continue;
         }
-        s++;
+        if (!strchr("\"\\/bfnrt", e) || e == 0) return 0;
+        s += 2;
     }
-    return 0;
 }
 
 /* A text's content with its escapes read, into `out` (at least as long as the span). */
 static Py_ssize_t unescape(Span span, char *out) {
     Py_ssize_t n = 0;
     for (const char *s = span.start; s < span.end;) {
-        if (*s != '\\') {
-            out[n++] = *s++;
+        if (*s != '\\') { /* (the bytes up to the next escape copied at once) */
+            const char *stop = memchr(s, '\\', span.end - s);
+            Py_ssize_t run = (stop == NULL ? span.end : stop) - s;
+            memcpy(out + n, s, run);
+            n += run, s += run;
             continue;
         }
         char e = s[1];
@@ -181,9 +207,50 @@ static int digits_value(Span span, long long *value) {
     return 1;
 }
 
-static int key_is(Span key, const char *name) {
-    size_t n = strlen(name);
-    return (size_t)(key.end - key.start) == n && memcmp(key.start, name, n) == 0;
+/* Whether the n bytes at s are the literal `name` (n known equal to its length: a key's
+ * length is switched on first, so no key is compared byte by byte with every name). */
+#define SAME(s, name) (memcmp((s), (name), sizeof(name) - 1) == 0)
+
+/* An ext key's index (E_*), or -1: one not read. */
+static int ext_key(const char *s, Py_ssize_t n) {
+    switch (n) {
+    case 1:
+        switch (*s) {
+        case 'a': return E_GROUP;
+        case 'b': return E_TOPIC;
+        case 'e': return E_QUEUE;
+        case 'f': return E_SYSFLAG;
+        case 'i': return E_PROPERTIES;
+        }
+        return -1;
+    case 5: return SAME(s, "msgId") ? E_MSGID : SAME(s, "topic") ? E_PULL_TOPIC : -1;
+    case 6: return SAME(s, "offset") ? E_OFFSET : -1;
+    case 7: return SAME(s, "queueId") ? E_QUEUEID : SAME(s, "sysFlag") ? E_PULL_SYSFLAG : -1;
+    case 9: return SAME(s, "minOffset") ? E_MIN : SAME(s, "maxOffset") ? E_MAX : -1;
+    case 10: return SAME(s, "maxMsgNums") ? E_PULL_MAX_NUMS : -1;
+    case 11: return SAME(s, "queueOffset") ? E_QUEUEOFFSET : -1;
+    case 12: return SAME(s, "commitOffset") ? E_PULL_COMMIT : -1;
+    case 13: return SAME(s, "consumerGroup") ? E_PULL_GROUP : -1;
+    case 15: return SAME(s, "nextBeginOffset") ? E_NEXT : -1;
+    case 20:
+        return SAME(s, "suggestWhichBrokerId")   ? E_BROKER
+               : SAME(s, "suspendTimeoutMillis") ? E_PULL_SUSPEND
+                                                 : -1;
+    }
+    return -1;
+}
+
+/* A header key's bit (K_*), or 0: one the scanner does not read. */
+static int header_key(const char *s, Py_ssize_t n) {
+    switch (n) {
+    case 4: return SAME(s, "code") ? K_CODE : SAME(s, "flag") ? K_FLAG : 0;
+    case 6: return SAME(s, "opaque") ? K_OPAQUE : SAME(s, "remark") ? K_REMARK : 0;
+    case 7: return SAME(s, "version") ? K_VERSION : 0;
+    case 8: return SAME(s, "language") ? K_LANGUAGE : 0;
+    case 9: return SAME(s, "extFields") ? K_EXT : 0;
+    case 23: return SAME(s, "serializeTypeCurrentRPC") ? K_RPC : 0;
+    }
+    return 0;
 }
 
 /* extFields' object of texts, its read keys' values noted (a read key twice: 0). */
@@ -199,12 +266,10 @@ static int ext_fields(const char **p, const char *end, Header *h) {
     for (;;) {
         if (!text(&s, end, &key, 1) || s >= end || *s++ != ':' || !text(&s, end, &value, 0))
             return 0;
-        for (int k = 0; k < E_COUNT; k++) {
-            if (key_is(key, EXT_NAMES[k])) {
-                if (h->ext[k].start) return 0;
-                h->ext[k] = value;
-                break;
-            }
+        int k = ext_key(key.start, key.end - key.start);
+        if (k >= 0) {
+            if (h->ext[k].start) return 0;
+            h->ext[k] = value;
         }
         if (s >= end) return 0;
         if (*s == '}') {
@@ -215,24 +280,16 @@ static int ext_fields(const char **p, const char *end, Header *h) {
     }
 }
 
-/* The header's text read into `h`; 0: not one the scanner reads. */
+/* The header's text read into `h` (within a frame's bytes object: plain_run); 0: not one the
+ * scanner reads. */
 static int scan(const char *s, const char *end, Header *h) {
     Span key, value;
     memset(h, 0, sizeof(*h));
     if (s >= end || *s++ != '{') return 0;
     for (;;) {
-        int bit;
         if (!text(&s, end, &key, 1) || s >= end || *s++ != ':') return 0;
-        if (key_is(key, "code")) bit = K_CODE;
-        else if (key_is(key, "extFields")) bit = K_EXT;
-        else if (key_is(key, "flag")) bit = K_FLAG;
-        else if (key_is(key, "language")) bit = K_LANGUAGE;
-        else if (key_is(key, "opaque")) bit = K_OPAQUE;
-        else if (key_is(key, "remark")) bit = K_REMARK;
-        else if (key_is(key, "serializeTypeCurrentRPC")) bit = K_RPC;
-        else if (key_is(key, "version")) bit = K_VERSION;
-        else return 0;
-        if (h->seen & bit) return 0;
+        int bit = header_key(key.start, key.end - key.start);
+        if (bit == 0 || (h->seen & bit)) return 0;
         h->seen |= bit;
         long long ignored;
         int ok;
@@ -251,13 +308,22 @@ static int scan(const char *s, const char *end, Header *h) {
     }
 }
 
+/* n bytes as a str, every one ASCII (the scanner's texts are: their bytes 0x20..0x7E, their
+ * escapes under 0x80), made without PyUnicode_DecodeASCII's check of each. */
+static PyObject *ascii_text(const char *start, Py_ssize_t n) {
+    PyObject *out = PyUnicode_New(n, 127);
+    if (out != NULL) memcpy(PyUnicode_1BYTE_DATA(out), start, n);
+    return out;
+}
+
 /* A text's value as a str (its escapes read), None when absent; NULL: an error. */
 static PyObject *text_or_none(Span span) {
     if (!span.start) Py_RETURN_NONE;
     Py_ssize_t size = span.end - span.start;
+    if (!memchr(span.start, '\\', size)) return ascii_text(span.start, size);
     char small[256], *buf = size <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(size);
     if (buf == NULL) return PyErr_NoMemory();
-    PyObject *out = PyUnicode_DecodeASCII(buf, unescape(span, buf), NULL);
+    PyObject *out = ascii_text(buf, unescape(span, buf));
     if (buf != small) PyMem_Free(buf);
     return out;
 }
@@ -294,6 +360,16 @@ static PyObject *shared_text(Span span, PyObject **last) {
 }
 
 
+/* A send's tags (n bytes, unescaped) interned, as `interned` makes them: the same string as
+ * one of the last few sends' when it is theirs, not decoded and looked up again. */
+static PyObject *recent_tags(const char *start, Py_ssize_t n) {
+    for (int k = 0; k < RECENT; k++)
+        if (same_as_last(start, n, RECENT_TAGS[k])) return Py_NewRef(RECENT_TAGS[k]);
+    PyObject *text = kept_last(ascii_text(start, n), &RECENT_TAGS[RECENT_NEXT]);
+    RECENT_NEXT = (RECENT_NEXT + 1) % RECENT;
+    return text;
+}
+
 /* Whether an integer field's text is absent or digits alone (the scanner types those). */
 static int typed_here(Span span) {
     long long v;
@@ -316,22 +392,6 @@ Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
     if (member->type != T_OBJECT_EX || (member->flags & READONLY)) return -1;
     return member->offset;
-}
-
-/* obj.name = value (its reference taken; NULL: an error passed on). A slot is written as
- * its member descriptor writes it (PyMember_SetOne), without the generic lookup's calls. */
-static int set(PyObject *obj, PyObject *name, PyObject *value) {
-    if (value == NULL) return -1;
-    Py_ssize_t at = slot_offset(Py_TYPE(obj), name);
-    if (at < 0) {
-        int r = PyObject_SetAttr(obj, name, value);
-        Py_DECREF(value);
-        return r;
-    }
-    PyObject **slot = (PyObject **)((char *)obj + at), *old = *slot;
-    *slot = value;
-    Py_XDECREF(old);
-    return 0;
 }
 
 /* cls() for a class whose instances are made by object's own __new__ and __init__ (a plain
@@ -398,27 +458,73 @@ static PyObject *const *PULL_NAMES[PULL_FIELD_COUNT] = {
     &N_CONSUMER_GROUP, &N_TOPIC, &N_QUEUE_ID_FIELD, &N_QUEUE_OFFSET_FIELD, &N_MAX_NUMS,
     &N_SYSFLAG, &N_COMMIT, &N_SUSPEND};
 
+/* The light records' fields, by the names above (F_* indexes FIELD_NAMES). */
+enum { F_FRAME, F_OPAQUE, F_GROUP, F_TOPIC, F_QUEUE_ID, F_MSG_ID, F_TAGS, F_KEYS, F_WIRE,
+       F_CODE, F_REMARK, F_REQUEST_CODE, F_QUEUE_OFFSET, F_MESSAGES, F_BYTES, F_NEXT, F_MIN,
+       F_MAX, F_OFFSET, F_BROKER, F_FIELDS, F_COUNT };
+static PyObject *const *FIELD_NAMES[F_COUNT] = {
+    &N_FRAME, &N_OPAQUE, &N_GROUP, &N_TOPIC, &N_QUEUE_ID, &N_MSG_ID, &N_TAGS, &N_KEYS, &N_WIRE,
+    &N_CODE, &N_REMARK, &N_REQUEST_CODE, &N_QUEUE_OFFSET, &N_MESSAGES, &N_BYTES, &N_NEXT,
+    &N_MIN, &N_MAX, &N_OFFSET, &N_BROKER, &N_FIELDS};
+
+/* A light record class of a hot_records call and where its instances keep each field
+ * (slot_offset; -1: set by its name), looked up once a call, not at each field set. */
+typedef struct {
+    PyObject *cls;
+    PyTypeObject *type; /* (NULL: cls is no class) */
+    unsigned int tag;   /* (its version tag then: a class changed since has another, or 0) */
+    Py_ssize_t at[F_COUNT];
+} Light;
+
+static void light_of(Light *l, PyObject *cls) {
+    l->cls = cls;
+    l->type = PyType_Check(cls) ? (PyTypeObject *)cls : NULL;
+    for (int k = 0; k < F_COUNT; k++)
+        l->at[k] = l->type == NULL ? -1 : slot_offset(l->type, *FIELD_NAMES[k]);
+    l->tag = l->type == NULL ? 0 : l->type->tp_version_tag;
+}
+
+/* obj.field = value (its reference taken; NULL: an error passed on), obj made for `l`. A
+ * slot is written as its member descriptor writes it (PyMember_SetOne), without the
+ * generic lookup's calls; an instance of another type (cls() made it) set by the name. */
+static int put(PyObject *obj, const Light *l, int field, PyObject *value) {
+    if (value == NULL) return -1;
+    Py_ssize_t at = Py_TYPE(obj) == l->type && l->tag && l->type->tp_version_tag == l->tag
+                        ? l->at[field]
+                        : -1;
+    if (at < 0) {
+        int r = PyObject_SetAttr(obj, *FIELD_NAMES[field], value);
+        Py_DECREF(value);
+        return r;
+    }
+    PyObject **slot = (PyObject **)((char *)obj + at), *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
 /* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
  * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
-static int send_properties(PyObject *send, Span span) {
+static int send_properties(PyObject *send, const Light *l, Span span) {
     Py_ssize_t size = span.start ? span.end - span.start : 0;
-    char *buf = PyMem_Malloc(size ? size : 1);
+    char small[512], *buf = size <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(size);
     if (buf == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     Py_ssize_t n = span.start ? unescape(span, buf) : 0;
     Span found[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
-    static const char *names[3] = {"UNIQ_KEY", "TAGS", "KEYS"};
     const char *item = buf, *end = buf + n;
     for (;;) {
         const char *stop = memchr(item, '\x02', end - item);
         if (stop == NULL) stop = end;
         const char *sep = memchr(item, '\x01', stop - item);
-        if (sep != NULL) {
-            Span name = {item, sep};
-            for (int k = 0; k < 3; k++)
-                if (key_is(name, names[k])) found[k] = (Span){sep + 1, stop};
+        if (sep != NULL) { /* (the names read: UNIQ_KEY, TAGS, KEYS) */
+            int k = sep - item == 8 && SAME(item, "UNIQ_KEY") ? 0
+                    : sep - item == 4 && SAME(item, "TAGS")   ? 1
+                    : sep - item == 4 && SAME(item, "KEYS")   ? 2
+                                                              : -1;
+            if (k >= 0) found[k] = (Span){sep + 1, stop};
         }
         if (stop == end) break;
         item = stop + 1;
@@ -428,54 +534,49 @@ static int send_properties(PyObject *send, Span span) {
     for (int k = 0; k < 3; k++) {
         if (found[k].start == NULL || (k == 0 && found[k].start == found[k].end))
             values[k] = Py_NewRef(Py_None); /* (msg_id: an empty UNIQ_KEY is None) */
-        else if (k == 1 && same_as_last(found[k].start, found[k].end - found[k].start, LAST_TAGS))
-            values[k] = Py_NewRef(LAST_TAGS); /* (the tags: interned, through LAST_TAGS) */
         else if (k == 1)
-            values[k] = kept_last(PyUnicode_DecodeASCII(found[k].start,
-                                                        found[k].end - found[k].start, NULL),
-                                  &LAST_TAGS);
+            values[k] = recent_tags(found[k].start, found[k].end - found[k].start);
         else
-            values[k] = PyUnicode_DecodeASCII(found[k].start, found[k].end - found[k].start,
-                                              NULL);
+            values[k] = ascii_text(found[k].start, found[k].end - found[k].start);
     }
-    PyMem_Free(buf);
-    if (set(send, N_MSG_ID, values[0]) < 0) r = -1;
-    if (set(send, N_TAGS, values[1]) < 0) r = -1;
-    if (set(send, N_KEYS, values[2]) < 0) r = -1;
+    if (buf != small) PyMem_Free(buf);
+    if (put(send, l, F_MSG_ID, values[0]) < 0) r = -1;
+    if (put(send, l, F_TAGS, values[1]) < 0) r = -1;
+    if (put(send, l, F_KEYS, values[2]) < 0) r = -1;
     return r;
 }
 
 /* A response's fields every light response has (HotAnswer's); -1: an error. */
-static int answer_fields(PyObject *out, PyObject *frame, Header *h) {
-    return set(out, N_QUEUE_ID, integer_or_none(h->ext[E_QUEUEID])) < 0 ||
-                   set(out, N_QUEUE_OFFSET, integer_or_none(h->ext[E_QUEUEOFFSET])) < 0 ||
-                   set(out, N_CODE, PyLong_FromLongLong(h->code)) < 0 ||
-                   set(out, N_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
-                   set(out, N_REMARK, text_or_none(h->remark)) < 0 ||
-                   set(out, N_REQUEST_CODE, Py_NewRef(Py_None)) < 0 ||
-                   set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
-                   set(out, N_MSG_ID, text_or_none(h->ext[E_MSGID])) < 0
+static int answer_fields(PyObject *out, const Light *l, PyObject *frame, Header *h) {
+    return put(out, l, F_QUEUE_ID, integer_or_none(h->ext[E_QUEUEID])) < 0 ||
+                   put(out, l, F_QUEUE_OFFSET, integer_or_none(h->ext[E_QUEUEOFFSET])) < 0 ||
+                   put(out, l, F_CODE, PyLong_FromLongLong(h->code)) < 0 ||
+                   put(out, l, F_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
+                   put(out, l, F_REMARK, text_or_none(h->remark)) < 0 ||
+                   put(out, l, F_REQUEST_CODE, Py_NewRef(Py_None)) < 0 ||
+                   put(out, l, F_FRAME, Py_NewRef(frame)) < 0 ||
+                   put(out, l, F_MSG_ID, text_or_none(h->ext[E_MSGID])) < 0
                ? -1
                : 0;
 }
 
 /* A pull response's light record (hot._pulled), None (declined) or NULL (an error). */
-static PyObject *pulled(PyObject *frame, Py_ssize_t length, Header *h, PyObject *cls) {
+static PyObject *pulled(PyObject *frame, Py_ssize_t length, Header *h, const Light *l) {
     static const int keys[5] = {E_NEXT, E_MIN, E_MAX, E_OFFSET, E_BROKER};
-    PyObject *const *names[5] = {&N_NEXT, &N_MIN, &N_MAX, &N_OFFSET, &N_BROKER};
+    static const int names[5] = {F_NEXT, F_MIN, F_MAX, F_OFFSET, F_BROKER};
     long long count, bytes;
     for (int k = 0; k < 5; k++)
         if (!typed_here(h->ext[keys[k]])) Py_RETURN_NONE;
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(frame);
     if (!plain_sizes(data + 8 + length, PyBytes_GET_SIZE(frame) - 8 - length, &count, &bytes))
         Py_RETURN_NONE;
-    PyObject *out = made(cls);
-    if (out == NULL || answer_fields(out, frame, h) < 0 ||
-        set(out, N_MESSAGES, PyLong_FromLongLong(count)) < 0 ||
-        set(out, N_BYTES, PyLong_FromLongLong(bytes)) < 0)
+    PyObject *out = made(l->cls);
+    if (out == NULL || answer_fields(out, l, frame, h) < 0 ||
+        put(out, l, F_MESSAGES, PyLong_FromLongLong(count)) < 0 ||
+        put(out, l, F_BYTES, PyLong_FromLongLong(bytes)) < 0)
         goto error;
     for (int k = 0; k < 5; k++)
-        if (set(out, *names[k], integer_or_none(h->ext[keys[k]])) < 0) goto error;
+        if (put(out, l, names[k], integer_or_none(h->ext[keys[k]])) < 0) goto error;
     return out;
 error:
     Py_XDECREF(out);
@@ -484,7 +585,7 @@ error:
 
 /* A pull request's light record (hot._pull): no body, its integer fields digits alone;
  * None (declined) or NULL (an error). */
-static PyObject *pull(PyObject *frame, Py_ssize_t length, Header *h, PyObject *cls) {
+static PyObject *pull(PyObject *frame, Py_ssize_t length, Header *h, const Light *l) {
     if (length != PyBytes_GET_SIZE(frame) - 8) Py_RETURN_NONE;
     for (int k = 0; k < PULL_FIELD_COUNT; k++)
         if (PULL_FIELDS[k].integer && !typed_here(h->ext[PULL_FIELDS[k].key])) Py_RETURN_NONE;
@@ -500,9 +601,9 @@ static PyObject *pull(PyObject *frame, Py_ssize_t length, Header *h, PyObject *c
         }
         Py_DECREF(value);
     }
-    out = made(cls);
-    if (out == NULL || set(out, N_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
-        set(out, N_FRAME, Py_NewRef(frame)) < 0 || set(out, N_FIELDS, Py_NewRef(fields)) < 0)
+    out = made(l->cls);
+    if (out == NULL || put(out, l, F_OPAQUE, PyLong_FromLongLong(h->opaque)) < 0 ||
+        put(out, l, F_FRAME, Py_NewRef(frame)) < 0 || put(out, l, F_FIELDS, Py_NewRef(fields)) < 0)
         goto error;
     Py_DECREF(fields);
     return out;
@@ -513,8 +614,8 @@ error:
 }
 
 /* The frame's light record, None (declined) or NULL (an error). */
-static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_class,
-                        PyObject *pulled_class, PyObject *pull_class) {
+static PyObject *record(PyObject *frame, const Light *light) {
+    const Light *send = &light[0], *answer = &light[1];
     const char *data = PyBytes_AS_STRING(frame);
     Py_ssize_t size = PyBytes_GET_SIZE(frame);
     Header h;
@@ -526,28 +627,28 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
     if (h.flag == RESPONSE_FLAG) {
         if (!typed_here(h.ext[E_QUEUEID]) || !typed_here(h.ext[E_QUEUEOFFSET])) Py_RETURN_NONE;
         if (h.code == 0 && h.ext[E_NEXT].start && h.ext[E_MIN].start && h.ext[E_MAX].start)
-            return pulled(frame, length, &h, pulled_class);
-        out = made(answer_class);
-        if (out == NULL || answer_fields(out, frame, &h) < 0) {
+            return pulled(frame, length, &h, &light[2]);
+        out = made(answer->cls);
+        if (out == NULL || answer_fields(out, answer, frame, &h) < 0) {
             Py_XDECREF(out);
             return NULL;
         }
         return out;
     }
-    if (h.flag == 0 && h.code == PULL_CODE) return pull(frame, length, &h, pull_class);
+    if (h.flag == 0 && h.code == PULL_CODE) return pull(frame, length, &h, &light[3]);
     if (h.flag != 0 || h.code != SEND_V2_CODE) Py_RETURN_NONE;
     long long sysflag = 0;
     if (h.ext[E_SYSFLAG].start && (!digits_value(h.ext[E_SYSFLAG], &sysflag) || sysflag))
         Py_RETURN_NONE; /* (a compressed message, or a text the Python path types) */
     if (!typed_here(h.ext[E_QUEUE])) Py_RETURN_NONE;
-    out = made(send_class);
-    if (out == NULL || set(out, N_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
-        set(out, N_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
-        set(out, N_FRAME, Py_NewRef(frame)) < 0 ||
-        set(out, N_GROUP, shared_text(h.ext[E_GROUP], &LAST_GROUP)) < 0 ||
-        set(out, N_TOPIC, shared_text(h.ext[E_TOPIC], &LAST_TOPIC)) < 0 ||
-        set(out, N_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
-        send_properties(out, h.ext[E_PROPERTIES]) < 0) {
+    out = made(send->cls);
+    if (out == NULL || put(out, send, F_QUEUE_ID, integer_or_none(h.ext[E_QUEUE])) < 0 ||
+        put(out, send, F_OPAQUE, PyLong_FromLongLong(h.opaque)) < 0 ||
+        put(out, send, F_FRAME, Py_NewRef(frame)) < 0 ||
+        put(out, send, F_GROUP, shared_text(h.ext[E_GROUP], &LAST_GROUP)) < 0 ||
+        put(out, send, F_TOPIC, shared_text(h.ext[E_TOPIC], &LAST_TOPIC)) < 0 ||
+        put(out, send, F_WIRE, PyLong_FromSsize_t(size - 8 - length)) < 0 ||
+        send_properties(out, send, h.ext[E_PROPERTIES]) < 0) {
         Py_XDECREF(out);
         return NULL;
     }
@@ -555,10 +656,12 @@ static PyObject *record(PyObject *frame, PyObject *send_class, PyObject *answer_
 }
 
 static PyObject *hot_records(PyObject *self, PyObject *args) {
-    PyObject *frames, *send_class, *answer_class, *pulled_class, *pull_class;
-    if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &frames, &send_class, &answer_class,
-                          &pulled_class, &pull_class))
+    PyObject *frames, *classes[4];
+    if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &frames, &classes[0], &classes[1],
+                          &classes[2], &classes[3]))
         return NULL;
+    Light light[4]; /* (send, answer, pulled, pull) */
+    for (int k = 0; k < 4; k++) light_of(&light[k], classes[k]);
     Py_ssize_t n = PyList_GET_SIZE(frames);
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
@@ -569,7 +672,7 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "hot_records: frames are bytes");
             return NULL;
         }
-        r = record(frame, send_class, answer_class, pulled_class, pull_class);
+        r = record(frame, light);
         if (r == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -577,109 +680,6 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, k, r);
     }
     return out;
-}
-
-/* An int64 array's buffer (array('q')), held for the call. */
-typedef struct {
-    Py_buffer view;
-    int held;
-} Held;
-
-static int hold(PyObject *obj, Held *h, Py_ssize_t itemsize) {
-    if (PyObject_GetBuffer(obj, &h->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    h->held = 1;
-    if (itemsize > 1 && h->view.len % itemsize != 0) {
-        PyErr_SetString(PyExc_ValueError, "json_run: arrays of 8-byte items expected");
-        return -1;
-    }
-    return 0;
-}
-
-static void release(Held *h) {
-    if (h->held) PyBuffer_Release(&h->view);
-    h->held = 0;
-}
-
-/* (buf, so, lo, po, rows, times, send, pos, jj, low, limit, slot) -> (pos, jj, packed):
- * _frames' walk from `pos` (jj: the segment the last frame ended in) while the next frame
- * is a deferred one (key 0) whose header is within its segment, 4 <= size <= low (no limit
- * to note: _frames notes sizes over `low`), size <= limit, and which ends by `send`; each
- * an item (start, end, size, ts, row, slot, at, seg_end) as _frames defers it, `slot` on
- * from the one given, written as 8 native int64 (`packed`: bytes, for an array('q'), not a
- * tuple of 8 ints a frame). Every position is checked against its array or the buffer. */
-static PyObject *json_run(PyObject *self, PyObject *args) {
-    PyObject *bo, *soo, *loo, *poo, *rowso, *timeso;
-    long long send, pos, low, limit;
-    Py_ssize_t jj, slot;
-    Held hb = {0}, hs = {0}, hl = {0}, hp = {0}, hr = {0}, ht = {0};
-    PyObject *result = NULL;
-    int64_t *out = NULL;
-    Py_ssize_t used = 0, room = 0; /* (items written, and room for) */
-    if (!PyArg_ParseTuple(args, "OOOOOOLLnLLn", &bo, &soo, &loo, &poo, &rowso, &timeso, &send,
-                          &pos, &jj, &low, &limit, &slot))
-        return NULL;
-    if (hold(bo, &hb, 1) < 0 || hold(soo, &hs, 8) < 0 || hold(loo, &hl, 8) < 0 ||
-        hold(poo, &hp, 8) < 0 || hold(rowso, &hr, 8) < 0 || hold(timeso, &ht, 8) < 0)
-        goto done;
-    const unsigned char *buf = hb.view.buf;
-    Py_ssize_t nbuf = hb.view.len, n = hs.view.len / 8;
-    const int64_t *so = hs.view.buf, *lo = hl.view.buf, *po = hp.view.buf, *rows = hr.view.buf,
-                  *times = ht.view.buf;
-    if (hl.view.len / 8 != n || hp.view.len / 8 != n || hr.view.len / 8 != n ||
-        ht.view.len / 8 != n || jj < 0 || jj >= n) {
-        PyErr_SetString(PyExc_ValueError, "json_run: segment arrays of one length expected");
-        goto done;
-    }
-    while (send - pos >= 8) {
-        Py_ssize_t j = jj;
-        int64_t seg_end = so[j] + lo[j];
-        if (!(so[j] <= pos && pos < seg_end)) {
-            if (pos == seg_end && j + 1 < n) {
-                j = j + 1;
-            } else {
-                while (j + 1 < n && so[j + 1] <= pos) j++;
-            }
-            if (!(so[j] <= pos)) break;
-            seg_end = so[j] + lo[j];
-        }
-        int64_t at = po[j] + pos - so[j];
-        if (pos + 8 > seg_end || at < 0 || at + 8 > nbuf) break;
-        const unsigned char *h = buf + at;
-        int64_t size = (int64_t)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
-                                 (uint32_t)h[2] << 8 | h[3]);
-        if (h[4] != 0 || h[5] != 0 || size > low || size > limit || size < 4) break;
-        int64_t end = pos + 4 + size;
-        if (end > send) break;
-        Py_ssize_t k = j;
-        if (end > seg_end)
-            while (k + 1 < n && so[k + 1] <= end - 1) k++;
-        if (used == room) {
-            room = room ? 2 * room : 64;
-            int64_t *grown = PyMem_Realloc(out, (size_t)room * 8 * sizeof(int64_t));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            out = grown;
-        }
-        int64_t *item = out + 8 * used++;
-        item[0] = pos, item[1] = end, item[2] = size, item[3] = times[k], item[4] = rows[k];
-        item[5] = slot, item[6] = at, item[7] = seg_end;
-        slot++;
-        jj = k;
-        pos = end;
-    }
-    result = Py_BuildValue("(Lny#)", pos, jj, out == NULL ? "" : (const char *)out,
-                           used * 8 * (Py_ssize_t)sizeof(int64_t));
-done:
-    PyMem_Free(out);
-    release(&hb);
-    release(&hs);
-    release(&hl);
-    release(&hp);
-    release(&hr);
-    release(&ht);
-    return result;
 }
 
 /* Deferred frames' items packed, 8 int64 each (start, end, size, ts, row, slot, at,
@@ -696,18 +696,28 @@ static int packed(PyObject *obj, Py_buffer *view, Py_ssize_t *n) {
     return 0;
 }
 
-/* (mv, items, read) -> each deferred frame's bytes (items packed): mv[at : at + end - start]
- * when it ends in its segment (a slice, clamped to the buffer as Python's is), else
- * read(start, end). */
+/* (mv, items, read[, so, lo, po]) -> each deferred frame's bytes (items packed):
+ * mv[at : at + end - start] when it ends in its segment (a slice, clamped to the buffer as
+ * Python's is), else read(start, end), or, given the segments' arrays (read's, InOrder's),
+ * the frame joined from them as read joins it (joined_frame; read where it declines). */
 static PyObject *frames_of(PyObject *self, PyObject *args) {
-    PyObject *mv, *items, *read, *out = NULL;
+    PyObject *mv, *items, *read, *so = NULL, *lo = NULL, *po = NULL, *out = NULL;
     Py_buffer view, iv;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOO", &mv, &items, &read)) return NULL;
+    Held hs = {0}, hl = {0}, hp = {0};
+    Py_ssize_t n, segments = 0;
+    if (!PyArg_ParseTuple(args, "OOO|OOO", &mv, &items, &read, &so, &lo, &po)) return NULL;
     if (packed(items, &iv, &n) < 0) return NULL;
     if (PyObject_GetBuffer(mv, &view, PyBUF_C_CONTIGUOUS) < 0) {
         PyBuffer_Release(&iv);
         return NULL;
+    }
+    if (po != NULL) {
+        if (hold(so, &hs, 8) < 0 || hold(lo, &hl, 8) < 0 || hold(po, &hp, 8) < 0) goto error;
+        segments = hs.view.len / 8;
+        if (hl.view.len / 8 != segments || hp.view.len / 8 != segments) {
+            PyErr_SetString(PyExc_ValueError, "frames_of: segment arrays of one length expected");
+            goto error;
+        }
     }
     out = PyList_New(n);
     for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
@@ -719,19 +729,25 @@ static PyObject *frames_of(PyObject *self, PyObject *args) {
             hi = hi < view.len ? hi : view.len;
             frame = PyBytes_FromStringAndSize((const char *)view.buf + lo, hi - lo);
         } else {
-            frame = PyObject_CallFunction(read, "LL", start, end);
+            if (segments > 0)
+                frame = joined_frame(view.buf, view.len, hs.view.buf, hl.view.buf, hp.view.buf,
+                                     segments, start, end);
+            if (frame == NULL && !PyErr_Occurred())
+                frame = PyObject_CallFunction(read, "LL", start, end);
         }
         if (frame == NULL) goto error;
         PyList_SET_ITEM(out, k, frame);
     }
+    goto done;
+error:
+    Py_CLEAR(out);
+done:
+    release(&hs);
+    release(&hl);
+    release(&hp);
     PyBuffer_Release(&view);
     PyBuffer_Release(&iv);
     return out;
-error:
-    Py_XDECREF(out);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&iv);
-    return NULL;
 }
 
 /* The frame event class whose instances place makes itself (plain_event: its __init__ only
@@ -813,7 +829,12 @@ static PyObject *place(PyObject *self, PyObject *args) {
             PyObject *call[5] = {ts, connection, direction, start, record};
             event = event_of(make, call);
         }
-        if (event != NULL) placed = PyTuple_Pack(3, row, slot, event);
+        if (event != NULL && (placed = PyTuple_New(3)) != NULL) { /* (their references) */
+            PyTuple_SET_ITEM(placed, 0, row);
+            PyTuple_SET_ITEM(placed, 1, slot);
+            PyTuple_SET_ITEM(placed, 2, event);
+            row = slot = event = NULL;
+        }
         Py_XDECREF(ts);
         Py_XDECREF(start);
         Py_XDECREF(row);
@@ -923,5 +944,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     NAME(N_SUSPEND, "suspendTimeoutMillis")
 #undef NAME
     if (runs_names() < 0 || naming_names() < 0) return NULL;
+    text_classes();
     return PyModule_Create(&module);
 }

@@ -4,6 +4,7 @@
 #define STREAMDISSECT_ROCKETMQ_NATIVE_H
 
 #include <Python.h>
+#include <stdint.h>
 
 /* The frame event class place makes by its slots (plain_event), where its fields are. */
 extern PyObject *EVENT_CLASS;
@@ -16,6 +17,18 @@ extern PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID,
 
 /* Where a class's __slots__ keeps `name` in its instances, or -1 (_native.c). */
 Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name);
+
+/* _native_walk.c: a run of deferred JSON frames walked (walk._frames), compiled; a frame
+ * across segments joined (NULL without an error: the Python way); an int64 array held. */
+PyObject *json_run(PyObject *self, PyObject *args);
+PyObject *joined_frame(const char *buf, Py_ssize_t size, const int64_t *so, const int64_t *lo,
+                       const int64_t *po, Py_ssize_t n, long long a, long long b);
+typedef struct {
+    Py_buffer view;
+    int held;
+} Held;
+int hold(PyObject *obj, Held *h, Py_ssize_t itemsize);
+void release(Held *h);
 
 /* _native_runs.c: send_runs._frames compiled, and the names it uses made (-1: an error). */
 PyObject *send_run(PyObject *self, PyObject *args);

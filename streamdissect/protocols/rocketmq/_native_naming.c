@@ -354,7 +354,7 @@ static int kinds_of(Naming *s, PyObject *classes) {
 }
 
 /* What the call held of the classes and directions, let go. */
-static void release(Naming *s) {
+static void release_naming(Naming *s) {
     for (int k = 0; k < 5; k++) {
         Kind *kind = &s->kinds[k];
         Py_CLEAR(kind->type);
@@ -405,7 +405,7 @@ PyObject *named(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (kinds_of(&s, classes) < 0 || read_open(&s, own) < 0 || read_open(&s, peer) < 0) {
-        release(&s);
+        release_naming(&s);
         write_open(&s);
         return NULL;
     }
@@ -423,7 +423,7 @@ PyObject *named(PyObject *self, PyObject *args) {
         if (r < 0) break;
     }
     Py_DECREF(in_order);
-    release(&s);
+    release_naming(&s);
     if (write_open(&s) < 0) return NULL;
     Py_RETURN_NONE;
 }

@@ -42,6 +42,7 @@ from streamdissect.protocols.rocketmq.hot import (
     joined_runs,
 )
 from streamdissect.protocols.rocketmq.records import RemotingCommand
+from streamdissect.tcp.vectorized import InOrder
 
 _word = struct.Struct(">I").unpack_from
 # The walk's key of a frame is the high half of its header-length word: 0, a JSON header
@@ -209,7 +210,10 @@ class RocketMQDirection:
         if compiled is not None:
             if items.__class__ is list:  # (walked before the reader was loaded: tests)
                 items = array("q", chain.from_iterable(items))
-            frames = compiled.frames_of(segments.mv, items, segments.read)
+            # (a frame across segments joined from them there, as InOrder.read joins it)
+            joinable = (segments.so, segments.lo, segments.po) if (
+                type(segments).read is InOrder.read) else ()  # fmt: skip
+            frames = compiled.frames_of(segments.mv, items, segments.read, *joinable)
             items = _Unpacked(items)
         else:
             if items.__class__ is not list:  # (packed, and the reader since unloaded: tests)
