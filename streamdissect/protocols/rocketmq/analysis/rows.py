@@ -67,8 +67,11 @@ class RowTable:
     def __init__(self, width: int) -> None:
         self._table = CompactRows(width)
         self._written = 0  # rows in _table (its length, without a call to its __len__)
-        self._window: deque = deque()  # rows begun and not written, oldest first
+        self._window: list = []  # rows begun and not written, oldest first
         self._open: set[int] = set()  # indices of the window's rows not complete
+        # every index put in _open, in increasing order (some since completed: they go
+        # once older than the first open one): where _write finds the first open row
+        self._order: deque[int] = deque()
         self._late: dict[int, Any] = {}  # index -> a row completed after it was written
 
     def __len__(self) -> int:
@@ -85,6 +88,7 @@ class RowTable:
         window.append(row)
         if not complete:
             self._open.add(index)
+            self._order.append(index)
         elif len(window) == 1:
             self._write(self.WINDOW)
             return index
@@ -107,16 +111,18 @@ class RowTable:
         """Whether this many rows begun now keep the window within WINDOW (add_run)."""
         return len(self._window) + rows <= self.WINDOW
 
-    def add_run(self, begun: list, done: list) -> None:
-        """Rows begun (`begun`, in order) and completed (`done`: (index, row) each) in some
-        interleaving, leaving the table as begin() and completed() one at a time in that
-        interleaving leave it, when the window stays within WINDOW meanwhile (`room`): a row
-        is written once it and every older row are complete, whenever that came about; a
-        row completed after it was written is late as before."""
+    def add_run(self, begun: list, left: list, done: list) -> None:
+        """Rows begun (`begun`, in order; of them, the indices of those not complete at the
+        end: `left`, increasing) and rows begun before completed (`done`: (index, row)
+        each) in some interleaving, leaving the table as begin() and completed() one at a
+        time in that interleaving leave it, when the window stays within WINDOW meanwhile
+        (`room`): a row is written once it and every older row are complete, whenever that
+        came about; a row completed after it was written is late as before. (Only the
+        rows left open are named: a run's rows are mostly answered within it.)"""
         window, still, written = self._window, self._open, self._written
-        first = written + len(window)
-        window.extend(begun)
-        still.update(range(first, first + len(begun)))
+        window += begun
+        still.update(left)
+        self._order += left
         for index, row in done:
             if index >= written:
                 still.discard(index)
@@ -126,16 +132,20 @@ class RowTable:
             self._write(self.WINDOW)
 
     def _write(self, keep: int) -> None:
-        """Write the oldest rows that are complete, and past `keep` rows any."""
-        window, still = self._window, self._open
+        """Write the oldest rows that are complete, and past `keep` rows any: every row
+        before the first open one not among the `keep` newest (those past it written
+        open: completed later, they are late)."""
+        window, still, order = self._window, self._open, self._order
         written = self._written
-        out = []
-        while window and (len(window) > keep or written not in still):
-            still.discard(written)
-            out.append(tuple(window.popleft()))
-            written += 1
-        self._written = written
-        self._table.extend(out)
+        forced = written + len(window) - keep  # (rows before it are written anyway)
+        while order and (order[0] < forced or order[0] not in still):
+            still.discard(order.popleft())
+        stop = order[0] - written if order else len(window)
+        if stop:
+            out = list(map(tuple, window[:stop]))
+            del window[:stop]
+            self._written = written + stop
+            self._table.extend(out)
 
     def rows(self) -> CompactRows:
         """Every row as a tuple in the table's column order (the rows open so far too: a
