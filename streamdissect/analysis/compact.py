@@ -49,6 +49,11 @@ class CompactRows:
 
     def extend(self, rows: list[tuple]) -> None:
         """append() for each row, without a call a row."""
+        pending = self._pending
+        if len(pending) + len(rows) < self.CHUNK:  # (a few rows: no chunk made)
+            pending += rows
+            self._n += len(rows)
+            return
         for at in range(0, len(rows), self.CHUNK):
             part = rows[at : at + self.CHUNK]
             room = self.CHUNK - len(self._pending)
