@@ -2,7 +2,8 @@
 code's (compact._column over zip(*rows), the reference): on random chunks of every kind of
 column (ints in and past int64, bools, int and float subclasses, floats with NaN and -0.0,
 texts, None anywhere, mixed, all None), the same values of the same types, the same array
-type codes and None masks; rows of two lengths or not tuples are left to Python. And the
+type codes and None masks, rows given as tuples or lists (or both); rows of two lengths
+or neither tuples nor lists are left to Python. And the
 rows read back from a CompactRows are the rows given, either way, its chunks spilled too:
 a column's tuple packed for the spill (_columns.packed: distinct values and codes, ASCII
 texts as one block) reads back as the same values of the same types as pickled as it is."""
@@ -99,16 +100,26 @@ def built():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_compiled_chunk_is_the_python_chunk(built, seed):
-    rows = _chunk(random.Random(seed))
+    rng = random.Random(seed)
+    rows = _chunk(rng)
+    if seed % 2:  # (some rows as lists: RowTable's complete rows)
+        rows = [list(row) if rng.random() < 0.7 else row for row in rows]
     made = built.columns(rows, array)
     assert made is not None
     assert _same(made, [_column(c) for c in zip(*rows)])
 
 
-def test_rows_not_of_one_length_or_not_tuples_are_left_to_python(built):
+class Row(tuple):
+    pass
+
+
+def test_rows_not_of_one_length_or_not_tuples_or_lists_are_left_to_python(built):
     assert built.columns([(1, 2), (3,)], array) is None
-    assert built.columns([[1, 2]], array) is None
+    assert built.columns([[1, 2], (3,)], array) is None
+    assert built.columns([(1, 2), Row((3, 4))], array) is None
+    assert built.columns([range(2)], array) is None
     assert built.columns([], array) is None
+    assert _same(built.columns([[1, "a"], (2, "b")], array), [_column((1, 2)), (("a", "b"), None)])
     with pytest.raises(TypeError):
         built.columns(((1,),), array)
 

@@ -2,7 +2,8 @@
  * its Python `_column` over `zip(*rows)` is the fallback and the reference).
  *
  * columns(rows, array) -> [(values, None mask or None)] by column, or None: rows being a
- * list of tuples of one length (else None: the caller's Python way), each column as
+ * list of tuples or lists of one length (else None: the caller's Python way; a list that
+ * changes meanwhile is an error, not a crash), each column as
  * compact._column makes it of the column's values: an array('q') (`array` is the array
  * type) when every value is an int (exactly: a bool is not) or None and fits int64, an
  * array('d') when every one is a float or None, with a mask (bytes, 1 where None) when
@@ -16,15 +17,26 @@
 #include <stdint.h>
 #include <string.h>
 
-/* What a column's values are: of one kind, with or without None. */
-enum { EMPTY, INTS, FLOATS, OTHER };
+/* What a column's values are: of one kind, with or without None (CHANGED: a row too short). */
+enum { EMPTY, INTS, FLOATS, OTHER, CHANGED };
+
+/* Row r's value c (borrowed), or NULL with an error: a list row cut short meanwhile (the
+ * rows are held in a tuple; a tuple row's length was checked). */
+static inline PyObject *cell(PyObject *rows, Py_ssize_t r, Py_ssize_t c) {
+    PyObject *row = PyTuple_GET_ITEM(rows, r);
+    if (PyTuple_CheckExact(row)) return PyTuple_GET_ITEM(row, c);
+    if (c < PyList_GET_SIZE(row)) return PyList_GET_ITEM(row, c);
+    PyErr_SetString(PyExc_RuntimeError, "columns: a row changed while it was read");
+    return NULL;
+}
 
 static int kind_of(PyObject *rows, Py_ssize_t c, Py_ssize_t n, int *has_none) {
     int kind = EMPTY;
     *has_none = 0;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *v = PyTuple_GET_ITEM(PyList_GET_ITEM(rows, r), c);
+        PyObject *v = cell(rows, r, c);
         int k;
+        if (v == NULL) return CHANGED;
         if (v == Py_None) {
             *has_none = 1;
             continue;
@@ -41,8 +53,11 @@ static int kind_of(PyObject *rows, Py_ssize_t c, Py_ssize_t n, int *has_none) {
 /* The column's values as a tuple (compact._column's "as given"). */
 static PyObject *as_tuple(PyObject *rows, Py_ssize_t c, Py_ssize_t n) {
     PyObject *out = PyTuple_New(n);
-    for (Py_ssize_t r = 0; out != NULL && r < n; r++)
-        PyTuple_SET_ITEM(out, r, Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(rows, r), c)));
+    for (Py_ssize_t r = 0; out != NULL && r < n; r++) {
+        PyObject *v = cell(rows, r, c);
+        if (v == NULL) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, r, Py_NewRef(v));
+    }
     return out;
 }
 
@@ -54,13 +69,24 @@ static PyObject *as_array(PyObject *rows, Py_ssize_t c, Py_ssize_t n, int kind, 
     if (has_none && (mask = PyBytes_FromStringAndSize(NULL, n)) == NULL) goto error;
     char *bytes = PyBytes_AS_STRING(data), *nones = mask ? PyBytes_AS_STRING(mask) : NULL;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *v = PyTuple_GET_ITEM(PyList_GET_ITEM(rows, r), c);
+        PyObject *v = cell(rows, r, c);
+        if (v == NULL || (v != Py_None && kind == FLOATS && !PyFloat_CheckExact(v))) {
+            if (v != NULL) PyErr_SetString(PyExc_RuntimeError, "columns: a value changed");
+            Py_DECREF(data);
+            Py_XDECREF(mask);
+            return NULL;
+        }
         if (nones != NULL) nones[r] = v == Py_None;
         if (kind == INTS) {
             int64_t value = 0;
             if (v != Py_None) {
                 int overflow;
                 long long got = PyLong_AsLongLongAndOverflow(v, &overflow);
+                if (got == -1 && PyErr_Occurred()) { /* (not an int now) */
+                    Py_DECREF(data);
+                    Py_XDECREF(mask);
+                    return NULL;
+                }
                 if (overflow) {
                     Py_DECREF(data);
                     Py_XDECREF(mask);
@@ -90,20 +116,26 @@ error:
 }
 
 static PyObject *columns(PyObject *self, PyObject *args) {
-    PyObject *rows, *array_type;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &rows, &array_type)) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(rows), width = 0;
+    PyObject *given, *array_type, *rows;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &given, &array_type)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(given), width = 0;
     if (n == 0) Py_RETURN_NONE;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *row = PyList_GET_ITEM(rows, r);
-        if (!PyTuple_CheckExact(row)) Py_RETURN_NONE;
-        if (r == 0) width = PyTuple_GET_SIZE(row);
-        else if (PyTuple_GET_SIZE(row) != width) Py_RETURN_NONE;
+        PyObject *row = PyList_GET_ITEM(given, r);
+        Py_ssize_t size;
+        if (PyTuple_CheckExact(row)) size = PyTuple_GET_SIZE(row);
+        else if (PyList_CheckExact(row)) size = PyList_GET_SIZE(row);
+        else Py_RETURN_NONE;
+        if (r == 0) width = size;
+        else if (size != width) Py_RETURN_NONE;
     }
+    /* (the rows held: `array` is called between the columns) */
+    if ((rows = PyList_AsTuple(given)) == NULL) return NULL;
     PyObject *out = PyList_New(width);
     for (Py_ssize_t c = 0; out != NULL && c < width; c++) {
         int has_none, kind = kind_of(rows, c, n, &has_none);
         PyObject *column = NULL;
+        if (kind == CHANGED) goto error;
         if (kind == INTS || kind == FLOATS) {
             column = as_array(rows, c, n, kind, has_none, array_type);
             if (column == NULL && PyErr_Occurred()) goto error;
@@ -117,8 +149,10 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(out, c, column);
     }
+    Py_DECREF(rows);
     return out;
 error:
+    Py_DECREF(rows);
     Py_XDECREF(out);
     return NULL;
 }

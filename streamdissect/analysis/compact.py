@@ -22,7 +22,8 @@ compiled = optional("streamdissect.analysis._columns")
 class CompactRows:
     """A list of equal-length tuples kept, CHUNK rows at a time, as one array per column
     (8 bytes a value, plus a None mask when needed) wherever a column's values fit one;
-    read back as the same tuples, by index or slice."""
+    read back as the same tuples, by index or slice. (A row may be given as a list that
+    does not change again: it is read back as the tuple of its values.)"""
 
     CHUNK = 4096
     # chunks held in memory (about 8 bytes a value) before they are written to a temporary

@@ -1,6 +1,6 @@
 """A row shape per table: its rows as lists in the table's column order, written by the
-column's position (`row[SHAPE.status]`), as the table converters read tuples; and RowTable, where the rows of a table of a row per message or call are kept: as tuples in
-CompactRows (columns, spilled to a file past a few MB), once they can no longer change."""
+column's position (`row[SHAPE.status]`), as the table converters read tuples; and RowTable, where the rows of a table of a row per message or call are kept: in CompactRows
+(columns, spilled to a file past a few MB), once they can no longer change."""
 
 from __future__ import annotations
 
@@ -134,15 +134,23 @@ class RowTable:
     def _write(self, keep: int) -> None:
         """Write the oldest rows that are complete, and past `keep` rows any: every row
         before the first open one not among the `keep` newest (those past it written
-        open: completed later, they are late)."""
+        open: completed later, they are late). A complete row goes as it is (its list:
+        it does not change again, CompactRows takes it as a tuple), an open one as a
+        tuple of its values now."""
         window, still, order = self._window, self._open, self._order
         written = self._written
         forced = written + len(window) - keep  # (rows before it are written anyway)
+        still_open = []  # (the rows written open)
         while order and (order[0] < forced or order[0] not in still):
-            still.discard(order.popleft())
+            index = order.popleft()
+            if index in still:
+                still.discard(index)
+                still_open.append(index)
         stop = order[0] - written if order else len(window)
         if stop:
-            out = list(map(tuple, window[:stop]))
+            out = window[:stop]
+            for index in still_open:
+                out[index - written] = tuple(out[index - written])
             del window[:stop]
             self._written = written + stop
             self._table.extend(out)
