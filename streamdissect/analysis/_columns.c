@@ -17,26 +17,33 @@
 #include <stdint.h>
 #include <string.h>
 
-/* What a column's values are: of one kind, with or without None (CHANGED: a row too short). */
-enum { EMPTY, INTS, FLOATS, OTHER, CHANGED };
+/* What a column's values are: of one kind, with or without None. */
+enum { EMPTY, INTS, FLOATS, OTHER };
 
-/* Row r's value c (borrowed), or NULL with an error: a list row cut short meanwhile (the
- * rows are held in a tuple; a tuple row's length was checked). */
-static inline PyObject *cell(PyObject *rows, Py_ssize_t r, Py_ssize_t c) {
-    PyObject *row = PyTuple_GET_ITEM(rows, r);
-    if (PyTuple_CheckExact(row)) return PyTuple_GET_ITEM(row, c);
-    if (c < PyList_GET_SIZE(row)) return PyList_GET_ITEM(row, c);
-    PyErr_SetString(PyExc_RuntimeError, "columns: a row changed while it was read");
-    return NULL;
+/* Each row's values (items[r]: its tuple's or list's item array), or -1 with an error: a
+ * list row no longer of the width (the rows are held in a tuple, a tuple row's length was
+ * checked; a list's array may move when Python code runs: taken again after allocations). */
+static int row_items(PyObject *rows, Py_ssize_t n, Py_ssize_t width, PyObject ***items) {
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *row = PyTuple_GET_ITEM(rows, r);
+        if (PyTuple_CheckExact(row)) {
+            items[r] = ((PyTupleObject *)row)->ob_item;
+        } else if (PyList_GET_SIZE(row) == width) {
+            items[r] = ((PyListObject *)row)->ob_item;
+        } else {
+            PyErr_SetString(PyExc_RuntimeError, "columns: a row changed while it was read");
+            return -1;
+        }
+    }
+    return 0;
 }
 
-static int kind_of(PyObject *rows, Py_ssize_t c, Py_ssize_t n, int *has_none) {
+static int kind_of(PyObject ***items, Py_ssize_t c, Py_ssize_t n, int *has_none) {
     int kind = EMPTY;
     *has_none = 0;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *v = cell(rows, r, c);
+        PyObject *v = items[r][c];
         int k;
-        if (v == NULL) return CHANGED;
         if (v == Py_None) {
             *has_none = 1;
             continue;
@@ -50,73 +57,50 @@ static int kind_of(PyObject *rows, Py_ssize_t c, Py_ssize_t n, int *has_none) {
     return kind;
 }
 
-/* The column's values as a tuple (compact._column's "as given"). */
-static PyObject *as_tuple(PyObject *rows, Py_ssize_t c, Py_ssize_t n) {
-    PyObject *out = PyTuple_New(n);
-    for (Py_ssize_t r = 0; out != NULL && r < n; r++) {
-        PyObject *v = cell(rows, r, c);
-        if (v == NULL) Py_CLEAR(out);
-        else PyTuple_SET_ITEM(out, r, Py_NewRef(v));
-    }
-    return out;
+/* The column's values into `out` (a new tuple: compact._column's "as given"). */
+static void fill_tuple(PyObject ***items, Py_ssize_t c, Py_ssize_t n, PyObject *out) {
+    for (Py_ssize_t r = 0; r < n; r++) PyTuple_SET_ITEM(out, r, Py_NewRef(items[r][c]));
 }
 
-/* (array of the values, mask or None), or NULL with no error set: an int past int64. */
-static PyObject *as_array(PyObject *rows, Py_ssize_t c, Py_ssize_t n, int kind, int has_none,
-                          PyObject *array_type) {
-    PyObject *data = PyBytes_FromStringAndSize(NULL, n * 8), *mask = NULL, *arr, *out;
-    if (data == NULL) return NULL;
-    if (has_none && (mask = PyBytes_FromStringAndSize(NULL, n)) == NULL) goto error;
+/* The column's values into `data` (8 bytes each) and `mask` (1 where None, or NULL): 1, or
+ * 0 for an int past int64 (then a tuple), or -1 with an error (a value no longer of the
+ * column's kind). No allocation: nothing can change the rows meanwhile. */
+static int fill_array(PyObject ***items, Py_ssize_t c, Py_ssize_t n, int kind, PyObject *data,
+                      PyObject *mask) {
     char *bytes = PyBytes_AS_STRING(data), *nones = mask ? PyBytes_AS_STRING(mask) : NULL;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *v = cell(rows, r, c);
-        if (v == NULL || (v != Py_None && kind == FLOATS && !PyFloat_CheckExact(v))) {
-            if (v != NULL) PyErr_SetString(PyExc_RuntimeError, "columns: a value changed");
-            Py_DECREF(data);
-            Py_XDECREF(mask);
-            return NULL;
-        }
+        PyObject *v = items[r][c];
         if (nones != NULL) nones[r] = v == Py_None;
         if (kind == INTS) {
             int64_t value = 0;
             if (v != Py_None) {
                 int overflow;
-                long long got = PyLong_AsLongLongAndOverflow(v, &overflow);
-                if (got == -1 && PyErr_Occurred()) { /* (not an int now) */
-                    Py_DECREF(data);
-                    Py_XDECREF(mask);
-                    return NULL;
-                }
-                if (overflow) {
-                    Py_DECREF(data);
-                    Py_XDECREF(mask);
-                    return NULL; /* (no error: as a tuple) */
-                }
+                long long got;
+                if (!PyLong_CheckExact(v)) goto changed;
+                got = PyLong_AsLongLongAndOverflow(v, &overflow);
+                if (overflow) return 0;
                 value = got;
             }
             memcpy(bytes + 8 * r, &value, 8);
         } else {
-            double value = v == Py_None ? 0.0 : PyFloat_AS_DOUBLE(v);
+            double value = 0.0;
+            if (v != Py_None) {
+                if (!PyFloat_CheckExact(v)) goto changed;
+                value = PyFloat_AS_DOUBLE(v);
+            }
             memcpy(bytes + 8 * r, &value, 8);
         }
     }
-    arr = PyObject_CallFunction(array_type, "sO", kind == INTS ? "q" : "d", data);
-    Py_DECREF(data);
-    if (arr == NULL) {
-        Py_XDECREF(mask);
-        return NULL;
-    }
-    out = PyTuple_Pack(2, arr, mask ? mask : Py_None);
-    Py_DECREF(arr);
-    Py_XDECREF(mask);
-    return out;
-error:
-    Py_DECREF(data);
-    return NULL;
+    return 1;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "columns: a value changed while it was read");
+    return -1;
 }
 
+/* columns(): the kinds read first, every column's buffer made, the values written (with no
+ * allocation between: items stay valid), then the arrays and pairs made of them. */
 static PyObject *columns(PyObject *self, PyObject *args) {
-    PyObject *given, *array_type, *rows;
+    PyObject *given, *array_type, *rows, *out = NULL;
     if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &given, &array_type)) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(given), width = 0;
     if (n == 0) Py_RETURN_NONE;
@@ -129,32 +113,70 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         if (r == 0) width = size;
         else if (size != width) Py_RETURN_NONE;
     }
-    /* (the rows held: `array` is called between the columns) */
-    if ((rows = PyList_AsTuple(given)) == NULL) return NULL;
-    PyObject *out = PyList_New(width);
-    for (Py_ssize_t c = 0; out != NULL && c < width; c++) {
-        int has_none, kind = kind_of(rows, c, n, &has_none);
-        PyObject *column = NULL;
-        if (kind == CHANGED) goto error;
-        if (kind == INTS || kind == FLOATS) {
-            column = as_array(rows, c, n, kind, has_none, array_type);
-            if (column == NULL && PyErr_Occurred()) goto error;
+    if ((rows = PyList_AsTuple(given)) == NULL) return NULL; /* (the rows held) */
+    PyObject ***items = PyMem_Malloc((size_t)n * sizeof(PyObject **));
+    int *kinds = PyMem_Calloc((size_t)(2 * width + 1), sizeof(int)), *nones = kinds + width;
+    PyObject **data = PyMem_Calloc((size_t)(2 * width + 1), sizeof(PyObject *)),
+             **masks = data + width;
+    if (items == NULL || kinds == NULL || data == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (row_items(rows, n, width, items) < 0) goto done;
+    for (Py_ssize_t c = 0; c < width; c++) kinds[c] = kind_of(items, c, n, &nones[c]);
+    for (Py_ssize_t c = 0; c < width; c++) {
+        int arrays = kinds[c] == INTS || kinds[c] == FLOATS;
+        if ((data[c] = arrays ? PyBytes_FromStringAndSize(NULL, n * 8) : PyTuple_New(n)) == NULL)
+            goto done;
+        if (arrays && nones[c] && (masks[c] = PyBytes_FromStringAndSize(NULL, n)) == NULL)
+            goto done;
+    }
+    if (row_items(rows, n, width, items) < 0) goto done;
+    for (Py_ssize_t c = 0; c < width; c++) {
+        if (kinds[c] != INTS && kinds[c] != FLOATS) {
+            fill_tuple(items, c, n, data[c]);
+            continue;
         }
+        int filled = fill_array(items, c, n, kinds[c], data[c], masks[c]);
+        if (filled < 0) goto done;
+        if (filled == 0) kinds[c] = OTHER; /* (an int past int64: a tuple, made below) */
+    }
+    for (Py_ssize_t c = 0; c < width; c++) {
+        if (PyBytes_CheckExact(data[c]) && kinds[c] == OTHER) {
+            Py_CLEAR(masks[c]);
+            Py_SETREF(data[c], PyTuple_New(n));
+            if (data[c] == NULL || row_items(rows, n, width, items) < 0) goto done;
+            fill_tuple(items, c, n, data[c]);
+        }
+    }
+    if ((out = PyList_New(width)) == NULL) goto done;
+    for (Py_ssize_t c = 0; c < width; c++) {
+        PyObject *values = data[c], *column;
+        if (kinds[c] == INTS || kinds[c] == FLOATS) {
+            values = PyObject_CallFunction(array_type, "sO", kinds[c] == INTS ? "q" : "d", data[c]);
+            if (values == NULL) {
+                Py_CLEAR(out);
+                goto done;
+            }
+        } else {
+            Py_INCREF(values);
+        }
+        column = PyTuple_Pack(2, values, masks[c] ? masks[c] : Py_None);
+        Py_DECREF(values);
         if (column == NULL) {
-            PyObject *values = as_tuple(rows, c, n);
-            if (values == NULL) goto error;
-            column = PyTuple_Pack(2, values, Py_None);
-            Py_DECREF(values);
-            if (column == NULL) goto error;
+            Py_CLEAR(out);
+            goto done;
         }
         PyList_SET_ITEM(out, c, column);
     }
+done:
+    if (data != NULL)
+        for (Py_ssize_t c = 0; c < 2 * width; c++) Py_XDECREF(data[c]);
+    PyMem_Free(data);
+    PyMem_Free(kinds);
+    PyMem_Free(items);
     Py_DECREF(rows);
     return out;
-error:
-    Py_DECREF(rows);
-    Py_XDECREF(out);
-    return NULL;
 }
 
 /* A chunk's column of values kept as a tuple, made cheaper to spill (pickle writes every
