@@ -1,11 +1,11 @@
 """Light sends and their answers taken a run at a time (protocols/rocketmq/analysis/
 send_runs.py) make every table the collectors make taking them one at a time (the
 reference), and leave the sends' RowTable as they leave it (rows written, open, late: a
-send's row its key's next send replaced stays open): on random sequences of light sends (hot.hot_record of encoded frames), their
-answers (SEND_OK and errors, with and without msgId and offsets), answers to no open call,
-reused opaques, other commands between (pulls, heartbeats, a send decoded as a command),
-an answer named by another request's code, with the bound on open calls and the run's
-length made small. The recorded captures are held by tests/test_rocketmq_hot.py's
+send's row its key's next send replaced stays open): on random sequences of light sends
+(hot.hot_record of encoded frames), their answers (SEND_OK and errors, with and without
+msgId and offsets), answers to no open call, reused opaques, other commands between
+(pulls, heartbeats, a send decoded as a command), an answer named by another request's
+code, with the bound on open calls and the run's length made small. The recorded captures are held by tests/test_rocketmq_hot.py's
 three-way tests (the analyze report takes runs)."""
 
 from __future__ import annotations
