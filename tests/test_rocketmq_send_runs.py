@@ -118,7 +118,7 @@ def _tables(made: Collectors, events: list) -> dict:
         made.take_run()
     # (the sends' RowTable as the frames left it: rows written, open, late, before the end)
     table = made.sends._table
-    state = (table._written, len(table._window), sorted(table._open), sorted(table._late))
+    state = (table._written, len(table), sorted(table._open), sorted(table._late))
     made.finish([], events[-1].ts_ns)
     tables = {name: [tuple(row.values()) if isinstance(row, dict) else tuple(row)
                      for row in source()]
