@@ -1,10 +1,11 @@
 """Light sends and their answers taken a run at a time (protocols/rocketmq/analysis/
 send_runs.py) make every table the collectors make taking them one at a time (the
-reference): on random sequences of light sends (hot.hot_record of encoded frames), their
-answers (SEND_OK and errors, with and without msgId and offsets), answers to no open call,
-reused opaques, other commands between (pulls, heartbeats, a send decoded as a command),
-an answer named by another request's code, with the bound on open calls and the run's
-length made small. The recorded captures are held by tests/test_rocketmq_hot.py's
+reference), and leave the sends' RowTable as they leave it (rows written, open, late: a
+send's row its key's next send replaced stays open): on random sequences of light sends
+(hot.hot_record of encoded frames), their answers (SEND_OK and errors, with and without
+msgId and offsets), answers to no open call, reused opaques, other commands between
+(pulls, heartbeats, a send decoded as a command), an answer named by another request's
+code, with the bound on open calls and the run's length made small. The recorded captures are held by tests/test_rocketmq_hot.py's
 three-way tests (the analyze report takes runs)."""
 
 from __future__ import annotations
@@ -113,10 +114,16 @@ def _tables(made: Collectors, events: list) -> dict:
         handlers, _ = made.handlers(ev.record)
         for handler in handlers:
             handler(ev)
+    if made._run:  # (a run gathered and not yet taken, as the end takes it)
+        made.take_run()
+    # (the sends' RowTable as the frames left it: rows written, open, late, before the end)
+    table = made.sends._table
+    state = (table._written, len(table), sorted(table._open), sorted(table._late))
     made.finish([], events[-1].ts_ns)
-    return {name: [tuple(row.values()) if isinstance(row, dict) else tuple(row)
-                   for row in source()]
-            for name, source in made.sources([]).items()}  # fmt: skip
+    tables = {name: [tuple(row.values()) if isinstance(row, dict) else tuple(row)
+                     for row in source()]
+              for name, source in made.sources([]).items()}  # fmt: skip
+    return {**tables, "sends' RowTable": state}
 
 
 @pytest.mark.parametrize("seed", range(24))

@@ -114,13 +114,17 @@ def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeyp
     oldest, or the window past WINDOW): after every begin and completion, the rows written
     are exactly those the rule allows (every row before the first open one, and past
     WINDOW rows begun after it, the oldest ones anyway), and the table read is every row's
-    last values in the order begun, rows completed after they were written included."""
+    last values in the order begun, rows completed after they were written included. The
+    rows written hold, until the table is read, each row's values when it was written (a
+    row written open is not changed by its completion until then)."""
     import random
 
     monkeypatch.setattr(RowTable, "WINDOW", window)
+    monkeypatch.setattr(RowTable, "SHIFT", seed % 3)  # (the rows written let go often)
     monkeypatch.setattr(CompactRows, "CHUNK", 3)
     rng = random.Random(seed)
     table, rows, still_open, written = RowTable(1), [], set(), 0
+    when_written = []  # (each row's values when it was written)
     for step in range(300):
         if rng.random() < 0.5 or not still_open:
             row = [step]  # (a row as RowTable takes it: a list of its values)
@@ -135,7 +139,10 @@ def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeyp
             still_open.discard(index)
             table.completed(index, rows[index])
         while written < len(rows) and (len(rows) - written > window or written not in still_open):
+            when_written.append(tuple(rows[written]))
             written += 1
         assert table._written == len(table._table) == written
         assert len(table) == len(rows)
+        assert list(table._table) == [when_written[i] if i in table._late else tuple(rows[i])
+                                      for i in range(written)]  # fmt: skip
     assert list(table.rows()) == [tuple(row) for row in rows]

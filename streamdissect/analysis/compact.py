@@ -1,7 +1,8 @@
 """Table rows kept as columns: a large table (a Deliver or a publishing id a row) in a
 fraction of the memory of a list of tuples, read back as the same tuples. Past SPILL_BYTES
 of chunks in memory, the chunks go to a temporary file (deleted when closed), so that a
-capture ten times as long does not hold ten times the rows."""
+capture ten times as long does not hold ten times the rows (pickled, a tuple column packed
+first where compiled: _spilled)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ compiled = optional("streamdissect.analysis._columns")
 class CompactRows:
     """A list of equal-length tuples kept, CHUNK rows at a time, as one array per column
     (8 bytes a value, plus a None mask when needed) wherever a column's values fit one;
-    read back as the same tuples, by index or slice."""
+    read back as the same tuples, by index or slice. (A row may be given as a list that
+    does not change again: it is read back as the tuple of its values.)"""
 
     CHUNK = 4096
     # chunks held in memory (about 8 bytes a value) before they are written to a temporary
@@ -48,6 +50,11 @@ class CompactRows:
 
     def extend(self, rows: list[tuple]) -> None:
         """append() for each row, without a call a row."""
+        pending = self._pending
+        if len(pending) + len(rows) < self.CHUNK:  # (a few rows: no chunk made)
+            pending += rows
+            self._n += len(rows)
+            return
         for at in range(0, len(rows), self.CHUNK):
             part = rows[at : at + self.CHUNK]
             room = self.CHUNK - len(self._pending)
@@ -103,7 +110,7 @@ class CompactRows:
             first -= 1
         for i in range(first, len(self._chunks)):
             chunk = self._chunks[i]
-            data = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+            data = _spilled(chunk)
             self._chunks[i] = _Spilled(f.tell(), len(data), len(chunk[0][0]))
             f.write(data)
         self._held = 0
@@ -124,7 +131,7 @@ class CompactRows:
                     given[index - at] = rows[index]
                 columns = [_column(c) for c in zip(*given)]
                 if chunk.__class__ is _Spilled:
-                    data = pickle.dumps(columns, protocol=pickle.HIGHEST_PROTOCOL)
+                    data = _spilled(columns)
                     self._file.seek(0, 2)
                     self._chunks[i] = _Spilled(self._file.tell(), len(data), size)
                     self._file.write(data)
@@ -254,6 +261,30 @@ class CompactRows:
     def __iter__(self) -> Iterator[tuple]:
         for at in range(0, self._n, self.CHUNK):
             yield from self._rows(at, min(at + self.CHUNK, self._n))
+
+
+def _spilled(chunk: list) -> bytes:
+    """A chunk's columns as written to the temporary file: pickled, each column kept as a
+    tuple packed first where compiled (_columns.packed: its distinct values and each one's
+    code, texts as one block), read back by pickle.loads as the same tuple (_Packed)."""
+    if compiled is not None:
+        chunk = [(values, none) if values.__class__ is not tuple
+                 or (parts := compiled.packed(values)) is None
+                 else (_Packed(parts), none) for values, none in chunk]  # fmt: skip
+    return pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _Packed:
+    """A column's tuple as compiled.packed's parts, pickled as them: read back as the tuple
+    (the same values, of the same types: a text made anew, as pickle makes it)."""
+
+    __slots__ = ("parts", "unpacked")
+
+    def __init__(self, parts: tuple) -> None:
+        self.parts, self.unpacked = parts, compiled.unpacked
+
+    def __reduce__(self):
+        return self.unpacked, self.parts  # (pickled by its name: _columns.unpacked)
 
 
 class _Spilled:

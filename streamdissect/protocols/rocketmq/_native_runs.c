@@ -72,7 +72,7 @@ static int set_item(PyObject *row, Py_ssize_t at, PyObject *value) {
 typedef struct {
     PyObject *open_calls, *of_connection, *group_of, *seen_of, *base, *begun, *done, *paired,
         *latencies, *server_of, *message_row, *unusual, *sends, *send_class, *code, *name,
-        *hot_status, *send_ok;
+        *hot_status, *send_ok, *left;
     Py_ssize_t at[8];      /* the columns a SEND_OK's answer sets */
     Py_ssize_t width;      /* a send row's length */
     Py_ssize_t row_at[16]; /* where message_row puts each of its values */
@@ -134,7 +134,9 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
     if ((opaque = get(rec, N_OPAQUE)) == NULL) goto done;
     if ((key = PyTuple_Pack(3, connection, direction, opaque)) == NULL) goto done;
     if ((previous = popped(st->paired, key)) == NULL) goto done;
-    if (previous == Py_None) {
+    if (previous != Py_None) { /* (a send of the run: its row never answered) */
+        if (PyList_Append(st->left, PyTuple_GET_ITEM(previous, 1)) < 0) goto done;
+    } else {
         Py_DECREF(previous);
         if ((previous = popped(st->open_calls, key)) == NULL) goto done;
     }
@@ -234,7 +236,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     int r = -1;
     PyObject *other, *opaque = NULL, *key = NULL, *code = NULL, *found = NULL, *request,
                      *asked = Py_None, *group, *sample, *kept = NULL, *request_ts = NULL,
-                     *lag = NULL;
+                     *lag = NULL, *row = NULL; /* (row: a send of the run's, borrowed) */
     if (bump(seen, S_RESPONSES) < 0) return -1;
     other = PyUnicode_Compare(direction, S_C2S) == 0 ? S_S2C
             : PyUnicode_Compare(direction, S_S2C) == 0 ? S_C2S : direction;
@@ -243,15 +245,10 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         (key = PyTuple_Pack(3, connection, other, opaque)) == NULL ||
         (code = get(rec, N_CODE)) == NULL || (found = popped(st->paired, key)) == NULL)
         goto done;
-    if (found != Py_None) { /* (a send of the run) */
+    if (found != Py_None) { /* (a send of the run: its row, complete after this, not in done) */
         request = PyTuple_GET_ITEM(found, 0);
         group = PyTuple_GET_ITEM(found, 3), sample = PyTuple_GET_ITEM(found, 4);
-        PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(found, 1), PyTuple_GET_ITEM(found, 2));
-        if (pair == NULL || (kept = PyList_New(1)) == NULL) {
-            Py_XDECREF(pair);
-            goto done;
-        }
-        PyList_SET_ITEM(kept, 0, pair);
+        row = PyTuple_GET_ITEM(found, 2);
     } else {
         Py_DECREF(found);
         if ((found = popped(st->open_calls, key)) == NULL) goto done;
@@ -293,6 +290,28 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         if (res == NULL) goto done;
         Py_DECREF(res);
     }
+    if (row != NULL) {
+        if (!error) {
+            if (!PyList_CheckExact(row)) {
+                PyErr_SetString(PyExc_TypeError, "send_run: a send's row is a list");
+                goto done;
+            }
+            /* (the row's latency is the sample's: the same value, computed once) */
+            r = answer_row(st, row, rec, ts_ns, lag);
+            goto done;
+        }
+        PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(found, 1), row);
+        if (pair == NULL || (kept = PyList_New(1)) == NULL) {
+            Py_XDECREF(pair);
+            goto done;
+        }
+        PyList_SET_ITEM(kept, 0, pair);
+        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
+                                                   request, kept, NULL);
+        r = res == NULL ? -1 : 0;
+        Py_XDECREF(res);
+        goto done;
+    }
     if (kept == Py_None) {
         r = 0;
         goto done;
@@ -329,8 +348,8 @@ PyObject *send_run(PyObject *self, PyObject *args) {
     st.last_connection = st.last_server = NULL;
     st.group_connection = st.group_direction = st.group_pair = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
-    if (PyTuple_GET_SIZE(state) != 15) {
-        PyErr_SetString(PyExc_ValueError, "send_run: a state of 15 parts");
+    if (PyTuple_GET_SIZE(state) != 16) {
+        PyErr_SetString(PyExc_ValueError, "send_run: a state of 16 parts");
         return NULL;
     }
     PyObject **parts[14] = {&st.open_calls, &st.of_connection, &st.group_of, &st.seen_of,
@@ -339,10 +358,12 @@ PyObject *send_run(PyObject *self, PyObject *args) {
                             &st.send_class};
     for (int k = 0; k < 14; k++) *parts[k] = PyTuple_GET_ITEM(state, k);
     constants = PyTuple_GET_ITEM(state, 14);
+    st.left = PyTuple_GET_ITEM(state, 15);
     if (!PyDict_CheckExact(st.open_calls) || !PyDict_CheckExact(st.of_connection) ||
         !PyDict_CheckExact(st.seen_of) || !PyList_CheckExact(st.begun) ||
         !PyList_CheckExact(st.done) || !PyDict_CheckExact(st.paired) ||
-        !PyDict_CheckExact(st.latencies) || !PyTuple_Check(constants) ||
+        !PyDict_CheckExact(st.latencies) || !PyList_CheckExact(st.left) ||
+        !PyTuple_Check(constants) ||
         PyTuple_GET_SIZE(constants) != 7 || !PyTuple_Check(at = PyTuple_GET_ITEM(constants, 4)) ||
         PyTuple_GET_SIZE(at) != 8 || !PyTuple_Check(row_at = PyTuple_GET_ITEM(constants, 6)) ||
         PyTuple_GET_SIZE(row_at) != 16) {

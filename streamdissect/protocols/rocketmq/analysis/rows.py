@@ -1,6 +1,6 @@
 """A row shape per table: its rows as lists in the table's column order, written by the
-column's position (`row[SHAPE.status]`), as the table converters read tuples; and RowTable, where the rows of a table of a row per message or call are kept: as tuples in
-CompactRows (columns, spilled to a file past a few MB), once they can no longer change."""
+column's position (`row[SHAPE.status]`), as the table converters read tuples; and RowTable, where the rows of a table of a row per message or call are kept: in CompactRows
+(columns, spilled to a file past a few MB), once they can no longer change."""
 
 from __future__ import annotations
 
@@ -63,16 +63,25 @@ class RowTable:
     replaces its tuple then."""
 
     WINDOW = 4096
+    # rows written kept at the window's start before it is shifted (a shift a SHIFT rows
+    # written, not one a row: a window of open rows past WINDOW writes one a row begun)
+    SHIFT = 256
 
     def __init__(self, width: int) -> None:
         self._table = CompactRows(width)
         self._written = 0  # rows in _table (its length, without a call to its __len__)
-        self._window: deque = deque()  # rows begun and not written, oldest first
+        # rows begun and not written, oldest first: _window[_front:] (the rows written
+        # before _front let go only now and then: no list shifted a row written)
+        self._window: list = []
+        self._front = 0
         self._open: set[int] = set()  # indices of the window's rows not complete
+        # every index put in _open, in increasing order (some since completed: they go
+        # once older than the first open one): where _write finds the first open row
+        self._order: deque[int] = deque()
         self._late: dict[int, Any] = {}  # index -> a row completed after it was written
 
     def __len__(self) -> int:
-        return self._written + len(self._window)
+        return self._written + len(self._window) - self._front
 
     # Between calls the window is empty, or holds at most WINDOW rows and its oldest is
     # open: so a row begun or completed can let rows be written only when it is the oldest
@@ -81,14 +90,16 @@ class RowTable:
     def begin(self, row: Any, complete: bool = False) -> int:
         """Add a row (a list, RowShape's) that may change until completed(); its index."""
         window = self._window
-        index = self._written + len(window)
         window.append(row)
+        waiting = len(window) - self._front  # (rows in the window, this one too)
+        index = self._written + waiting - 1
         if not complete:
             self._open.add(index)
-        elif len(window) == 1:
+            self._order.append(index)
+        elif waiting == 1:
             self._write(self.WINDOW)
             return index
-        if len(window) > self.WINDOW:
+        if waiting > self.WINDOW:
             self._write(self.WINDOW)
         return index
 
@@ -105,37 +116,59 @@ class RowTable:
 
     def room(self, rows: int) -> bool:
         """Whether this many rows begun now keep the window within WINDOW (add_run)."""
-        return len(self._window) + rows <= self.WINDOW
+        return len(self._window) - self._front + rows <= self.WINDOW
 
-    def add_run(self, begun: list, done: list) -> None:
-        """Rows begun (`begun`, in order) and completed (`done`: (index, row) each) in some
-        interleaving, leaving the table as begin() and completed() one at a time in that
-        interleaving leave it, when the window stays within WINDOW meanwhile (`room`): a row
-        is written once it and every older row are complete, whenever that came about; a
-        row completed after it was written is late as before."""
+    def add_run(self, begun: list, left: list, done: list) -> None:
+        """Rows begun (`begun`, in order; of them, the indices of those not complete at the
+        end: `left`, increasing) and rows begun before completed (`done`: (index, row)
+        each) in some interleaving, leaving the table as begin() and completed() one at a
+        time in that interleaving leave it, when the window stays within WINDOW meanwhile
+        (`room`): a row is written once it and every older row are complete, whenever that
+        came about; a row completed after it was written is late as before. (Only the
+        rows left open are named: a run's rows are mostly answered within it.)"""
         window, still, written = self._window, self._open, self._written
-        first = written + len(window)
-        window.extend(begun)
-        still.update(range(first, first + len(begun)))
+        window += begun
+        still.update(left)
+        self._order += left
         for index, row in done:
             if index >= written:
                 still.discard(index)
             else:
                 self.completed(index, row)
-        if window and written not in still:
+        if len(window) > self._front and written not in still:
             self._write(self.WINDOW)
 
     def _write(self, keep: int) -> None:
-        """Write the oldest rows that are complete, and past `keep` rows any."""
-        window, still = self._window, self._open
+        """Write the oldest rows that are complete, and past `keep` rows any: every row
+        before the first open one not among the `keep` newest (those past it written
+        open: completed later, they are late). A complete row goes as it is (its list:
+        it does not change again, CompactRows takes it as a tuple), an open one as a
+        tuple of its values now."""
+        window, still, order, front = self._window, self._open, self._order, self._front
         written = self._written
-        out = []
-        while window and (len(window) > keep or written not in still):
-            still.discard(written)
-            out.append(tuple(window.popleft()))
-            written += 1
-        self._written = written
-        self._table.extend(out)
+        waiting = len(window) - front
+        forced = written + waiting - keep  # (rows before it are written anyway)
+        still_open = []  # (the rows written open)
+        while order and (order[0] < forced or order[0] not in still):
+            index = order.popleft()
+            if index in still:
+                still.discard(index)
+                still_open.append(index)
+        stop = order[0] - written if order else waiting
+        if stop:
+            out = window[front : front + stop]
+            for index in still_open:
+                out[index - written] = tuple(out[index - written])
+            front += stop
+            if front == len(window):
+                window.clear()
+                front = 0
+            elif front > self.SHIFT:
+                del window[:front]
+                front = 0
+            self._front = front
+            self._written = written + stop
+            self._table.extend(out)
 
     def rows(self) -> CompactRows:
         """Every row as a tuple in the table's column order (the rows open so far too: a

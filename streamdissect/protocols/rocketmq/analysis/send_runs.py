@@ -59,18 +59,21 @@ def take_run(c: Any, run: list) -> None:
         c.one_at_a_time(run)
         return
     begun: list = []  # the rows begun, in order
-    done: list = []  # (index, row) completed, in order
+    left: list = []  # the indices of those replaced by a send of their key (left open)
+    done: list = []  # (index, row) of rows begun before the run completed, in order
     paired: dict = {}  # key -> (request event, row index, row, group, sample) of a send
     latencies: dict = {}  # sample -> the run's latencies of it
     frames = _frames if native.loaded is None else native.loaded.send_run
     frames(run, (open_calls, calls._of_connection, calls._group, c.connections._seen,
                  len(table), begun, done, paired, latencies, server_of, _message_row,
-                 _Unusual(c), sends, HotSend, _CONSTANTS))  # fmt: skip
+                 _Unusual(c), sends, HotSend, _CONSTANTS, left))  # fmt: skip
     for key, (request, index, row, group, sample) in paired.items():  # (still open)
         asked = _asked(request)
         asked.kept, asked.keeper = [(index, row)], sends
         open_calls[key] = (None, None, asked, group, sample)
-    table.add_run(begun, done)
+        left.append(index)
+    left.sort()
+    table.add_run(begun, left, done)
     for sample, lags in latencies.items():
         sample.extend(lags)
     # (what a response's collectors read of the call collector: the next command sets it)
@@ -114,7 +117,7 @@ class _Unusual:
 def _frames(run: list, state: tuple) -> None:
     """The run's loop (compiled: _native.send_run): the collectors' per-frame work."""
     (open_calls, of_connection, group_of, seen_of, base, begun, done, paired, latencies,
-     server_of, message_row, unusual, sends, send_class, _) = state  # fmt: skip
+     server_of, message_row, unusual, sends, send_class, _, left) = state  # fmt: skip
     for ev in run:
         rec = ev.record
         connection, direction, ts_ns = ev.connection, ev.direction, ev.ts_ns
@@ -132,7 +135,11 @@ def _frames(run: list, state: tuple) -> None:
             group["calls"] += 1
             opaque = rec.opaque
             key = (connection, direction, opaque)
-            previous = paired.pop(key, None) or open_calls.pop(key, None)
+            previous = paired.pop(key, None)
+            if previous is not None:
+                left.append(previous[1])  # (its row never answered)
+            else:
+                previous = open_calls.pop(key, None)
             if previous is not None:
                 previous[3]["duplicate_ids"] += 1
             seen["requests_" + direction] += 1
@@ -150,7 +157,7 @@ def _frames(run: list, state: tuple) -> None:
         key = (connection, other, rec.opaque)
         code = rec.code
         found = paired.pop(key, None)
-        if found is not None:  # (a send of the run)
+        if found is not None:  # (a send of the run: its row, complete after this, not in done)
             request, index, row, group, sample = found
             kept = [(index, row)]
             asked = None
@@ -193,7 +200,8 @@ def _frames(run: list, state: tuple) -> None:
                 first = msg_ids.split(",", 1)[0]
                 if first:
                     row[_OFFSET_ID] = first
-        done += kept
+        if asked is not None:
+            done += kept
 
 
 def _asked(request: Any) -> Asked:
