@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from streamdissect.protocols.rocketmq import spec
-from streamdissect.protocols.rocketmq.analysis import send_runs
+from streamdissect.protocols.rocketmq.analysis import pull_path, send_runs
 from streamdissect.protocols.rocketmq.analysis.brokers import BrokerCollector
 from streamdissect.protocols.rocketmq.analysis.calls import CallCollector
 from streamdissect.protocols.rocketmq.analysis.clients import ClientCollector
@@ -61,6 +61,8 @@ class Collectors:
         # the hot sends and answers not taken yet (send_runs.py): taken before any other
         # command, at the end and when a table is read
         self._run: list = []
+        # a light pull's and its answer's handlers when runs are taken (pull_path.py)
+        self._on_pull, self._on_pulled = pull_path.bound(self)
 
     @classmethod
     def made(cls, report_only: bool = False,
@@ -108,6 +110,10 @@ class Collectors:
             return ((self.on_run,) if self.runs else (self.each_of_run,)), True
         if (cls is HotSend or cls is HotAnswer) and self.runs:
             return (self.on_hot,), True
+        if cls is HotPull and self.runs:  # (and their answers: in one step, pull_path.py)
+            return (self._on_pull,), True
+        if cls is HotPulled and self.runs:
+            return (self._on_pulled,), True
         if cls is RemotingCommand or cls in _AS_COMMANDS:  # (light: as one)
             return (self.on_command,), True
         if cls is HotSend:

@@ -19,13 +19,13 @@ class OffsetCollector:
         self._groups: dict[tuple, dict] = {}  # (server, group, topic, queue) -> row
         self._max: dict[tuple, tuple[int, int]] = {}  # (server, topic, queue) -> (max, ts)
 
-    def _row(self, ev: Any, fields: dict) -> dict:
-        key = (server_of(ev.connection), fields.get("consumerGroup"), fields.get("topic"),
-               fields.get("queueId"))  # fmt: skip
+    def _row(self, server: str, group: Any, topic: Any, queue_id: Any) -> dict:
+        """The row of this server's (server_of a connection) group, topic and queue."""
+        key = (server, group, topic, queue_id)
         row = self._groups.get(key)
         if row is None:
             row = self._groups[key] = {
-                "server": key[0], "consumer_group": key[1], "topic": key[2], "queue_id": key[3],
+                "server": server, "consumer_group": group, "topic": topic, "queue_id": queue_id,
                 "committed_offset": None, "commits": 0, "committed_ts_ns": None,
                 "queried_offset": None}  # fmt: skip
         return row
@@ -39,17 +39,20 @@ class OffsetCollector:
         offset = fields.get("commitOffset")
         if offset is None:
             return
-        row = self._row(ev, fields)
+        row = self._row(server_of(ev.connection), fields.get("consumerGroup"), fields.get("topic"),
+                        fields.get("queueId"))  # fmt: skip
         row.update(committed_offset=offset, committed_ts_ns=ev.ts_ns, commits=row["commits"] + 1)
 
     def on_query_response(self, ev: Any) -> None:
         request = self._calls.answered
         offset = ev.record.fields.get("offset")
         if request is not None and ev.record.code == 0 and offset is not None:
-            self._row(request, request.record.fields)["queried_offset"] = offset
+            self._row(server_of(request.connection), request.group, request.topic,
+                      request.queue_id)["queried_offset"] = offset  # fmt: skip
 
     def on_max_offset(self, ev: Any) -> None:
-        """A pull response's maxOffset, or a GET_MAX_OFFSET answer's offset."""
+        """A pull response's maxOffset, or a GET_MAX_OFFSET answer's offset (the request's
+        topic, group and queue: calls.Asked's)."""
         request = self._calls.answered
         rec = ev.record
         if rec.__class__ is HotPulled:  # (read light; a field typed None is not held)
@@ -59,11 +62,10 @@ class OffsetCollector:
             offset = fields.get("maxOffset" if "maxOffset" in fields else "offset")
         if request is None or offset is None:
             return
-        asked = request.record.fields
-        key = (server_of(request.connection), asked.get("topic"), asked.get("queueId"))
-        self._max[key] = (offset, ev.ts_ns)
-        if asked.get("consumerGroup") is not None:  # (a pull's group gets a row)
-            self._row(request, asked)
+        server = server_of(request.connection)
+        self._max[(server, request.topic, request.queue_id)] = (offset, ev.ts_ns)
+        if request.group is not None:  # (a pull's group gets a row)
+            self._row(server, request.group, request.topic, request.queue_id)
 
     def rows(self) -> list[dict]:
         out = []
