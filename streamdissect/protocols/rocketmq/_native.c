@@ -779,14 +779,63 @@ static PyObject *plain_event(PyObject *self, PyObject *cls) {
     Py_RETURN_NONE;
 }
 
-/* make(*fields) (the five of an event), written into the slots for EVENT_CLASS. */
-static PyObject *event_of(PyObject *make, PyObject *const *fields) {
-    if (make != EVENT_CLASS) return PyObject_Vectorcall(make, fields, 5, NULL);
-    PyTypeObject *type = (PyTypeObject *)make;
+PyObject *SELF_EVENT[SELF_EVENTS] = {NULL, NULL}; /* (shared: _native.h) */
+Py_ssize_t SELF_AT[SELF_EVENTS][4];
+
+/* self_events(send_class, answer_class): place makes an instance of these classes (exactly)
+ * its own frame event, its first four fields written into its slots (their `record` a
+ * property giving the instance itself), when it makes EVENT_CLASS's events. */
+static PyObject *self_events(PyObject *self, PyObject *args) {
+    static const char *names[4] = {"ts_ns", "connection", "direction", "stream_offset"};
+    PyObject *classes[SELF_EVENTS];
+    Py_ssize_t at[SELF_EVENTS][4];
+    if (!PyArg_ParseTuple(args, "OO", &classes[0], &classes[1])) return NULL;
+    for (int j = 0; j < SELF_EVENTS; j++) {
+        if (!PyType_Check(classes[j])) {
+            PyErr_SetString(PyExc_TypeError, "self_events: two slots classes");
+            return NULL;
+        }
+        for (int k = 0; k < 4; k++) {
+            PyObject *name = PyUnicode_InternFromString(names[k]);
+            if (name == NULL) return NULL;
+            at[j][k] = slot_offset((PyTypeObject *)classes[j], name);
+            Py_DECREF(name);
+            if (at[j][k] < 0) {
+                PyErr_Format(PyExc_TypeError, "self_events: no slot %s", names[k]);
+                return NULL;
+            }
+        }
+    }
+    memcpy(SELF_AT, at, sizeof(at));
+    for (int j = 0; j < SELF_EVENTS; j++) Py_XSETREF(SELF_EVENT[j], Py_NewRef(classes[j]));
+    Py_RETURN_NONE;
+}
+
+/* The index of the record's class among SELF_EVENT, or -1. */
+static int self_event_of(PyObject *record) {
+    for (int j = 0; j < SELF_EVENTS; j++)
+        if ((PyObject *)Py_TYPE(record) == SELF_EVENT[j]) return j;
+    return -1;
+}
+
+PyObject *frame_event(PyObject *const *fields) {
+    PyTypeObject *type = (PyTypeObject *)EVENT_CLASS;
     PyObject *event = type->tp_alloc(type, 0);
     if (event != NULL)
         for (int k = 0; k < 5; k++) *(PyObject **)((char *)event + EVENT_AT[k]) = Py_NewRef(fields[k]);
     return event;
+}
+
+/* make(*fields) (the five of an event), written into the slots for EVENT_CLASS; a light
+ * record of a SELF_EVENT class made its own event then (its fields in its slots). */
+static PyObject *event_of(PyObject *make, PyObject *const *fields) {
+    if (make != EVENT_CLASS) return PyObject_Vectorcall(make, fields, 5, NULL);
+    int j = self_event_of(fields[4]);
+    if (j < 0) return frame_event(fields);
+    PyObject *event = fields[4];
+    for (int k = 0; k < 4; k++)
+        Py_XSETREF(*(PyObject **)((char *)event + SELF_AT[j][k]), Py_NewRef(fields[k]));
+    return Py_NewRef(event);
 }
 
 /* (records, items, make, connection, direction, slots) -> the indices of the frames left
@@ -854,8 +903,8 @@ error:
 }
 
 /* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
- * each run of two or more consecutive frame events (of the class plain_event registered)
- * whose records are of send_class, or of answer_class with a request_code in send_codes, as
+ * each run of two or more consecutive frame events (of the class plain_event registered,
+ * or light records that are their own events: self_events) whose records are of send_class, or of answer_class with a request_code in send_codes, as
  * one run_class(list of them); the other events as they are. */
 static PyObject *joined(PyObject *self, PyObject *args) {
     PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
@@ -868,8 +917,9 @@ static PyObject *joined(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k <= n; k++) {
         int hot = 0;
         PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
-        if (ev != NULL && EVENT_CLASS != NULL && (PyObject *)Py_TYPE(ev) == EVENT_CLASS) {
-            PyObject *record = *(PyObject **)((char *)ev + EVENT_AT[4]);
+        if (ev != NULL && EVENT_CLASS != NULL &&
+            ((PyObject *)Py_TYPE(ev) == EVENT_CLASS || self_event_of(ev) >= 0)) {
+            PyObject *record = event_slot(ev, 4);
             PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
             if (cls == send_class) {
                 hot = 1;
@@ -917,6 +967,7 @@ static PyMethodDef methods[] = {
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
     {"plain_event", plain_event, METH_O, "The frame event class place makes by its slots."},
+    {"self_events", self_events, METH_VARARGS, "The light records place makes their own events."},
     {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
      "Each frame's light record (HotSend, HotAnswer, HotPulled, HotPull) or None (hot_record's way)."},

@@ -10,6 +10,28 @@
 extern PyObject *EVENT_CLASS;
 extern Py_ssize_t EVENT_AT[5];
 
+/* The light record classes that are their own frame events where place makes them (a
+ * light send and a light answer: self_events), where each keeps the first four fields of
+ * an event (EVENT_AT's order; its `record` is itself). */
+#define SELF_EVENTS 2
+extern PyObject *SELF_EVENT[SELF_EVENTS];
+extern Py_ssize_t SELF_AT[SELF_EVENTS][4];
+
+/* A frame event's field k (EVENT_AT's order), borrowed, read where its class keeps it (the
+ * registered event class, or a light record that is its own event); NULL: read it by name
+ * (another class, or a slot not set). */
+static inline PyObject *event_slot(PyObject *ev, int k) {
+    PyObject *type = (PyObject *)Py_TYPE(ev);
+    if (type == EVENT_CLASS) return *(PyObject **)((char *)ev + EVENT_AT[k]);
+    for (int j = 0; j < SELF_EVENTS; j++)
+        if (type == SELF_EVENT[j])
+            return k == 4 ? ev : *(PyObject **)((char *)ev + SELF_AT[j][k]);
+    return NULL;
+}
+
+/* EVENT_CLASS(*fields) (the five of an event), written into its slots (_native.c). */
+PyObject *frame_event(PyObject *const *fields);
+
 /* The light records' field names (interned at the module's start). */
 extern PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
     *N_KEYS, *N_WIRE, *N_CODE, *N_REMARK, *N_REQUEST_CODE, *N_QUEUE_OFFSET, *N_MESSAGES,

@@ -269,15 +269,40 @@ static int oneway_of(Naming *s, Kind *kind, PyObject *record, PyObject *flag) {
 
 /* event.`name` (a new reference; NULL: an error): the slot of a registered frame event. */
 static PyObject *event_field(PyObject *event, PyObject *name, int at) {
-    if (EVENT_CLASS != NULL && (PyObject *)Py_TYPE(event) == EVENT_CLASS) {
-        PyObject *value = *(PyObject **)((char *)event + EVENT_AT[at]);
-        if (value != NULL) return Py_NewRef(value);
+    PyObject *value = event_slot(event, at);
+    return value != NULL ? Py_NewRef(value) : field(event, name);
+}
+
+/* A light answer that was its own event made a command (its item in `items`, the block's
+ * slots, then (row, slot, frame event of the command): plain_walk.as_command_event). */
+static int own_event_replaced(PyObject *item, PyObject *items, PyObject *event,
+                              PyObject *command) {
+    PyObject *fields[5], *slot = PyTuple_GET_ITEM(item, 1);
+    for (int k = 0; k < 4; k++)
+        if ((fields[k] = event_slot(event, k)) == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "named: a light answer's event fields");
+            return -1;
+        }
+    fields[4] = command;
+    Py_ssize_t at = PyLong_AsSsize_t(slot);
+    if (at == -1 && PyErr_Occurred()) return -1;
+    if (items == NULL || at < 0 || at >= PyList_GET_SIZE(items) ||
+        PyList_GET_ITEM(items, at) != item) {
+        PyErr_SetString(PyExc_ValueError, "named: a light answer's item not in its slot");
+        return -1;
     }
-    return field(event, name);
+    PyObject *made = frame_event(fields), *placed;
+    if (made == NULL) return -1;
+    placed = PyTuple_Pack(3, PyTuple_GET_ITEM(item, 0), slot, made);
+    Py_DECREF(made);
+    if (placed == NULL) return -1;
+    return PyList_SetItem(items, at, placed); /* (steals placed) */
 }
 
 /* One event named (0; -1: an error). */
-static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer) {
+static int name_event(Naming *s, PyObject *item, PyObject *items, PyObject *own,
+                      PyObject *peer) {
+    PyObject *event = PyTuple_GET_ITEM(item, 2);
     PyObject *record = event_field(event, N_RECORD, 4), *flag = NULL, *direction = NULL,
              *opaque = NULL, *code = NULL, *light = NULL, *command = NULL;
     if (record == NULL) {
@@ -319,8 +344,10 @@ static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer)
             (light_here = PyFrozenSet_CheckExact(light) ? PySet_Contains(light, code)
                                                         : PySequence_Contains(light, code)) < 0)
             goto done;
-        if (!light_here && ((command = PyObject_CallMethodNoArgs(record, N_COMMAND)) == NULL ||
-                            set_field(event, N_RECORD, command) < 0))
+        if (!light_here &&
+            ((command = PyObject_CallMethodNoArgs(record, N_COMMAND)) == NULL ||
+             (record == event ? own_event_replaced(item, items, event, command)
+                              : set_field(event, N_RECORD, command)) < 0))
             goto done;
     }
     r = 0;
@@ -390,15 +417,18 @@ static void ahead(PyObject *in_order, Py_ssize_t k) {
         PREFETCH(*(PyObject **)((char *)event + EVENT_AT[4]));
 }
 
-/* (in_order, own, peer, classes, (max, grown, shrunk), (response flag, oneway flag)) ->
- * None: plain_walk.named_in_order(in_order, own, peer), with framing's bounds and the
- * spec's flags given (classes: RemotingCommand, HotSend, HotPull, HotAnswer, HotPulled). */
+/* (in_order, own, peer, classes, (max, grown, shrunk), (response flag, oneway flag)[,
+ * items]) -> None: plain_walk.named_in_order(in_order, own, peer, items), with framing's
+ * bounds and the spec's flags given (classes: RemotingCommand, HotSend, HotPull,
+ * HotAnswer, HotPulled; items: the block's slots, where a light answer that was its own
+ * event is replaced when it is made a command). */
 PyObject *named(PyObject *self, PyObject *args) {
-    PyObject *in_order, *own, *peer, *classes;
+    PyObject *in_order, *own, *peer, *classes, *items = NULL;
     Naming s = {.n = 0};
-    if (!PyArg_ParseTuple(args, "O!O!O!O!(nnn)(ll)", &PyList_Type, &in_order, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!(nnn)(ll)|O!", &PyList_Type, &in_order, &PyDict_Type,
                           &own, &PyDict_Type, &peer, &PyTuple_Type, &classes, &s.max_calls,
-                          &s.grown_calls, &s.shrunk_calls, &s.response_flag, &s.oneway_flag))
+                          &s.grown_calls, &s.shrunk_calls, &s.response_flag, &s.oneway_flag,
+                          &PyList_Type, &items))
         return NULL;
     if (PyTuple_GET_SIZE(classes) != 5) {
         PyErr_SetString(PyExc_ValueError, "named: the five record classes");
@@ -417,9 +447,9 @@ PyObject *named(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "named: (row, slot, event) items");
             break;
         }
-        PyObject *event = Py_NewRef(PyTuple_GET_ITEM(item, 2));
-        int r = name_event(&s, event, own, peer);
-        Py_DECREF(event);
+        Py_INCREF(item);
+        int r = name_event(&s, item, items, own, peer);
+        Py_DECREF(item);
         if (r < 0) break;
     }
     Py_DECREF(in_order);

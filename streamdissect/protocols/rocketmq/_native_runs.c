@@ -12,13 +12,11 @@ static PyObject *S_REQUESTS_C2S, *S_REQUESTS_S2C, *S_ONEWAY, *S_RESPONSES, *S_FI
     *S_CALLS, *S_ANSWERED, *S_DUPLICATES, *S_C2S, *S_S2C, *S_REQUESTS_, *N_KEPT, *N_KEEPER,
     *N_TS_NS, *N_ORPHAN, *N_ERROR, *N_ANSWERED_CALL, *ZERO, *ONE, *MILLION, *COMMA;
 
-/* A frame event's field (its slot when it is of EVENT_CLASS); a new reference. */
+/* A frame event's field (its slot when its class keeps it in one: event_slot); a new
+ * reference. */
 static PyObject *field(PyObject *ev, int k, PyObject *name) {
-    if (EVENT_CLASS != NULL && (PyObject *)Py_TYPE(ev) == EVENT_CLASS) {
-        PyObject *v = *(PyObject **)((char *)ev + EVENT_AT[k]);
-        if (v != NULL) return Py_NewRef(v);
-    }
-    return PyObject_GetAttr(ev, name);
+    PyObject *v = event_slot(ev, k);
+    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(ev, name);
 }
 
 /* d[key] += 1 */
