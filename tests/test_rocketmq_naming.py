@@ -145,7 +145,8 @@ def test_light_records_that_are_their_own_events_are_named_as_in_frame_events(mo
                                                                               seed):  # fmt: skip
     """Light sends and answers that are their own events (the compiled reader's): named by
     both loops as the same records in frame events are, an answer made a command then
-    replaced in its slot by a frame event of the command (the block's items given)."""
+    replaced in its slot by a frame event of the command (the block's items given), the
+    frames of those left light let go."""
     if seed % 2:
         monkeypatch.setattr(framing, "MAX_OPEN_CALLS", 4 + seed % 5)
     expected_items, (own, peer) = _block(seed), _open(seed)
@@ -163,6 +164,10 @@ def test_light_records_that_are_their_own_events_are_named_as_in_frame_events(mo
         replaced = [event for _, _, event in items if event.__class__ is FrameEvent
                     and event.record.__class__ is RemotingCommand and event.direction]  # fmt: skip
         assert all(event.ts_ns is not None for event in replaced)
+        # (a light record left its own event lets its frame go once named)
+        light = [event for _, _, event in items if event.__class__ in (HotSend, HotAnswer)]
+        assert all(event.frame is None for event in light)
+        assert len(items) < 100 or light
         if len(items) > 100:
             assert any(r.__class__ is RemotingCommand for r in _state(items, own)[0])
 

@@ -82,6 +82,7 @@ typedef struct {
     PyObject *type;
     Way opaque, flag, code, oneway, light_for;
     Py_ssize_t request_code_at; /* (the slot written as its descriptor writes it; -1: setattr) */
+    Py_ssize_t frame_at;        /* (its frame's slot, let go when it is its own event; -1) */
 } Kind;
 
 /* The open requests a direction's events go to, by direction: the last two seen (held). */
@@ -299,6 +300,13 @@ static int own_event_replaced(PyObject *item, PyObject *items, PyObject *event,
     return PyList_SetItem(items, at, placed); /* (steals placed) */
 }
 
+/* A light record that is its own event, named and left light: its frame (kept for its
+ * `command()`, which only the naming asks) let go now, while it is warm, not with the
+ * block's other objects (plain_walk.named_in_order). */
+static void own_frame_let_go(PyObject *record, Py_ssize_t at) {
+    Py_XSETREF(*(PyObject **)((char *)record + at), Py_NewRef(Py_None));
+}
+
 /* One event named (0; -1: an error). */
 static int name_event(Naming *s, PyObject *item, PyObject *items, PyObject *own,
                       PyObject *peer) {
@@ -352,6 +360,8 @@ static int name_event(Naming *s, PyObject *item, PyObject *items, PyObject *own,
     }
     r = 0;
 done:
+    if (r == 0 && record == event && command == NULL && kind->frame_at >= 0)
+        own_frame_let_go(record, kind->frame_at);
     Py_DECREF(record);
     Py_XDECREF(flag);
     Py_XDECREF(direction);
@@ -375,7 +385,9 @@ static int kinds_of(Naming *s, PyObject *classes) {
                              way_of(type, N_CODE), way_of(type, N_ONEWAY),
                              way_of(type, N_LIGHT_FOR),
                              type->tp_setattro == PyObject_GenericSetAttr
-                                 ? slot_offset(type, N_REQUEST_CODE) : -1};
+                                 ? slot_offset(type, N_REQUEST_CODE) : -1,
+                             type->tp_setattro == PyObject_GenericSetAttr
+                                 ? slot_offset(type, N_FRAME) : -1};
     }
     return 0;
 }

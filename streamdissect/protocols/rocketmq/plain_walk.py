@@ -134,7 +134,10 @@ def named_in_order(in_order: list, own: dict, peer: dict, items: list | None = N
     request remembered by its direction's open requests (`own`, by direction), a response
     named by the other's (`peer`), a light answer made a command where its request's
     collectors do not read it light (`as_command`: in the block's `items`, the slots the
-    items are in). (The reference for the compiled loop: named.)"""
+    items are in). A light record that is its own event (the compiled reader's) lets its
+    frame go once named: only the naming asks its `command()`, and the frame is freed
+    while it is warm, not with the block's other objects. (The reference for the compiled
+    loop: named.)"""
     for row, slot, event in in_order:
         record = getattr(event, "record", None)
         cls = record.__class__
@@ -147,6 +150,9 @@ def named_in_order(in_order: list, own: dict, peer: dict, items: list | None = N
             record.request_code = code = peer[event.direction].answered(record.opaque)
             if code not in record.light_for:  # (light only for its request's collectors)
                 as_command(items, row, slot, event, record.command())
+                continue
+        if event is record:  # (a light record its own event: its frame let go once named)
+            record.frame = None
 
 
 def compiled_named(in_order: list, own: dict, peer: dict, items: list | None = None) -> bool:
