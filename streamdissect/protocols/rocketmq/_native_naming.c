@@ -280,8 +280,9 @@ static int own_event_replaced(PyObject *item, PyObject *items, PyObject *event,
                               PyObject *command) {
     PyObject *fields[5], *slot = PyTuple_GET_ITEM(item, 1);
     for (int k = 0; k < 4; k++)
-        if ((fields[k] = event_slot(event, k)) == NULL) {
-            PyErr_SetString(PyExc_AttributeError, "named: a light answer's event fields");
+        if (EVENT_CLASS == NULL || (fields[k] = event_slot(event, k)) == NULL) {
+            PyErr_SetString(PyExc_TypeError, "named: a light answer its own event, but the "
+                                             "event classes not registered (native.py)");
             return -1;
         }
     fields[4] = command;
