@@ -1,9 +1,14 @@
 /* send_runs._frames compiled (part of the _native extension, setup.py builds it with
  * _native.c): a run of light sends and their answers taken by the collectors, the Python
  * loop's twin (send_runs.py says what it does; tests/test_rocketmq_send_runs.py holds both
- * loops to the collectors taking each frame, in both modes). */
+ * loops to the collectors taking each frame, in both modes). Its counts and last times (a
+ * frame's two or three dict writes) are kept pending and written once a run, and before
+ * any Python code the loop calls (a new call group, the unusual cases): what Python reads
+ * of the dicts is what the frame-by-frame writes leave (`Pending`). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <string.h>
 
 #include "_native.h"
 
@@ -67,6 +72,15 @@ static int set_item(PyObject *row, Py_ssize_t at, PyObject *value) {
     return PyList_SetItem(row, at, value); /* (steals value; checks the index) */
 }
 
+/* A write to a counts dict kept until Python code may read it (flushed): the loop's
+ * counts (calls, answered, a connection's requests and responses) and last times, a
+ * frame each, written once a run. `added` > 0: value + added; 0: value set. */
+#define PENDING 128
+typedef struct {
+    PyObject *dict, *key, *value;
+    Py_ssize_t added;
+} Pending;
+
 typedef struct {
     PyObject *open_calls, *of_connection, *group_of, *seen_of, *base, *begun, *done, *paired,
         *latencies, *server_of, *message_row, *unusual, *sends, *send_class, *code, *name,
@@ -76,7 +90,97 @@ typedef struct {
     Py_ssize_t row_at[16]; /* where message_row puts each of its values */
     PyObject *last_connection, *last_server; /* (server_of's last answer, held) */
     PyObject *group_connection, *group_direction, *group_pair; /* (the last send's group) */
+    Pending pending[PENDING];
+    int pending_count;
 } RunState;
+
+/* The pending writes let go of the dicts (after an error: their references dropped). */
+static void pending_dropped(RunState *st) {
+    for (int k = 0; k < PENDING; k++) {
+        Pending *p = &st->pending[k];
+        if (p->dict == NULL) continue;
+        Py_CLEAR(p->dict);
+        Py_CLEAR(p->key);
+        Py_CLEAR(p->value);
+    }
+    st->pending_count = 0;
+}
+
+/* Every pending write made, in the dicts (before Python code runs, and at the run's end):
+ * a count's value plus what was added to it, a set value; 0, or -1 (an error: the writes
+ * not made dropped). */
+static int flushed(RunState *st) {
+    int r = 0;
+    for (int k = 0; k < PENDING && st->pending_count; k++) {
+        Pending *p = &st->pending[k];
+        if (p->dict == NULL) continue;
+        if (r == 0) {
+            PyObject *value = p->value;
+            if (p->added) {
+                PyObject *added = PyLong_FromSsize_t(p->added);
+                value = added == NULL ? NULL : PyNumber_Add(p->value, added);
+                Py_XDECREF(added);
+            } else {
+                Py_INCREF(value);
+            }
+            if (value == NULL || PyDict_SetItem(p->dict, p->key, value) < 0) r = -1;
+            Py_XDECREF(value);
+        }
+        Py_CLEAR(p->dict);
+        Py_CLEAR(p->key);
+        Py_CLEAR(p->value);
+        st->pending_count--;
+    }
+    st->pending_count = 0;
+    return r;
+}
+
+/* The pending write of d[key] (its slot: found, or free), or NULL: the table too full
+ * (flush it). Found by the dict's and the key's identity (the keys are the loop's own
+ * constant strings). */
+static Pending *pending_of(RunState *st, PyObject *d, PyObject *key) {
+    if (st->pending_count >= PENDING / 2) return NULL;
+    size_t at = (((uintptr_t)d >> 4) ^ ((uintptr_t)key >> 3) * 31) % PENDING;
+    for (;;) {
+        Pending *p = &st->pending[at];
+        if (p->dict == NULL || (p->dict == d && p->key == key)) return p;
+        at = (at + 1) % PENDING;
+    }
+}
+
+/* d[key] += 1, the write kept pending (d an exact dict holding an exact int there, key one
+ * of the loop's constants); else at once, as Python does it (after the pending writes). */
+static int bump_pending(RunState *st, PyObject *d, PyObject *key) {
+    Pending *p = PyDict_CheckExact(d) ? pending_of(st, d, key) : NULL;
+    if (p != NULL && p->dict != NULL && p->added) {
+        p->added++;
+        return 0;
+    }
+    PyObject *v = p != NULL && p->dict == NULL ? PyDict_GetItemWithError(d, key) : NULL;
+    if (v == NULL || !PyLong_CheckExact(v)) {
+        if (PyErr_Occurred() || flushed(st) < 0) return -1;
+        return bump(d, key);
+    }
+    *p = (Pending){Py_NewRef(d), Py_NewRef(key), Py_NewRef(v), 1};
+    st->pending_count++;
+    return 0;
+}
+
+/* d[key] = value, the write kept pending (d an exact dict); else at once. */
+static int set_pending(RunState *st, PyObject *d, PyObject *key, PyObject *value) {
+    Pending *p = PyDict_CheckExact(d) ? pending_of(st, d, key) : NULL;
+    if (p == NULL || (p->dict != NULL && p->added)) {
+        if (flushed(st) < 0) return -1;
+        return PyDict_SetItem(d, key, value);
+    }
+    if (p->dict != NULL) {
+        Py_SETREF(p->value, Py_NewRef(value));
+        return 0;
+    }
+    *p = (Pending){Py_NewRef(d), Py_NewRef(key), Py_NewRef(value), 0};
+    st->pending_count++;
+    return 0;
+}
 
 /* "requests_" + direction (the two usual ones made once); a new reference. */
 static PyObject *requests_of(PyObject *direction) {
@@ -117,7 +221,9 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
         } else {
             if (PyErr_Occurred()) goto done;
             PyObject *args[3] = {st->code, connection, direction};
-            if ((pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL) goto done;
+            if (flushed(st) < 0 ||
+                (pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL)
+                goto done;
         }
         Py_XSETREF(st->group_connection, Py_NewRef(connection));
         Py_XSETREF(st->group_direction, Py_NewRef(direction));
@@ -128,7 +234,7 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
         goto done;
     }
     PyObject *group = PyTuple_GET_ITEM(pair, 0), *sample = PyTuple_GET_ITEM(pair, 1);
-    if (bump(group, S_CALLS) < 0) goto done;
+    if (bump_pending(st, group, S_CALLS) < 0) goto done;
     if ((opaque = get(rec, N_OPAQUE)) == NULL) goto done;
     if ((key = PyTuple_Pack(3, connection, direction, opaque)) == NULL) goto done;
     if ((previous = popped(st->paired, key)) == NULL) goto done;
@@ -143,9 +249,13 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
             PyErr_SetString(PyExc_TypeError, "send_run: an open call is a 5-tuple");
             goto done;
         }
-        if (bump(PyTuple_GET_ITEM(previous, 3), S_DUPLICATES) < 0) goto done;
+        if (bump_pending(st, PyTuple_GET_ITEM(previous, 3), S_DUPLICATES) < 0) goto done;
     }
-    if ((count = requests_of(direction)) == NULL || bump(seen, count) < 0) goto done;
+    if ((count = requests_of(direction)) == NULL) goto done;
+    if ((count == S_REQUESTS_C2S || count == S_REQUESTS_S2C ? bump_pending(st, seen, count)
+                                                             : flushed(st) < 0 ? -1
+                                                             : bump(seen, count)) < 0)
+        goto done;
     if ((server = server_for(st, connection)) == NULL) goto done;
     if ((wire = get(rec, N_WIRE)) == NULL ||
         (group_ = get(rec, N_GROUP)) == NULL ||
@@ -235,7 +345,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     PyObject *other, *opaque = NULL, *key = NULL, *code = NULL, *found = NULL, *request,
                      *asked = Py_None, *group, *sample, *kept = NULL, *request_ts = NULL,
                      *lag = NULL, *row = NULL; /* (row: a send of the run's, borrowed) */
-    if (bump(seen, S_RESPONSES) < 0) return -1;
+    if (bump_pending(st, seen, S_RESPONSES) < 0) return -1;
     other = PyUnicode_Compare(direction, S_C2S) == 0 ? S_S2C
             : PyUnicode_Compare(direction, S_S2C) == 0 ? S_C2S : direction;
     if (PyErr_Occurred()) return -1;
@@ -251,7 +361,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         Py_DECREF(found);
         if ((found = popped(st->open_calls, key)) == NULL) goto done;
         if (found == Py_None) {
-            PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ORPHAN, ev, other, NULL);
+            PyObject *res = flushed(st) < 0 ? NULL
+                            : PyObject_CallMethodObjArgs(st->unusual, N_ORPHAN, ev, other, NULL);
             r = res == NULL ? -1 : 0;
             Py_XDECREF(res);
             goto done;
@@ -276,7 +387,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
             }
         }
     }
-    if (bump(group, S_ANSWERED) < 0) goto done;
+    if (bump_pending(st, group, S_ANSWERED) < 0) goto done;
     if ((request_ts = get(request, N_TS_NS)) == NULL ||
         (lag = latency(ts_ns, request_ts)) == NULL)
         goto done;
@@ -284,7 +395,9 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     int error = PyObject_IsTrue(code);
     if (error < 0) goto done;
     if (error) {
-        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ERROR, ev, asked, request, NULL);
+        PyObject *res = flushed(st) < 0 ? NULL
+                        : PyObject_CallMethodObjArgs(st->unusual, N_ERROR, ev, asked, request,
+                                                     NULL);
         if (res == NULL) goto done;
         Py_DECREF(res);
     }
@@ -304,7 +417,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
             goto done;
         }
         PyList_SET_ITEM(kept, 0, pair);
-        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
+        PyObject *res = flushed(st) < 0 ? NULL
+                        : PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
                                                    request, kept, NULL);
         r = res == NULL ? -1 : 0;
         Py_XDECREF(res);
@@ -315,7 +429,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         goto done;
     }
     if (error || !PyList_Check(kept) || PyList_GET_SIZE(kept) != 1) {
-        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
+        PyObject *res = flushed(st) < 0 ? NULL
+                        : PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
                                                    request, kept, NULL);
         if (res == NULL) goto done;
         Py_DECREF(res);
@@ -343,6 +458,8 @@ done:
 PyObject *send_run(PyObject *self, PyObject *args) {
     PyObject *run, *state, *constants, *at, *row_at;
     RunState st;
+    memset(st.pending, 0, sizeof(st.pending));
+    st.pending_count = 0;
     st.last_connection = st.last_server = NULL;
     st.group_connection = st.group_direction = st.group_pair = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
@@ -408,7 +525,7 @@ PyObject *send_run(PyObject *self, PyObject *args) {
                                  "oneway", 0, "responses", 0, "first_command_ns", ts_ns);
             if (seen == NULL || PyDict_SetItem(st.seen_of, connection, seen) < 0) goto next;
         }
-        if (PyDict_SetItem(seen, S_LAST, ts_ns) < 0) goto next;
+        if (set_pending(&st, seen, S_LAST, ts_ns) < 0) goto next;
         if ((PyObject *)Py_TYPE(rec) == st.send_class)
             bad = run_send(&st, ev, rec, connection, direction, ts_ns, seen);
         else
@@ -424,7 +541,23 @@ PyObject *send_run(PyObject *self, PyObject *args) {
     Py_XDECREF(st.group_connection);
     Py_XDECREF(st.group_direction);
     Py_XDECREF(st.group_pair);
-    if (PyErr_Occurred()) return NULL;
+    if (PyErr_Occurred()) { /* (the writes before the error made, as Python made them) */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (flushed(&st) < 0) {
+            pending_dropped(&st);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            return NULL;
+        }
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    if (flushed(&st) < 0) {
+        pending_dropped(&st);
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
