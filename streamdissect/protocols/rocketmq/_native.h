@@ -59,6 +59,8 @@ int runs_names(void);
 /* _native_naming.c: plain_walk.named_in_order and in_time_order's sort compiled, and the
  * names they use made. */
 PyObject *named(PyObject *self, PyObject *args);
+/* dict.pop(key, None) (a new reference; NULL: an error), the dict looked up once. */
+PyObject *dict_popped(PyObject *d, PyObject *key);
 PyObject *in_time_order(PyObject *self, PyObject *args);
 int naming_names(void);
 

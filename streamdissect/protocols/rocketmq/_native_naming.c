@@ -186,8 +186,9 @@ static Open *open_of(Naming *s, Seen *seen, PyObject *directions, PyObject *dire
     return NULL;
 }
 
-/* calls.pop(key, None) (a new reference; NULL: an error), by the call dict.pop makes. */
-static PyObject *popped(PyObject *calls, PyObject *key) {
+/* calls.pop(key, None) (a new reference; NULL: an error), by the call dict.pop makes
+ * (shared: _native.h). */
+PyObject *dict_popped(PyObject *calls, PyObject *key) {
 #if PY_VERSION_HEX >= 0x030D0000
     PyObject *value;
     int found = PyDict_Pop(calls, key, &value);
@@ -200,7 +201,7 @@ static PyObject *popped(PyObject *calls, PyObject *key) {
 /* OpenRequests.answered(opaque): the code of the request `opaque` answers, forgotten now
  * (a new reference; NULL: an error). */
 static PyObject *answered(Naming *s, Open *o, PyObject *opaque) {
-    PyObject *code = popped(o->calls, opaque);
+    PyObject *code = dict_popped(o->calls, opaque);
     if (code != NULL && o->grown && PyDict_GET_SIZE(o->calls) <= s->shrunk_calls) {
         /* dict(calls): sized to its items, in the same order */
         PyObject *fresh = PyObject_CallOneArg((PyObject *)&PyDict_Type, o->calls);
@@ -218,7 +219,7 @@ static PyObject *answered(Naming *s, Open *o, PyObject *opaque) {
 static int asked(Naming *s, Open *o, Kind *kind, PyObject *record) {
     PyObject *opaque = read_way(record, kind->opaque, N_OPAQUE), *code = NULL, *old = NULL;
     int r = -1;
-    if (opaque == NULL || (old = popped(o->calls, opaque)) == NULL ||
+    if (opaque == NULL || (old = dict_popped(o->calls, opaque)) == NULL ||
         (code = read_way(record, kind->code, N_CODE)) == NULL ||
         PyDict_SetItem(o->calls, opaque, code) < 0)
         goto done;

@@ -46,18 +46,6 @@ static PyObject *get(PyObject *obj, PyObject *name) {
     return Py_NewRef(v);
 }
 
-/* dict.pop(key, None) as a new reference (None: not there); NULL: an error. */
-static PyObject *popped(PyObject *d, PyObject *key) {
-    PyObject *v = PyDict_GetItemWithError(d, key);
-    if (v == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Py_INCREF(v);
-    if (PyDict_DelItem(d, key) < 0) {
-        Py_DECREF(v);
-        return NULL;
-    }
-    return v;
-}
-
 /* (ts_ns - request_ts) / 1e6, as Python computes it. */
 static PyObject *latency(PyObject *ts_ns, PyObject *request_ts) {
     PyObject *lag = PyNumber_Subtract(ts_ns, request_ts), *out;
@@ -237,12 +225,12 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
     if (bump_pending(st, group, S_CALLS) < 0) goto done;
     if ((opaque = get(rec, N_OPAQUE)) == NULL) goto done;
     if ((key = PyTuple_Pack(3, connection, direction, opaque)) == NULL) goto done;
-    if ((previous = popped(st->paired, key)) == NULL) goto done;
+    if ((previous = dict_popped(st->paired, key)) == NULL) goto done;
     if (previous != Py_None) { /* (a send of the run: its row never answered) */
         if (PyList_Append(st->left, PyTuple_GET_ITEM(previous, 1)) < 0) goto done;
     } else {
         Py_DECREF(previous);
-        if ((previous = popped(st->open_calls, key)) == NULL) goto done;
+        if ((previous = dict_popped(st->open_calls, key)) == NULL) goto done;
     }
     if (previous != Py_None) {
         if (!PyTuple_Check(previous) || PyTuple_GET_SIZE(previous) != 5) {
@@ -351,7 +339,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     if (PyErr_Occurred()) return -1;
     if ((opaque = get(rec, N_OPAQUE)) == NULL ||
         (key = PyTuple_Pack(3, connection, other, opaque)) == NULL ||
-        (code = get(rec, N_CODE)) == NULL || (found = popped(st->paired, key)) == NULL)
+        (code = get(rec, N_CODE)) == NULL || (found = dict_popped(st->paired, key)) == NULL)
         goto done;
     if (found != Py_None) { /* (a send of the run: its row, complete after this, not in done) */
         request = PyTuple_GET_ITEM(found, 0);
@@ -359,7 +347,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         row = PyTuple_GET_ITEM(found, 2);
     } else {
         Py_DECREF(found);
-        if ((found = popped(st->open_calls, key)) == NULL) goto done;
+        if ((found = dict_popped(st->open_calls, key)) == NULL) goto done;
         if (found == Py_None) {
             PyObject *res = flushed(st) < 0 ? NULL
                             : PyObject_CallMethodObjArgs(st->unusual, N_ORPHAN, ev, other, NULL);
