@@ -36,10 +36,37 @@ static int bump(PyObject *d, PyObject *key) {
     return r;
 }
 
+/* slot_offset(type, name), remembered for the type as it is now (its version tag: a class
+ * changed since has another) in a small table by the type's and the name's identity (the
+ * loop reads a few names of a few classes, each a frame). */
+#define SLOTS_KNOWN 128
+static struct {
+    PyTypeObject *type;
+    PyObject *name;
+    unsigned int tag;
+    Py_ssize_t at;
+} SLOT_AT[SLOTS_KNOWN];
+
+static Py_ssize_t slot_at(PyTypeObject *type, PyObject *name) {
+    uint64_t mixed = (uint64_t)(uintptr_t)type * 0x9E3779B97F4A7C15u ^
+                     (uint64_t)(uintptr_t)name * 0xC2B2AE3D27D4EB4Fu;
+    size_t k = (size_t)(mixed >> 57) % SLOTS_KNOWN; /* (its high bits: all of both mixed) */
+    if (SLOT_AT[k].type == type && SLOT_AT[k].name == name && SLOT_AT[k].tag != 0 &&
+        SLOT_AT[k].tag == type->tp_version_tag) /* (a changed class's tag is 0, then new) */
+        return SLOT_AT[k].at;
+    Py_ssize_t at = slot_offset(type, name); /* (its look-up gives the type a version tag) */
+    if (type->tp_version_tag != 0) {
+        /* (the type and name not held: a freed one's address matches only with its tag) */
+        SLOT_AT[k].type = type, SLOT_AT[k].name = name;
+        SLOT_AT[k].tag = type->tp_version_tag, SLOT_AT[k].at = at;
+    }
+    return at;
+}
+
 /* obj.name, read from its slot when its class keeps it in one (as the member descriptor
  * reads it), else the generic way; a new reference. */
 static PyObject *get(PyObject *obj, PyObject *name) {
-    Py_ssize_t at = slot_offset(Py_TYPE(obj), name);
+    Py_ssize_t at = slot_at(Py_TYPE(obj), name);
     if (at < 0) return PyObject_GetAttr(obj, name);
     PyObject *v = *(PyObject **)((char *)obj + at);
     if (v == NULL) return PyObject_GetAttr(obj, name); /* (unset: its AttributeError) */
@@ -298,7 +325,15 @@ static int answer_row(RunState *st, PyObject *row, PyObject *rec, PyObject *ts_n
         Py_DECREF(v);
         return -1;
     }
-    if (truth) { /* msg_ids.split(",", 1)[0], when not empty */
+    if (truth && PyUnicode_CheckExact(v)) { /* (the same without a list: up to a comma) */
+        Py_ssize_t comma = PyUnicode_FindChar(v, ',', 0, PyUnicode_GET_LENGTH(v), 1);
+        PyObject *first = comma == -2 ? NULL
+                          : comma == -1 ? Py_NewRef(v) : PyUnicode_Substring(v, 0, comma);
+        Py_DECREF(v);
+        if (first == NULL) return -1;
+        if (PyUnicode_GET_LENGTH(first)) return set_item(row, st->at[7], first);
+        Py_DECREF(first);
+    } else if (truth) { /* msg_ids.split(",", 1)[0], when not empty */
         PyObject *parts = PyUnicode_Split(v, COMMA, 1), *first;
         Py_DECREF(v);
         if (parts == NULL) return -1;
