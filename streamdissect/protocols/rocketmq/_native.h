@@ -29,8 +29,15 @@ static inline PyObject *event_slot(PyObject *ev, int k) {
     return NULL;
 }
 
-/* EVENT_CLASS(*fields) (the five of an event), written into its slots (_native.c). */
+/* _native_events.c: EVENT_CLASS(*fields) (the five of an event), written into its slots;
+ * make(*fields), a light record of a SELF_EVENT class its own event; the index of a
+ * record's class among SELF_EVENT (-1: none); the classes registered (plain_event,
+ * self_events: native.py). */
 PyObject *frame_event(PyObject *const *fields);
+PyObject *event_of(PyObject *make, PyObject *const *fields);
+int self_event_of(PyObject *record);
+PyObject *plain_event(PyObject *self, PyObject *cls);
+PyObject *self_events(PyObject *self, PyObject *args);
 
 /* The light records' field names (interned at the module's start). */
 extern PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,
