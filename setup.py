@@ -26,7 +26,7 @@ setup(
     ext_modules=[
         _optional("streamdissect.protocols.stream._native"),
         _optional("streamdissect.protocols.rocketmq._native", "_native_runs", "_native_naming",
-                  "_native_walk"),
+                  "_native_walk", "_native_events"),
         _optional("streamdissect.capture._records"),
         _optional("streamdissect.cli._json_rows"),
         _optional("streamdissect.analysis._columns"),

@@ -65,9 +65,10 @@ def _response(rng: random.Random, opaque: int) -> object:
     return make_command(rng.choice((0, 1, 17)), response=True, opaque=opaque)
 
 
-def _block(seed: int) -> list:
+def _block(seed: int, own_events: bool = False) -> list:
     """A connection's block: (row, slot, event) items in time order (made again from the
-    seed for each loop: the loops change the records)."""
+    seed for each loop: the loops change the records); `own_events`: its light sends and
+    answers their own events, as the compiled reader's `place` makes them (hot.OwnEvent)."""
     rng = random.Random(seed)
     items = []
     for slot in range((6, 120, 500)[seed % 3]):
@@ -79,6 +80,12 @@ def _block(seed: int) -> list:
             make = _response if rng.random() < 0.5 else _request
             event = FrameEvent(slot, "c", direction if make is _request else
                                ("s2c" if direction == "c2s" else "c2s"), 0, make(rng, opaque))  # fmt: skip
+        if own_events and event.__class__ is FrameEvent and (
+                event.record.__class__ in (HotSend, HotAnswer)):  # fmt: skip
+            record = event.record
+            record.ts_ns, record.connection, record.direction, record.stream_offset = (
+                event.ts_ns, event.connection, event.direction, event.stream_offset)  # fmt: skip
+            event = record
         items.append((slot // 3, slot, event))
     return items
 
@@ -131,6 +138,39 @@ def test_the_compiled_naming_names_a_block_as_the_python_loop(monkeypatch, seed)
                    for r in records)  # fmt: skip
         assert any(r.__class__ is tuple and r[0] is HotAnswer and r[1] is not None
                    for r in records)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_light_records_that_are_their_own_events_are_named_as_in_frame_events(monkeypatch,
+                                                                              seed):  # fmt: skip
+    """Light sends and answers that are their own events (the compiled reader's): named by
+    both loops as the same records in frame events are, an answer made a command then
+    replaced in its slot by a frame event of the command (the block's items given), the
+    frames of those left light let go."""
+    if seed % 2:
+        monkeypatch.setattr(framing, "MAX_OPEN_CALLS", 4 + seed % 5)
+    expected_items, (own, peer) = _block(seed), _open(seed)
+    plain_walk.named_in_order(list(expected_items), own, peer)
+    expected = _state(expected_items, own)
+    for named in ("python", "compiled"):
+        items, (own, peer) = _block(seed, own_events=True), _open(seed)
+        assert len(items) < 100 or any(isinstance(event, HotAnswer) for _, _, event in items)
+        if named == "python":
+            plain_walk.named_in_order(list(items), own, peer, items)
+        else:
+            # (registered, as native.py loads it: the events' classes told)
+            monkeypatch.setattr(native, "loaded", native._registered(native._compiled()))
+            assert plain_walk.compiled_named(list(items), own, peer, items)
+        assert _state(items, own) == expected
+        replaced = [event for _, _, event in items if event.__class__ is FrameEvent
+                    and event.record.__class__ is RemotingCommand and event.direction]  # fmt: skip
+        assert all(event.ts_ns is not None for event in replaced)
+        # (a light record left its own event lets its frame go once named)
+        light = [event for _, _, event in items if event.__class__ in (HotSend, HotAnswer)]
+        assert all(event.frame is None for event in light)
+        assert len(items) < 100 or light
+        if len(items) > 100:
+            assert any(r.__class__ is RemotingCommand for r in _state(items, own)[0])
 
 
 def test_the_blocks_make_commands_of_answers_and_shrink():

@@ -10,7 +10,7 @@
  * whole JSON frames (key 0: a JSON header under 64 KiB) of one direction's segments, each
  * noted as the loop notes a deferred frame; it stops at any other frame for the loop to take.
  * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
- * buffer, the light records' events made and put in their slots.
+ * buffer, the light records' events made (_native_events.c) and put in their slots.
  * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
  * send_run (_native_runs.c): the collectors' loop over such a run (send_runs._frames).
  * named, in_time_order (_native_naming.c): a connection's block named in time order, and
@@ -750,45 +750,6 @@ done:
     return out;
 }
 
-/* The frame event class whose instances place makes itself (plain_event: its __init__ only
- * assigns its five fields, in their order), and where each field is kept in them. */
-PyObject *EVENT_CLASS = NULL; /* (shared with _native_runs.c: _native.h) */
-Py_ssize_t EVENT_AT[5];
-
-/* plain_event(cls): place makes cls's events by writing their fields' slots (ts_ns,
- * connection, direction, stream_offset, record), as its __init__ would assign them. */
-static PyObject *plain_event(PyObject *self, PyObject *cls) {
-    static const char *names[5] = {"ts_ns", "connection", "direction", "stream_offset", "record"};
-    Py_ssize_t at[5];
-    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
-        PyErr_SetString(PyExc_TypeError, "plain_event: a slots class made by object.__new__");
-        return NULL;
-    }
-    for (int k = 0; k < 5; k++) {
-        PyObject *name = PyUnicode_InternFromString(names[k]);
-        if (name == NULL) return NULL;
-        at[k] = slot_offset((PyTypeObject *)cls, name);
-        Py_DECREF(name);
-        if (at[k] < 0) {
-            PyErr_Format(PyExc_TypeError, "plain_event: no slot %s", names[k]);
-            return NULL;
-        }
-    }
-    memcpy(EVENT_AT, at, sizeof(at));
-    Py_XSETREF(EVENT_CLASS, Py_NewRef(cls));
-    Py_RETURN_NONE;
-}
-
-/* make(*fields) (the five of an event), written into the slots for EVENT_CLASS. */
-static PyObject *event_of(PyObject *make, PyObject *const *fields) {
-    if (make != EVENT_CLASS) return PyObject_Vectorcall(make, fields, 5, NULL);
-    PyTypeObject *type = (PyTypeObject *)make;
-    PyObject *event = type->tp_alloc(type, 0);
-    if (event != NULL)
-        for (int k = 0; k < 5; k++) *(PyObject **)((char *)event + EVENT_AT[k]) = Py_NewRef(fields[k]);
-    return event;
-}
-
 /* (records, items, make, connection, direction, slots) -> the indices of the frames left
  * (records[k] None): each light record's event, make(ts, connection, direction, start,
  * record), put in its slot as (row, slot, event), as plain_walk's _read puts it (items
@@ -854,8 +815,8 @@ error:
 }
 
 /* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
- * each run of two or more consecutive frame events (of the class plain_event registered)
- * whose records are of send_class, or of answer_class with a request_code in send_codes, as
+ * each run of two or more consecutive frame events (of the class plain_event registered,
+ * or light records that are their own events: self_events) whose records are of send_class, or of answer_class with a request_code in send_codes, as
  * one run_class(list of them); the other events as they are. */
 static PyObject *joined(PyObject *self, PyObject *args) {
     PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
@@ -868,8 +829,9 @@ static PyObject *joined(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k <= n; k++) {
         int hot = 0;
         PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
-        if (ev != NULL && EVENT_CLASS != NULL && (PyObject *)Py_TYPE(ev) == EVENT_CLASS) {
-            PyObject *record = *(PyObject **)((char *)ev + EVENT_AT[4]);
+        if (ev != NULL && EVENT_CLASS != NULL &&
+            ((PyObject *)Py_TYPE(ev) == EVENT_CLASS || self_event_of(ev) >= 0)) {
+            PyObject *record = event_slot(ev, 4);
             PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
             if (cls == send_class) {
                 hot = 1;
@@ -917,6 +879,7 @@ static PyMethodDef methods[] = {
     {"frames_of", frames_of, METH_VARARGS, "Deferred frames' bytes (plain_walk._read)."},
     {"place", place, METH_VARARGS, "Light records' events in their slots (plain_walk._read)."},
     {"plain_event", plain_event, METH_O, "The frame event class place makes by its slots."},
+    {"self_events", self_events, METH_VARARGS, "The light records place makes their own events."},
     {"json_run", json_run, METH_VARARGS, "A run of deferred JSON frames walked (walk._frames)."},
     {"hot_records", hot_records, METH_VARARGS,
      "Each frame's light record (HotSend, HotAnswer, HotPulled, HotPull) or None (hot_record's way)."},

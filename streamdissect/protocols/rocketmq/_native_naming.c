@@ -82,6 +82,7 @@ typedef struct {
     PyObject *type;
     Way opaque, flag, code, oneway, light_for;
     Py_ssize_t request_code_at; /* (the slot written as its descriptor writes it; -1: setattr) */
+    Py_ssize_t frame_at;        /* (its frame's slot, let go when it is its own event; -1) */
 } Kind;
 
 /* The open requests a direction's events go to, by direction: the last two seen (held). */
@@ -185,8 +186,9 @@ static Open *open_of(Naming *s, Seen *seen, PyObject *directions, PyObject *dire
     return NULL;
 }
 
-/* calls.pop(key, None) (a new reference; NULL: an error), by the call dict.pop makes. */
-static PyObject *popped(PyObject *calls, PyObject *key) {
+/* calls.pop(key, None) (a new reference; NULL: an error), by the call dict.pop makes
+ * (shared: _native.h). */
+PyObject *dict_popped(PyObject *calls, PyObject *key) {
 #if PY_VERSION_HEX >= 0x030D0000
     PyObject *value;
     int found = PyDict_Pop(calls, key, &value);
@@ -199,7 +201,7 @@ static PyObject *popped(PyObject *calls, PyObject *key) {
 /* OpenRequests.answered(opaque): the code of the request `opaque` answers, forgotten now
  * (a new reference; NULL: an error). */
 static PyObject *answered(Naming *s, Open *o, PyObject *opaque) {
-    PyObject *code = popped(o->calls, opaque);
+    PyObject *code = dict_popped(o->calls, opaque);
     if (code != NULL && o->grown && PyDict_GET_SIZE(o->calls) <= s->shrunk_calls) {
         /* dict(calls): sized to its items, in the same order */
         PyObject *fresh = PyObject_CallOneArg((PyObject *)&PyDict_Type, o->calls);
@@ -217,7 +219,7 @@ static PyObject *answered(Naming *s, Open *o, PyObject *opaque) {
 static int asked(Naming *s, Open *o, Kind *kind, PyObject *record) {
     PyObject *opaque = read_way(record, kind->opaque, N_OPAQUE), *code = NULL, *old = NULL;
     int r = -1;
-    if (opaque == NULL || (old = popped(o->calls, opaque)) == NULL ||
+    if (opaque == NULL || (old = dict_popped(o->calls, opaque)) == NULL ||
         (code = read_way(record, kind->code, N_CODE)) == NULL ||
         PyDict_SetItem(o->calls, opaque, code) < 0)
         goto done;
@@ -269,15 +271,48 @@ static int oneway_of(Naming *s, Kind *kind, PyObject *record, PyObject *flag) {
 
 /* event.`name` (a new reference; NULL: an error): the slot of a registered frame event. */
 static PyObject *event_field(PyObject *event, PyObject *name, int at) {
-    if (EVENT_CLASS != NULL && (PyObject *)Py_TYPE(event) == EVENT_CLASS) {
-        PyObject *value = *(PyObject **)((char *)event + EVENT_AT[at]);
-        if (value != NULL) return Py_NewRef(value);
+    PyObject *value = event_slot(event, at);
+    return value != NULL ? Py_NewRef(value) : field(event, name);
+}
+
+/* A light answer that was its own event made a command (its item in `items`, the block's
+ * slots, then (row, slot, frame event of the command): plain_walk.as_command_event). */
+static int own_event_replaced(PyObject *item, PyObject *items, PyObject *event,
+                              PyObject *command) {
+    PyObject *fields[5], *slot = PyTuple_GET_ITEM(item, 1);
+    for (int k = 0; k < 4; k++)
+        if (EVENT_CLASS == NULL || (fields[k] = event_slot(event, k)) == NULL) {
+            PyErr_SetString(PyExc_TypeError, "named: a light answer its own event, but the "
+                                             "event classes not registered (native.py)");
+            return -1;
+        }
+    fields[4] = command;
+    Py_ssize_t at = PyLong_AsSsize_t(slot);
+    if (at == -1 && PyErr_Occurred()) return -1;
+    if (items == NULL || at < 0 || at >= PyList_GET_SIZE(items) ||
+        PyList_GET_ITEM(items, at) != item) {
+        PyErr_SetString(PyExc_ValueError, "named: a light answer's item not in its slot");
+        return -1;
     }
-    return field(event, name);
+    PyObject *made = frame_event(fields), *placed;
+    if (made == NULL) return -1;
+    placed = PyTuple_Pack(3, PyTuple_GET_ITEM(item, 0), slot, made);
+    Py_DECREF(made);
+    if (placed == NULL) return -1;
+    return PyList_SetItem(items, at, placed); /* (steals placed) */
+}
+
+/* A light record that is its own event, named and left light: its frame (kept for its
+ * `command()`, which only the naming asks) let go now, while it is warm, not with the
+ * block's other objects (plain_walk.named_in_order). */
+static void own_frame_let_go(PyObject *record, Py_ssize_t at) {
+    Py_XSETREF(*(PyObject **)((char *)record + at), Py_NewRef(Py_None));
 }
 
 /* One event named (0; -1: an error). */
-static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer) {
+static int name_event(Naming *s, PyObject *item, PyObject *items, PyObject *own,
+                      PyObject *peer) {
+    PyObject *event = PyTuple_GET_ITEM(item, 2);
     PyObject *record = event_field(event, N_RECORD, 4), *flag = NULL, *direction = NULL,
              *opaque = NULL, *code = NULL, *light = NULL, *command = NULL;
     if (record == NULL) {
@@ -319,12 +354,16 @@ static int name_event(Naming *s, PyObject *event, PyObject *own, PyObject *peer)
             (light_here = PyFrozenSet_CheckExact(light) ? PySet_Contains(light, code)
                                                         : PySequence_Contains(light, code)) < 0)
             goto done;
-        if (!light_here && ((command = PyObject_CallMethodNoArgs(record, N_COMMAND)) == NULL ||
-                            set_field(event, N_RECORD, command) < 0))
+        if (!light_here &&
+            ((command = PyObject_CallMethodNoArgs(record, N_COMMAND)) == NULL ||
+             (record == event ? own_event_replaced(item, items, event, command)
+                              : set_field(event, N_RECORD, command)) < 0))
             goto done;
     }
     r = 0;
 done:
+    if (r == 0 && record == event && command == NULL && kind->frame_at >= 0)
+        own_frame_let_go(record, kind->frame_at);
     Py_DECREF(record);
     Py_XDECREF(flag);
     Py_XDECREF(direction);
@@ -348,7 +387,9 @@ static int kinds_of(Naming *s, PyObject *classes) {
                              way_of(type, N_CODE), way_of(type, N_ONEWAY),
                              way_of(type, N_LIGHT_FOR),
                              type->tp_setattro == PyObject_GenericSetAttr
-                                 ? slot_offset(type, N_REQUEST_CODE) : -1};
+                                 ? slot_offset(type, N_REQUEST_CODE) : -1,
+                             type->tp_setattro == PyObject_GenericSetAttr
+                                 ? slot_offset(type, N_FRAME) : -1};
     }
     return 0;
 }
@@ -390,15 +431,18 @@ static void ahead(PyObject *in_order, Py_ssize_t k) {
         PREFETCH(*(PyObject **)((char *)event + EVENT_AT[4]));
 }
 
-/* (in_order, own, peer, classes, (max, grown, shrunk), (response flag, oneway flag)) ->
- * None: plain_walk.named_in_order(in_order, own, peer), with framing's bounds and the
- * spec's flags given (classes: RemotingCommand, HotSend, HotPull, HotAnswer, HotPulled). */
+/* (in_order, own, peer, classes, (max, grown, shrunk), (response flag, oneway flag)[,
+ * items]) -> None: plain_walk.named_in_order(in_order, own, peer, items), with framing's
+ * bounds and the spec's flags given (classes: RemotingCommand, HotSend, HotPull,
+ * HotAnswer, HotPulled; items: the block's slots, where a light answer that was its own
+ * event is replaced when it is made a command). */
 PyObject *named(PyObject *self, PyObject *args) {
-    PyObject *in_order, *own, *peer, *classes;
+    PyObject *in_order, *own, *peer, *classes, *items = NULL;
     Naming s = {.n = 0};
-    if (!PyArg_ParseTuple(args, "O!O!O!O!(nnn)(ll)", &PyList_Type, &in_order, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!(nnn)(ll)|O!", &PyList_Type, &in_order, &PyDict_Type,
                           &own, &PyDict_Type, &peer, &PyTuple_Type, &classes, &s.max_calls,
-                          &s.grown_calls, &s.shrunk_calls, &s.response_flag, &s.oneway_flag))
+                          &s.grown_calls, &s.shrunk_calls, &s.response_flag, &s.oneway_flag,
+                          &PyList_Type, &items))
         return NULL;
     if (PyTuple_GET_SIZE(classes) != 5) {
         PyErr_SetString(PyExc_ValueError, "named: the five record classes");
@@ -417,9 +461,9 @@ PyObject *named(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "named: (row, slot, event) items");
             break;
         }
-        PyObject *event = Py_NewRef(PyTuple_GET_ITEM(item, 2));
-        int r = name_event(&s, event, own, peer);
-        Py_DECREF(event);
+        Py_INCREF(item);
+        int r = name_event(&s, item, items, own, peer);
+        Py_DECREF(item);
         if (r < 0) break;
     }
     Py_DECREF(in_order);

@@ -1,9 +1,14 @@
 /* send_runs._frames compiled (part of the _native extension, setup.py builds it with
  * _native.c): a run of light sends and their answers taken by the collectors, the Python
  * loop's twin (send_runs.py says what it does; tests/test_rocketmq_send_runs.py holds both
- * loops to the collectors taking each frame, in both modes). */
+ * loops to the collectors taking each frame, in both modes). Its counts and last times (a
+ * frame's two or three dict writes) are kept pending and written once a run, and before
+ * any Python code the loop calls (a new call group, the unusual cases): what Python reads
+ * of the dicts is what the frame-by-frame writes leave (`Pending`). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <string.h>
 
 #include "_native.h"
 
@@ -12,13 +17,11 @@ static PyObject *S_REQUESTS_C2S, *S_REQUESTS_S2C, *S_ONEWAY, *S_RESPONSES, *S_FI
     *S_CALLS, *S_ANSWERED, *S_DUPLICATES, *S_C2S, *S_S2C, *S_REQUESTS_, *N_KEPT, *N_KEEPER,
     *N_TS_NS, *N_ORPHAN, *N_ERROR, *N_ANSWERED_CALL, *ZERO, *ONE, *MILLION, *COMMA;
 
-/* A frame event's field (its slot when it is of EVENT_CLASS); a new reference. */
+/* A frame event's field (its slot when its class keeps it in one: event_slot); a new
+ * reference. */
 static PyObject *field(PyObject *ev, int k, PyObject *name) {
-    if (EVENT_CLASS != NULL && (PyObject *)Py_TYPE(ev) == EVENT_CLASS) {
-        PyObject *v = *(PyObject **)((char *)ev + EVENT_AT[k]);
-        if (v != NULL) return Py_NewRef(v);
-    }
-    return PyObject_GetAttr(ev, name);
+    PyObject *v = event_slot(ev, k);
+    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(ev, name);
 }
 
 /* d[key] += 1 */
@@ -33,26 +36,41 @@ static int bump(PyObject *d, PyObject *key) {
     return r;
 }
 
+/* slot_offset(type, name), remembered for the type as it is now (its version tag: a class
+ * changed since has another) in a small table by the type's and the name's identity (the
+ * loop reads a few names of a few classes, each a frame). */
+#define SLOTS_KNOWN 128
+static struct {
+    PyTypeObject *type;
+    PyObject *name;
+    unsigned int tag;
+    Py_ssize_t at;
+} SLOT_AT[SLOTS_KNOWN];
+
+static Py_ssize_t slot_at(PyTypeObject *type, PyObject *name) {
+    uint64_t mixed = (uint64_t)(uintptr_t)type * 0x9E3779B97F4A7C15u ^
+                     (uint64_t)(uintptr_t)name * 0xC2B2AE3D27D4EB4Fu;
+    size_t k = (size_t)(mixed >> 57) % SLOTS_KNOWN; /* (its high bits: all of both mixed) */
+    if (SLOT_AT[k].type == type && SLOT_AT[k].name == name && SLOT_AT[k].tag != 0 &&
+        SLOT_AT[k].tag == type->tp_version_tag) /* (a changed class's tag is 0, then new) */
+        return SLOT_AT[k].at;
+    Py_ssize_t at = slot_offset(type, name); /* (its look-up gives the type a version tag) */
+    if (type->tp_version_tag != 0) {
+        /* (the type and name not held: a freed one's address matches only with its tag) */
+        SLOT_AT[k].type = type, SLOT_AT[k].name = name;
+        SLOT_AT[k].tag = type->tp_version_tag, SLOT_AT[k].at = at;
+    }
+    return at;
+}
+
 /* obj.name, read from its slot when its class keeps it in one (as the member descriptor
  * reads it), else the generic way; a new reference. */
 static PyObject *get(PyObject *obj, PyObject *name) {
-    Py_ssize_t at = slot_offset(Py_TYPE(obj), name);
+    Py_ssize_t at = slot_at(Py_TYPE(obj), name);
     if (at < 0) return PyObject_GetAttr(obj, name);
     PyObject *v = *(PyObject **)((char *)obj + at);
     if (v == NULL) return PyObject_GetAttr(obj, name); /* (unset: its AttributeError) */
     return Py_NewRef(v);
-}
-
-/* dict.pop(key, None) as a new reference (None: not there); NULL: an error. */
-static PyObject *popped(PyObject *d, PyObject *key) {
-    PyObject *v = PyDict_GetItemWithError(d, key);
-    if (v == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Py_INCREF(v);
-    if (PyDict_DelItem(d, key) < 0) {
-        Py_DECREF(v);
-        return NULL;
-    }
-    return v;
 }
 
 /* (ts_ns - request_ts) / 1e6, as Python computes it. */
@@ -69,6 +87,15 @@ static int set_item(PyObject *row, Py_ssize_t at, PyObject *value) {
     return PyList_SetItem(row, at, value); /* (steals value; checks the index) */
 }
 
+/* A write to a counts dict kept until Python code may read it (flushed): the loop's
+ * counts (calls, answered, a connection's requests and responses) and last times, a
+ * frame each, written once a run. `added` > 0: value + added; 0: value set. */
+#define PENDING 128
+typedef struct {
+    PyObject *dict, *key, *value;
+    Py_ssize_t added;
+} Pending;
+
 typedef struct {
     PyObject *open_calls, *of_connection, *group_of, *seen_of, *base, *begun, *done, *paired,
         *latencies, *server_of, *message_row, *unusual, *sends, *send_class, *code, *name,
@@ -78,7 +105,97 @@ typedef struct {
     Py_ssize_t row_at[16]; /* where message_row puts each of its values */
     PyObject *last_connection, *last_server; /* (server_of's last answer, held) */
     PyObject *group_connection, *group_direction, *group_pair; /* (the last send's group) */
+    Pending pending[PENDING];
+    int pending_count;
 } RunState;
+
+/* The pending writes let go of the dicts (after an error: their references dropped). */
+static void pending_dropped(RunState *st) {
+    for (int k = 0; k < PENDING; k++) {
+        Pending *p = &st->pending[k];
+        if (p->dict == NULL) continue;
+        Py_CLEAR(p->dict);
+        Py_CLEAR(p->key);
+        Py_CLEAR(p->value);
+    }
+    st->pending_count = 0;
+}
+
+/* Every pending write made, in the dicts (before Python code runs, and at the run's end):
+ * a count's value plus what was added to it, a set value; 0, or -1 (an error: the writes
+ * not made dropped). */
+static int flushed(RunState *st) {
+    int r = 0;
+    for (int k = 0; k < PENDING && st->pending_count; k++) {
+        Pending *p = &st->pending[k];
+        if (p->dict == NULL) continue;
+        if (r == 0) {
+            PyObject *value = p->value;
+            if (p->added) {
+                PyObject *added = PyLong_FromSsize_t(p->added);
+                value = added == NULL ? NULL : PyNumber_Add(p->value, added);
+                Py_XDECREF(added);
+            } else {
+                Py_INCREF(value);
+            }
+            if (value == NULL || PyDict_SetItem(p->dict, p->key, value) < 0) r = -1;
+            Py_XDECREF(value);
+        }
+        Py_CLEAR(p->dict);
+        Py_CLEAR(p->key);
+        Py_CLEAR(p->value);
+        st->pending_count--;
+    }
+    st->pending_count = 0;
+    return r;
+}
+
+/* The pending write of d[key] (its slot: found, or free), or NULL: the table too full
+ * (flush it). Found by the dict's and the key's identity (the keys are the loop's own
+ * constant strings). */
+static Pending *pending_of(RunState *st, PyObject *d, PyObject *key) {
+    if (st->pending_count >= PENDING / 2) return NULL;
+    size_t at = (((uintptr_t)d >> 4) ^ ((uintptr_t)key >> 3) * 31) % PENDING;
+    for (;;) {
+        Pending *p = &st->pending[at];
+        if (p->dict == NULL || (p->dict == d && p->key == key)) return p;
+        at = (at + 1) % PENDING;
+    }
+}
+
+/* d[key] += 1, the write kept pending (d an exact dict holding an exact int there, key one
+ * of the loop's constants); else at once, as Python does it (after the pending writes). */
+static int bump_pending(RunState *st, PyObject *d, PyObject *key) {
+    Pending *p = PyDict_CheckExact(d) ? pending_of(st, d, key) : NULL;
+    if (p != NULL && p->dict != NULL && p->added) {
+        p->added++;
+        return 0;
+    }
+    PyObject *v = p != NULL && p->dict == NULL ? PyDict_GetItemWithError(d, key) : NULL;
+    if (v == NULL || !PyLong_CheckExact(v)) {
+        if (PyErr_Occurred() || flushed(st) < 0) return -1;
+        return bump(d, key);
+    }
+    *p = (Pending){Py_NewRef(d), Py_NewRef(key), Py_NewRef(v), 1};
+    st->pending_count++;
+    return 0;
+}
+
+/* d[key] = value, the write kept pending (d an exact dict); else at once. */
+static int set_pending(RunState *st, PyObject *d, PyObject *key, PyObject *value) {
+    Pending *p = PyDict_CheckExact(d) ? pending_of(st, d, key) : NULL;
+    if (p == NULL || (p->dict != NULL && p->added)) {
+        if (flushed(st) < 0) return -1;
+        return PyDict_SetItem(d, key, value);
+    }
+    if (p->dict != NULL) {
+        Py_SETREF(p->value, Py_NewRef(value));
+        return 0;
+    }
+    *p = (Pending){Py_NewRef(d), Py_NewRef(key), Py_NewRef(value), 0};
+    st->pending_count++;
+    return 0;
+}
 
 /* "requests_" + direction (the two usual ones made once); a new reference. */
 static PyObject *requests_of(PyObject *direction) {
@@ -119,7 +236,9 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
         } else {
             if (PyErr_Occurred()) goto done;
             PyObject *args[3] = {st->code, connection, direction};
-            if ((pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL) goto done;
+            if (flushed(st) < 0 ||
+                (pair = PyObject_Vectorcall(st->group_of, args, 3, NULL)) == NULL)
+                goto done;
         }
         Py_XSETREF(st->group_connection, Py_NewRef(connection));
         Py_XSETREF(st->group_direction, Py_NewRef(direction));
@@ -130,24 +249,28 @@ static int run_send(RunState *st, PyObject *ev, PyObject *rec, PyObject *connect
         goto done;
     }
     PyObject *group = PyTuple_GET_ITEM(pair, 0), *sample = PyTuple_GET_ITEM(pair, 1);
-    if (bump(group, S_CALLS) < 0) goto done;
+    if (bump_pending(st, group, S_CALLS) < 0) goto done;
     if ((opaque = get(rec, N_OPAQUE)) == NULL) goto done;
     if ((key = PyTuple_Pack(3, connection, direction, opaque)) == NULL) goto done;
-    if ((previous = popped(st->paired, key)) == NULL) goto done;
+    if ((previous = dict_popped(st->paired, key)) == NULL) goto done;
     if (previous != Py_None) { /* (a send of the run: its row never answered) */
         if (PyList_Append(st->left, PyTuple_GET_ITEM(previous, 1)) < 0) goto done;
     } else {
         Py_DECREF(previous);
-        if ((previous = popped(st->open_calls, key)) == NULL) goto done;
+        if ((previous = dict_popped(st->open_calls, key)) == NULL) goto done;
     }
     if (previous != Py_None) {
         if (!PyTuple_Check(previous) || PyTuple_GET_SIZE(previous) != 5) {
             PyErr_SetString(PyExc_TypeError, "send_run: an open call is a 5-tuple");
             goto done;
         }
-        if (bump(PyTuple_GET_ITEM(previous, 3), S_DUPLICATES) < 0) goto done;
+        if (bump_pending(st, PyTuple_GET_ITEM(previous, 3), S_DUPLICATES) < 0) goto done;
     }
-    if ((count = requests_of(direction)) == NULL || bump(seen, count) < 0) goto done;
+    if ((count = requests_of(direction)) == NULL) goto done;
+    if ((count == S_REQUESTS_C2S || count == S_REQUESTS_S2C ? bump_pending(st, seen, count)
+                                                             : flushed(st) < 0 ? -1
+                                                             : bump(seen, count)) < 0)
+        goto done;
     if ((server = server_for(st, connection)) == NULL) goto done;
     if ((wire = get(rec, N_WIRE)) == NULL ||
         (group_ = get(rec, N_GROUP)) == NULL ||
@@ -202,7 +325,15 @@ static int answer_row(RunState *st, PyObject *row, PyObject *rec, PyObject *ts_n
         Py_DECREF(v);
         return -1;
     }
-    if (truth) { /* msg_ids.split(",", 1)[0], when not empty */
+    if (truth && PyUnicode_CheckExact(v)) { /* (the same without a list: up to a comma) */
+        Py_ssize_t comma = PyUnicode_FindChar(v, ',', 0, PyUnicode_GET_LENGTH(v), 1);
+        PyObject *first = comma == -2 ? NULL
+                          : comma == -1 ? Py_NewRef(v) : PyUnicode_Substring(v, 0, comma);
+        Py_DECREF(v);
+        if (first == NULL) return -1;
+        if (PyUnicode_GET_LENGTH(first)) return set_item(row, st->at[7], first);
+        Py_DECREF(first);
+    } else if (truth) { /* msg_ids.split(",", 1)[0], when not empty */
         PyObject *parts = PyUnicode_Split(v, COMMA, 1), *first;
         Py_DECREF(v);
         if (parts == NULL) return -1;
@@ -237,13 +368,13 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     PyObject *other, *opaque = NULL, *key = NULL, *code = NULL, *found = NULL, *request,
                      *asked = Py_None, *group, *sample, *kept = NULL, *request_ts = NULL,
                      *lag = NULL, *row = NULL; /* (row: a send of the run's, borrowed) */
-    if (bump(seen, S_RESPONSES) < 0) return -1;
+    if (bump_pending(st, seen, S_RESPONSES) < 0) return -1;
     other = PyUnicode_Compare(direction, S_C2S) == 0 ? S_S2C
             : PyUnicode_Compare(direction, S_S2C) == 0 ? S_C2S : direction;
     if (PyErr_Occurred()) return -1;
     if ((opaque = get(rec, N_OPAQUE)) == NULL ||
         (key = PyTuple_Pack(3, connection, other, opaque)) == NULL ||
-        (code = get(rec, N_CODE)) == NULL || (found = popped(st->paired, key)) == NULL)
+        (code = get(rec, N_CODE)) == NULL || (found = dict_popped(st->paired, key)) == NULL)
         goto done;
     if (found != Py_None) { /* (a send of the run: its row, complete after this, not in done) */
         request = PyTuple_GET_ITEM(found, 0);
@@ -251,9 +382,10 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         row = PyTuple_GET_ITEM(found, 2);
     } else {
         Py_DECREF(found);
-        if ((found = popped(st->open_calls, key)) == NULL) goto done;
+        if ((found = dict_popped(st->open_calls, key)) == NULL) goto done;
         if (found == Py_None) {
-            PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ORPHAN, ev, other, NULL);
+            PyObject *res = flushed(st) < 0 ? NULL
+                            : PyObject_CallMethodObjArgs(st->unusual, N_ORPHAN, ev, other, NULL);
             r = res == NULL ? -1 : 0;
             Py_XDECREF(res);
             goto done;
@@ -278,7 +410,7 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
             }
         }
     }
-    if (bump(group, S_ANSWERED) < 0) goto done;
+    if (bump_pending(st, group, S_ANSWERED) < 0) goto done;
     if ((request_ts = get(request, N_TS_NS)) == NULL ||
         (lag = latency(ts_ns, request_ts)) == NULL)
         goto done;
@@ -286,7 +418,9 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
     int error = PyObject_IsTrue(code);
     if (error < 0) goto done;
     if (error) {
-        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ERROR, ev, asked, request, NULL);
+        PyObject *res = flushed(st) < 0 ? NULL
+                        : PyObject_CallMethodObjArgs(st->unusual, N_ERROR, ev, asked, request,
+                                                     NULL);
         if (res == NULL) goto done;
         Py_DECREF(res);
     }
@@ -306,7 +440,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
             goto done;
         }
         PyList_SET_ITEM(kept, 0, pair);
-        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
+        PyObject *res = flushed(st) < 0 ? NULL
+                        : PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
                                                    request, kept, NULL);
         r = res == NULL ? -1 : 0;
         Py_XDECREF(res);
@@ -317,7 +452,8 @@ static int run_answer(RunState *st, PyObject *ev, PyObject *rec, PyObject *conne
         goto done;
     }
     if (error || !PyList_Check(kept) || PyList_GET_SIZE(kept) != 1) {
-        PyObject *res = PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
+        PyObject *res = flushed(st) < 0 ? NULL
+                        : PyObject_CallMethodObjArgs(st->unusual, N_ANSWERED_CALL, ev, asked,
                                                    request, kept, NULL);
         if (res == NULL) goto done;
         Py_DECREF(res);
@@ -345,6 +481,8 @@ done:
 PyObject *send_run(PyObject *self, PyObject *args) {
     PyObject *run, *state, *constants, *at, *row_at;
     RunState st;
+    memset(st.pending, 0, sizeof(st.pending));
+    st.pending_count = 0;
     st.last_connection = st.last_server = NULL;
     st.group_connection = st.group_direction = st.group_pair = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &run, &PyTuple_Type, &state)) return NULL;
@@ -410,7 +548,7 @@ PyObject *send_run(PyObject *self, PyObject *args) {
                                  "oneway", 0, "responses", 0, "first_command_ns", ts_ns);
             if (seen == NULL || PyDict_SetItem(st.seen_of, connection, seen) < 0) goto next;
         }
-        if (PyDict_SetItem(seen, S_LAST, ts_ns) < 0) goto next;
+        if (set_pending(&st, seen, S_LAST, ts_ns) < 0) goto next;
         if ((PyObject *)Py_TYPE(rec) == st.send_class)
             bad = run_send(&st, ev, rec, connection, direction, ts_ns, seen);
         else
@@ -426,7 +564,23 @@ PyObject *send_run(PyObject *self, PyObject *args) {
     Py_XDECREF(st.group_connection);
     Py_XDECREF(st.group_direction);
     Py_XDECREF(st.group_pair);
-    if (PyErr_Occurred()) return NULL;
+    if (PyErr_Occurred()) { /* (the writes before the error made, as Python made them) */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (flushed(&st) < 0) {
+            pending_dropped(&st);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            return NULL;
+        }
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    if (flushed(&st) < 0) {
+        pending_dropped(&st);
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 

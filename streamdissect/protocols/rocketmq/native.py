@@ -63,10 +63,12 @@ def _load() -> ModuleType | None:
 
 def _registered(module: ModuleType | None) -> ModuleType | None:
     """The module, told that the engine's frame events are made by their fields alone (a
-    slotted class: its __init__ assigns them in order), which `place` then writes."""
+    slotted class: its __init__ assigns them in order), which `place` then writes, and
+    which light records it makes their own events instead (hot.OwnEvent)."""
     if module is not None:
         assert FrameEvent.field_names == EVENT_FIELDS
         module.plain_event(FrameEvent)
+        module.self_events(hot.HotSend, hot.HotAnswer)  # (place's own events: hot.OwnEvent)
     return module
 
 

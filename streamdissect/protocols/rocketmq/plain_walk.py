@@ -22,6 +22,7 @@ from array import array
 from itertools import chain
 from typing import Any
 
+from streamdissect.framing.events import FrameEvent
 from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols.rocketmq import framing, native, spec
 from streamdissect.protocols.rocketmq.codec import (
@@ -90,18 +91,30 @@ class RocketMQPlainWalk(PlainFrames):
         if any(type(f).name is not RocketMQFramer.name or f.connection_framers is not framers
                for f in framers):  # fmt: skip
             side = {owner.direction(0): 0, owner.direction(1): 1}
-            for _row, _slot, event in in_time_order(items, start):
+            for row, slot, event in in_time_order(items, start):
                 record = getattr(event, "record", None)
                 if record.__class__ in _HOT:  # (named by the framer's own way: as commands)
-                    event.record = record = record.command()
+                    record = as_command(items, row, slot, event, record.command())
                 if record.__class__ is RemotingCommand:
                     framers[side[event.direction]].name(record)
             return
         own = {owner.direction(k): framers[k].requests for k in (0, 1)}
         peer = {owner.direction(k): framers[1 - k].requests for k in (0, 1)}
         in_order = in_time_order(items, start)
-        if not compiled_named(in_order, own, peer):
-            named_in_order(in_order, own, peer)
+        if not compiled_named(in_order, own, peer, items):
+            named_in_order(in_order, own, peer, items)
+
+
+def as_command(items: list, row: int, slot: int, event: Any, command: Any) -> Any:
+    """`command` made the record of the (row, slot, event) item of the block's `items`, in
+    place of its light record: a light record that is its own event (hot.OwnEvent) then
+    replaced in its slot by a frame event of the command."""
+    if event.record is event:
+        items[slot] = (row, slot, FrameEvent(event.ts_ns, event.connection, event.direction,
+                                             event.stream_offset, command))  # fmt: skip
+    else:
+        event.record = command
+    return command
 
 
 def in_time_order(items: list, start: int) -> list:
@@ -116,12 +129,16 @@ def in_time_order(items: list, start: int) -> list:
 _NAMED = (RemotingCommand, HotSend, HotPull, HotAnswer, HotPulled)
 
 
-def named_in_order(in_order: list, own: dict, peer: dict) -> None:
+def named_in_order(in_order: list, own: dict, peer: dict, items: list | None = None) -> None:
     """A block's (row, slot, event) items of a connection, in time order, named: a
     request remembered by its direction's open requests (`own`, by direction), a response
     named by the other's (`peer`), a light answer made a command where its request's
-    collectors do not read it light. (The reference for the compiled loop: named.)"""
-    for _row, _slot, event in in_order:
+    collectors do not read it light (`as_command`: in the block's `items`, the slots the
+    items are in). A light record that is its own event (the compiled reader's) lets its
+    frame go once named: only the naming asks its `command()`, and the frame is freed
+    while it is warm, not with the block's other objects. (The reference for the compiled
+    loop: named.)"""
+    for row, slot, event in in_order:
         record = getattr(event, "record", None)
         cls = record.__class__
         if cls is RemotingCommand or cls is HotSend or cls is HotPull:
@@ -132,10 +149,13 @@ def named_in_order(in_order: list, own: dict, peer: dict) -> None:
         elif cls is HotAnswer or cls is HotPulled:
             record.request_code = code = peer[event.direction].answered(record.opaque)
             if code not in record.light_for:  # (light only for its request's collectors)
-                event.record = record.command()
+                as_command(items, row, slot, event, record.command())
+                continue
+        if event is record:  # (a light record its own event: its frame let go once named)
+            record.frame = None
 
 
-def compiled_named(in_order: list, own: dict, peer: dict) -> bool:
+def compiled_named(in_order: list, own: dict, peer: dict, items: list | None = None) -> bool:
     """named_in_order by the compiled loop (_native_naming.c), with framing's bounds as
     they are now; False (nothing done) when it is not loaded (native.py) or a direction's
     open requests are not plain OpenRequests."""
@@ -145,7 +165,8 @@ def compiled_named(in_order: list, own: dict, peer: dict) -> bool:
         return False
     compiled.named(in_order, own, peer, _NAMED,
                    (framing.MAX_OPEN_CALLS, framing.GROWN_CALLS, framing.SHRUNK_CALLS),
-                   (spec.RESPONSE_FLAG, spec.ONEWAY_FLAG))  # fmt: skip
+                   (spec.RESPONSE_FLAG, spec.ONEWAY_FLAG),
+                   *(() if items is None else (items,)))  # fmt: skip
     return True
 
 
