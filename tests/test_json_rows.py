@@ -146,3 +146,19 @@ def test_what_it_cannot_write_is_none():
         COMPILED.json_rows(["", ""], b"x", [[1]], 1)
     with pytest.raises(ValueError):
         COMPILED.json_rows([""], b"i", [[1]], 1)
+
+
+def test_a_text_repeated_is_written_as_the_first_time():
+    """The same str object again in a column (a send's connection, topic, status: most rows')
+    is copied from its first text: alternating with others, None and escapes, in both specs
+    and in a chunk large enough that the text is moved as the output grows."""
+    texts = ['conn "a"\n', "é", "", "x" * 40, None]
+    column = [texts[i % 3 // 2 * (i % 5)] for i in range(5000)]  # (runs and alternations)
+    expected = ",".join("null" if v is None else encode_basestring_ascii(v) for v in column)
+    for spec in (b"t", b"v"):
+        assert_same_text(_one_column(spec, column), expected)
+        assert_same_text(_one_column(spec, tuple(column)), expected)
+    pieces = ["\n {\"a\": ", ", \"b\": ", "}"]
+    rows = COMPILED.json_rows(pieces, b"tt", [column, column[::-1]], len(column))
+    assert_same_text(rows, ",".join(f"\n {{\"a\": {a}, \"b\": {b}}}" for a, b in zip(
+        expected.split(","), expected.split(",")[::-1])))

@@ -29,9 +29,9 @@ typedef struct {
 static int grow(Text *t, Py_ssize_t more) {
     if (t->n + more <= t->cap)
         return 0;
-    Py_ssize_t cap = t->cap ? t->cap : 1 << 16;
-    while (cap < t->n + more)
-        cap *= 2;
+    Py_ssize_t cap = t->cap * 2 > 256 ? t->cap * 2 : 256;
+    if (cap < t->n + more)
+        cap = t->n + more;
     char *v = PyMem_Realloc(t->v, (size_t)cap);
     if (v == NULL) {
         PyErr_NoMemory();
@@ -274,7 +274,28 @@ typedef struct {
     PyObject *fast;    /* a list or tuple's items (PySequence_Fast), or NULL */
     Py_buffer view;    /* else a buffer of 8-byte items */
     int held, is_float;
+    /* the str written last in this column and where its text is in the output: the same
+     * object again (a row's connection, topic, group, status: most rows') is copied from
+     * there, not escaped again */
+    PyObject *last;
+    Py_ssize_t last_at, last_len;
 } Column;
+
+/* A str value's text (put_value's, spec 't' or 'v'), copied when it is the column's last */
+static int put_str_value(Text *t, Column *col, PyObject *v) {
+    if (v == col->last) {
+        if (grow(t, col->last_len) < 0)
+            return -1;
+        memcpy(t->v + t->n, t->v + col->last_at, (size_t)col->last_len);
+        t->n += col->last_len;
+        return 1;
+    }
+    Py_ssize_t at = t->n;
+    if (put_string(t, v) < 0)
+        return -1;
+    col->last = v, col->last_at = at, col->last_len = t->n - at;
+    return 1;
+}
 
 /* Column c for spec: 0 taken, 1 a column the compiled rows do not take, -1 an error */
 static int open_column(Column *col, PyObject *given, char spec, Py_ssize_t n) {
@@ -323,8 +344,14 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
         }
     }
     Column *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
-    if (cols == NULL)
+    const char **piece = PyMem_Malloc((size_t)(k + 1) * sizeof(char *));
+    Py_ssize_t *piece_len = PyMem_Malloc((size_t)(k + 1) * sizeof(Py_ssize_t));
+    if (cols == NULL || piece == NULL || piece_len == NULL) {
+        PyMem_Free(cols);
+        PyMem_Free(piece);
+        PyMem_Free(piece_len);
         return PyErr_NoMemory();
+    }
     Text t = {0};
     PyObject *result = NULL;
     for (Py_ssize_t c = 0; c < k; c++) {
@@ -336,17 +363,29 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    /* the pieces' characters (ASCII, checked above; the list holds them meanwhile) */
+    for (Py_ssize_t c = 0; c <= k; c++) {
+        PyObject *p = PyList_GET_ITEM(opieces, c);
+        piece[c] = (const char *)PyUnicode_DATA(p), piece_len[c] = PyUnicode_GET_LENGTH(p);
+    }
     for (Py_ssize_t r = 0; r < n; r++) {
+        /* room for the rest as long as the first row and an eighth more: one allocation
+         * for most calls, not a copy each doubling of a chunk's megabyte or two */
+        if (r == 1 && grow(&t, (t.n + 1) * (n - 1) + (t.n + 1) * (n - 1) / 8) < 0)
+            goto done;
         if (r && put(&t, ",", 1) < 0)
             goto done;
         for (Py_ssize_t c = 0; c <= k; c++) {
-            if (put_ascii(&t, PyList_GET_ITEM(opieces, c)) < 0)
+            if (put(&t, piece[c], piece_len[c]) < 0)
                 goto done;
             if (c == k)
                 break;
             int done_value;
             if (cols[c].fast != NULL) {
-                done_value = put_value(&t, specs[c], PySequence_Fast_GET_ITEM(cols[c].fast, r));
+                PyObject *v = PySequence_Fast_GET_ITEM(cols[c].fast, r);
+                done_value = PyUnicode_CheckExact(v) && (specs[c] == 't' || specs[c] == 'v')
+                                 ? put_str_value(&t, &cols[c], v)
+                                 : put_value(&t, specs[c], v);
             } else if (cols[c].is_float) {
                 double x = ((const double *)cols[c].view.buf)[r];
                 done_value = isfinite(x) ? put_float(&t, x) : 0;
@@ -371,6 +410,8 @@ done:
             PyBuffer_Release(&cols[c].view);
     }
     PyMem_Free(cols);
+    PyMem_Free(piece);
+    PyMem_Free(piece_len);
     PyMem_Free(t.v);
     return result;
 }
