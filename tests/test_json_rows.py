@@ -162,3 +162,31 @@ def test_a_text_repeated_is_written_as_the_first_time():
     rows = COMPILED.json_rows(pieces, b"tt", [column, column[::-1]], len(column))
     assert_same_text(rows, ",".join(f"\n {{\"a\": {a}, \"b\": {b}}}" for a, b in zip(
         expected.split(","), expected.split(",")[::-1])))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 300])
+def test_columns_of_one_value_are_the_python_writers(n):
+    """Columns each of one value in the rows (the same object, or an array of one number)
+    beside columns that vary, first, last and together: the Python writer's rows; and None
+    when such a column's value is one its spec leaves to Python."""
+    rng = random.Random(n)
+    one = {b"i": 2**70, b"f": 337.242, b"t": 'conn "a"\n', b"b": True, b"v": "é"}
+    specs = b"iftbvfiitv"
+    columns: list = []
+    for at, spec in enumerate(specs):
+        key = bytes((spec,))
+        if at % 3 == 1:  # (varying)
+            columns.append([rng.choice(TAKEN[key]) for _ in range(n)])
+        else:
+            columns.append([None if at == 9 else one[key]] * n)
+    columns[5] = array("d", [0.5] * n)
+    columns[6] = array("q", [-7] * n)
+    heads = ["\n  \"k0\": "] + [f",\n  \"k{i}\": " for i in range(1, len(specs))]
+    pieces = report._pieces("\n {", heads, "\n }")
+    made = COMPILED.json_rows(pieces, specs, columns, n)
+    assert made is not None
+    assert_same_text(made, _python_rows("\n {", heads, "\n }", columns, specs, n))
+    for at, value in ((0, True), (2, 1), (5, array("d", [float("nan")] * n))):
+        odd = list(columns)
+        odd[at] = value if isinstance(value, array) else [value] * n
+        assert COMPILED.json_rows(pieces, specs, odd, n) is None, (at, value)

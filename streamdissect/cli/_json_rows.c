@@ -320,6 +320,37 @@ static int open_column(Column *col, PyObject *given, char spec, Py_ssize_t n) {
            !((ints && (spec == 'i' || spec == 'v')) || (floats && (spec == 'f' || spec == 'v')));
 }
 
+/* Row r's value of column c (put_value's result) */
+static int put_cell(Text *t, Column *col, char spec, Py_ssize_t r) {
+    if (col->fast != NULL) {
+        PyObject *v = PySequence_Fast_GET_ITEM(col->fast, r);
+        return PyUnicode_CheckExact(v) && (spec == 't' || spec == 'v') ? put_str_value(t, col, v)
+                                                                     : put_value(t, spec, v);
+    }
+    if (col->is_float) {
+        double x = ((const double *)col->view.buf)[r];
+        return isfinite(x) ? put_float(t, x) : 0;
+    }
+    return put_int(t, ((const int64_t *)col->view.buf)[r]) < 0 ? -1 : 1;
+}
+
+/* Whether each of the column's n (> 0) values is its first: the same object, or the same 8
+ * bytes (so the same text) */
+static int constant(const Column *col, Py_ssize_t n) {
+    if (col->fast != NULL) {
+        PyObject **items = PySequence_Fast_ITEMS(col->fast), *first = items[0];
+        for (Py_ssize_t r = 1; r < n; r++)
+            if (items[r] != first)
+                return 0;
+        return 1;
+    }
+    const char *bytes = (const char *)col->view.buf;
+    for (Py_ssize_t r = 1; r < n; r++)
+        if (memcmp(bytes + 8 * r, bytes, 8) != 0)
+            return 0;
+    return 1;
+}
+
 static PyObject *json_rows(PyObject *self, PyObject *args) {
     PyObject *opieces, *ocolumns;
     const char *specs;
@@ -345,14 +376,16 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
     }
     Column *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
     const char **piece = PyMem_Malloc((size_t)(k + 1) * sizeof(char *));
-    Py_ssize_t *piece_len = PyMem_Malloc((size_t)(k + 1) * sizeof(Py_ssize_t));
+    /* piece_len, seg_at, seg_len: k + 1 each; var: k */
+    Py_ssize_t *piece_len = PyMem_Malloc((size_t)(4 * k + 3) * sizeof(Py_ssize_t));
     if (cols == NULL || piece == NULL || piece_len == NULL) {
         PyMem_Free(cols);
         PyMem_Free(piece);
         PyMem_Free(piece_len);
         return PyErr_NoMemory();
     }
-    Text t = {0};
+    Py_ssize_t *seg_at = piece_len + k + 1, *seg_len = seg_at + k + 1, *var = seg_len + k + 1;
+    Text t = {0}, fixed = {0};
     PyObject *result = NULL;
     for (Py_ssize_t c = 0; c < k; c++) {
         int other = open_column(&cols[c], PyList_GET_ITEM(ocolumns, c), specs[c], n);
@@ -368,6 +401,33 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
         PyObject *p = PyList_GET_ITEM(opieces, c);
         piece[c] = (const char *)PyUnicode_DATA(p), piece_len[c] = PyUnicode_GET_LENGTH(p);
     }
+    /* A row's text between two columns whose values differ from row to row (`fixed`:
+     * segment i at seg_at[i], seg_len[i] characters, before column var[i]): the pieces
+     * and the text of every column of one value in these rows, made once (a send's
+     * connection, server, group, topic, size, status: half its columns) */
+    Py_ssize_t nvar = 0;
+    seg_at[0] = 0;
+    if (put(&fixed, piece[0], piece_len[0]) < 0)
+        goto done;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        if (n > 0 && constant(&cols[c], n)) {
+            int done_value = put_cell(&fixed, &cols[c], specs[c], 0);
+            cols[c].last = NULL; /* (its text is in `fixed`, not the rows' text) */
+            if (done_value < 0)
+                goto done;
+            if (done_value == 0) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+        } else {
+            seg_len[nvar] = fixed.n - seg_at[nvar];
+            var[nvar++] = c;
+            seg_at[nvar] = fixed.n;
+        }
+        if (put(&fixed, piece[c + 1], piece_len[c + 1]) < 0)
+            goto done;
+    }
+    seg_len[nvar] = fixed.n - seg_at[nvar];
     for (Py_ssize_t r = 0; r < n; r++) {
         /* room for the rest as long as the first row and an eighth more: one allocation
          * for most calls, not a copy each doubling of a chunk's megabyte or two */
@@ -375,23 +435,13 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
             goto done;
         if (r && put(&t, ",", 1) < 0)
             goto done;
-        for (Py_ssize_t c = 0; c <= k; c++) {
-            if (put(&t, piece[c], piece_len[c]) < 0)
+        for (Py_ssize_t i = 0; i <= nvar; i++) {
+            if (put(&t, fixed.v + seg_at[i], seg_len[i]) < 0)
                 goto done;
-            if (c == k)
+            if (i == nvar)
                 break;
-            int done_value;
-            if (cols[c].fast != NULL) {
-                PyObject *v = PySequence_Fast_GET_ITEM(cols[c].fast, r);
-                done_value = PyUnicode_CheckExact(v) && (specs[c] == 't' || specs[c] == 'v')
-                                 ? put_str_value(&t, &cols[c], v)
-                                 : put_value(&t, specs[c], v);
-            } else if (cols[c].is_float) {
-                double x = ((const double *)cols[c].view.buf)[r];
-                done_value = isfinite(x) ? put_float(&t, x) : 0;
-            } else {
-                done_value = put_int(&t, ((const int64_t *)cols[c].view.buf)[r]) < 0 ? -1 : 1;
-            }
+            Py_ssize_t c = var[i];
+            int done_value = put_cell(&t, &cols[c], specs[c], r);
             if (done_value < 0)
                 goto done;
             if (done_value == 0) {
@@ -413,6 +463,7 @@ done:
     PyMem_Free(piece);
     PyMem_Free(piece_len);
     PyMem_Free(t.v);
+    PyMem_Free(fixed.v);
     return result;
 }
 
