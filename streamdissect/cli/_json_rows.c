@@ -21,28 +21,56 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Text written: in a str of ASCII being made (`str`: the rows' text, returned without a
+ * copy once cut to its length) or in memory of its own (str NULL: a scratch text) */
 typedef struct {
     char *v;
     Py_ssize_t n, cap;
+    PyObject *str;
+    int in_str;
 } Text;
 
-static int grow(Text *t, Py_ssize_t more) {
-    if (t->n + more <= t->cap)
-        return 0;
+/* (the rare part of grow, kept out of the callers so that put stays inlined) */
+static int __attribute__((noinline)) regrow(Text *t, Py_ssize_t more);
+
+static inline int grow(Text *t, Py_ssize_t more) {
+    return t->n + more <= t->cap ? 0 : regrow(t, more);
+}
+
+static int regrow(Text *t, Py_ssize_t more) {
     Py_ssize_t cap = t->cap * 2 > 256 ? t->cap * 2 : 256;
     if (cap < t->n + more)
         cap = t->n + more;
-    char *v = PyMem_Realloc(t->v, (size_t)cap);
-    if (v == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    if (t->in_str) {
+        /* (a str made here, held by nothing else, never hashed: resizable) */
+        if (t->str == NULL ? (t->str = PyUnicode_New(cap, 127)) == NULL
+                           : PyUnicode_Resize(&t->str, cap) < 0)
+            return -1;
+        t->v = (char *)PyUnicode_DATA(t->str);
+    } else {
+        char *v = PyMem_Realloc(t->v, (size_t)cap);
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->v = v;
     }
-    t->v = v;
     t->cap = cap;
     return 0;
 }
 
-static int put(Text *t, const char *s, Py_ssize_t len) {
+/* The text written, as a str (a new reference; t's str then taken) */
+static PyObject *text_str(Text *t) {
+    if (t->str == NULL)
+        return PyUnicode_New(0, 127);
+    if (PyUnicode_Resize(&t->str, t->n) < 0)
+        return NULL;
+    PyObject *out = t->str;
+    t->str = NULL;
+    return out;
+}
+
+static inline int put(Text *t, const char *s, Py_ssize_t len) {
     if (grow(t, len) < 0)
         return -1;
     memcpy(t->v + t->n, s, (size_t)len);
@@ -386,6 +414,7 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
     }
     Py_ssize_t *seg_at = piece_len + k + 1, *seg_len = seg_at + k + 1, *var = seg_len + k + 1;
     Text t = {0}, fixed = {0};
+    t.in_str = 1;
     PyObject *result = NULL;
     for (Py_ssize_t c = 0; c < k; c++) {
         int other = open_column(&cols[c], PyList_GET_ITEM(ocolumns, c), specs[c], n);
@@ -450,9 +479,7 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
             }
         }
     }
-    result = PyUnicode_New(t.n, 127);
-    if (result != NULL && t.n)
-        memcpy(PyUnicode_DATA(result), t.v, (size_t)t.n);
+    result = text_str(&t);
 done:
     for (Py_ssize_t c = 0; c < k; c++) {
         Py_XDECREF(cols[c].fast);
@@ -462,7 +489,7 @@ done:
     PyMem_Free(cols);
     PyMem_Free(piece);
     PyMem_Free(piece_len);
-    PyMem_Free(t.v);
+    Py_XDECREF(t.str);
     PyMem_Free(fixed.v);
     return result;
 }
