@@ -190,3 +190,12 @@ def test_columns_of_one_value_are_the_python_writers(n):
         odd = list(columns)
         odd[at] = value if isinstance(value, array) else [value] * n
         assert COMPILED.json_rows(pieces, specs, odd, n) is None, (at, value)
+
+
+def test_a_first_row_of_a_huge_text_asks_no_room_for_every_row_as_long():
+    """The text's room is guessed from its first row, within a bound: a first row of 1 MB
+    before 200,000 short ones asks no 200 GB (a MemoryError), and the rows are written."""
+    big = "x" * (1 << 20)
+    column = [big] + ["a"] * 200_000
+    made = COMPILED.json_rows(["{", "}"], b"t", [column], len(column))
+    assert made == ",".join("{" + encode_basestring_ascii(v) + "}" for v in column)

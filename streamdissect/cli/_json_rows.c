@@ -348,6 +348,8 @@ static int open_column(Column *col, PyObject *given, char spec, Py_ssize_t n) {
            !((ints && (spec == 'i' || spec == 'v')) || (floats && (spec == 'f' || spec == 'v')));
 }
 
+#define ROOM_GUESS ((Py_ssize_t)1 << 24)
+
 /* Row r's value of column c (put_value's result) */
 static int put_cell(Text *t, Column *col, char spec, Py_ssize_t r) {
     if (col->fast != NULL) {
@@ -459,9 +461,14 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
     seg_len[nvar] = fixed.n - seg_at[nvar];
     for (Py_ssize_t r = 0; r < n; r++) {
         /* room for the rest as long as the first row and an eighth more: one allocation
-         * for most calls, not a copy each doubling of a chunk's megabyte or two */
-        if (r == 1 && grow(&t, (t.n + 1) * (n - 1) + (t.n + 1) * (n - 1) / 8) < 0)
-            goto done;
+         * for most calls, not a copy each doubling of a chunk's megabyte or two (at most
+         * ROOM_GUESS: a first row of a huge text does not ask for n times it) */
+        if (r == 1) {
+            Py_ssize_t each = t.n + 1;
+            Py_ssize_t room = each > ROOM_GUESS / n ? ROOM_GUESS : each * (n - 1) * 9 / 8;
+            if (grow(&t, room < ROOM_GUESS ? room : ROOM_GUESS) < 0)
+                goto done;
+        }
         if (r && put(&t, ",", 1) < 0)
             goto done;
         for (Py_ssize_t i = 0; i <= nvar; i++) {
