@@ -146,3 +146,56 @@ def test_what_it_cannot_write_is_none():
         COMPILED.json_rows(["", ""], b"x", [[1]], 1)
     with pytest.raises(ValueError):
         COMPILED.json_rows([""], b"i", [[1]], 1)
+
+
+def test_a_text_repeated_is_written_as_the_first_time():
+    """The same str object again in a column (a send's connection, topic, status: most rows')
+    is copied from its first text: alternating with others, None and escapes, in both specs
+    and in a chunk large enough that the text is moved as the output grows."""
+    texts = ['conn "a"\n', "é", "", "x" * 40, None]
+    column = [texts[i % 3 // 2 * (i % 5)] for i in range(5000)]  # (runs and alternations)
+    expected = ",".join("null" if v is None else encode_basestring_ascii(v) for v in column)
+    for spec in (b"t", b"v"):
+        assert_same_text(_one_column(spec, column), expected)
+        assert_same_text(_one_column(spec, tuple(column)), expected)
+    pieces = ["\n {\"a\": ", ", \"b\": ", "}"]
+    rows = COMPILED.json_rows(pieces, b"tt", [column, column[::-1]], len(column))
+    assert_same_text(rows, ",".join(f"\n {{\"a\": {a}, \"b\": {b}}}" for a, b in zip(
+        expected.split(","), expected.split(",")[::-1])))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 300])
+def test_columns_of_one_value_are_the_python_writers(n):
+    """Columns each of one value in the rows (the same object, or an array of one number)
+    beside columns that vary, first, last and together: the Python writer's rows; and None
+    when such a column's value is one its spec leaves to Python."""
+    rng = random.Random(n)
+    one = {b"i": 2**70, b"f": 337.242, b"t": 'conn "a"\n', b"b": True, b"v": "é"}
+    specs = b"iftbvfiitv"
+    columns: list = []
+    for at, spec in enumerate(specs):
+        key = bytes((spec,))
+        if at % 3 == 1:  # (varying)
+            columns.append([rng.choice(TAKEN[key]) for _ in range(n)])
+        else:
+            columns.append([None if at == 9 else one[key]] * n)
+    columns[5] = array("d", [0.5] * n)
+    columns[6] = array("q", [-7] * n)
+    heads = ["\n  \"k0\": "] + [f",\n  \"k{i}\": " for i in range(1, len(specs))]
+    pieces = report._pieces("\n {", heads, "\n }")
+    made = COMPILED.json_rows(pieces, specs, columns, n)
+    assert made is not None
+    assert_same_text(made, _python_rows("\n {", heads, "\n }", columns, specs, n))
+    for at, value in ((0, True), (2, 1), (5, array("d", [float("nan")] * n))):
+        odd = list(columns)
+        odd[at] = value if isinstance(value, array) else [value] * n
+        assert COMPILED.json_rows(pieces, specs, odd, n) is None, (at, value)
+
+
+def test_a_first_row_of_a_huge_text_asks_no_room_for_every_row_as_long():
+    """The text's room is guessed from its first row, within a bound: a first row of 1 MB
+    before 200,000 short ones asks no 200 GB (a MemoryError), and the rows are written."""
+    big = "x" * (1 << 20)
+    column = [big] + ["a"] * 200_000
+    made = COMPILED.json_rows(["{", "}"], b"t", [column], len(column))
+    assert made == ",".join("{" + encode_basestring_ascii(v) + "}" for v in column)

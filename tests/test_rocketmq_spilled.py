@@ -146,3 +146,59 @@ def test_row_table_writes_a_row_as_soon_as_its_rule_allows(window, seed, monkeyp
         assert list(table._table) == [when_written[i] if i in table._late else tuple(rows[i])
                                       for i in range(written)]  # fmt: skip
     assert list(table.rows()) == [tuple(row) for row in rows]
+
+
+def _table_state(table: RowTable) -> tuple:
+    return (table._written, len(table), sorted(table._open), sorted(table._late),
+            list(table._table))  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_run_of_rows_leaves_the_table_as_one_row_at_a_time(seed, monkeypatch):
+    """add_run (a run of sends: rows begun, some left open, rows begun before completed)
+    leaves the table as begin() each row of the run (complete but those left open) and
+    then completed() each row begun before that it completed, one at a time: among rows written open past WINDOW (completed later: late),
+    with a window empty or not."""
+    import random
+
+    monkeypatch.setattr(RowTable, "WINDOW", 2 + seed % 4)
+    monkeypatch.setattr(RowTable, "SHIFT", seed % 3)
+    monkeypatch.setattr(CompactRows, "CHUNK", 3)
+    rng = random.Random(seed)
+    by_run, by_row = RowTable(2), RowTable(2)
+    rows: dict = {}  # index -> (the row by_run has, by_row's), while open
+    n = 0
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.3 or not rows:  # (a request outside a run)
+            pair = ([n, "open"], [n, "open"])
+            assert by_run.begin(pair[0]) == by_row.begin(pair[1]) == n
+            rows[n], n = pair, n + 1
+        elif roll < 0.5:  # (its response)
+            index = rng.choice(sorted(rows))
+            for table, row in zip((by_run, by_row), rows.pop(index)):
+                row[1] = step
+                table.completed(index, row)
+        else:  # (a run)
+            size = rng.randrange(6)
+            if not by_run.room(size):
+                continue
+            done = sorted(rng.sample(sorted(rows), rng.randrange(min(len(rows), 3) + 1)))
+            left = sorted(i for i in range(n, n + size) if rng.random() < 0.2)
+            begun = [[i, "open" if i in left else step] for i in range(n, n + size)]
+            answered = [(i, rows[i][0]) for i in done]
+            for _, row in answered:
+                row[1] = step
+            by_run.add_run(begun, left, answered)
+            for i in range(n, n + size):
+                row = [i, "open"] if i in left else [i, step]
+                by_row.begin(row, complete=i not in left)
+                if i in left:
+                    rows[i] = (begun[i - n], row)
+            for i in done:
+                row = rows.pop(i)[1]
+                row[1] = step
+                by_row.completed(i, row)
+            n += size
+        assert _table_state(by_run) == _table_state(by_row), step
+    assert list(by_run.rows()) == list(by_row.rows())

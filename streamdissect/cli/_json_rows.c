@@ -21,28 +21,56 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Text written: in a str of ASCII being made (`str`: the rows' text, returned without a
+ * copy once cut to its length) or in memory of its own (str NULL: a scratch text) */
 typedef struct {
     char *v;
     Py_ssize_t n, cap;
+    PyObject *str;
+    int in_str;
 } Text;
 
-static int grow(Text *t, Py_ssize_t more) {
-    if (t->n + more <= t->cap)
-        return 0;
-    Py_ssize_t cap = t->cap ? t->cap : 1 << 16;
-    while (cap < t->n + more)
-        cap *= 2;
-    char *v = PyMem_Realloc(t->v, (size_t)cap);
-    if (v == NULL) {
-        PyErr_NoMemory();
-        return -1;
+/* (the rare part of grow, kept out of the callers so that put stays inlined) */
+static int __attribute__((noinline)) regrow(Text *t, Py_ssize_t more);
+
+static inline int grow(Text *t, Py_ssize_t more) {
+    return t->n + more <= t->cap ? 0 : regrow(t, more);
+}
+
+static int regrow(Text *t, Py_ssize_t more) {
+    Py_ssize_t cap = t->cap * 2 > 256 ? t->cap * 2 : 256;
+    if (cap < t->n + more)
+        cap = t->n + more;
+    if (t->in_str) {
+        /* (a str made here, held by nothing else, never hashed: resizable) */
+        if (t->str == NULL ? (t->str = PyUnicode_New(cap, 127)) == NULL
+                           : PyUnicode_Resize(&t->str, cap) < 0)
+            return -1;
+        t->v = (char *)PyUnicode_DATA(t->str);
+    } else {
+        char *v = PyMem_Realloc(t->v, (size_t)cap);
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->v = v;
     }
-    t->v = v;
     t->cap = cap;
     return 0;
 }
 
-static int put(Text *t, const char *s, Py_ssize_t len) {
+/* The text written, as a str (a new reference; t's str then taken) */
+static PyObject *text_str(Text *t) {
+    if (t->str == NULL)
+        return PyUnicode_New(0, 127);
+    if (PyUnicode_Resize(&t->str, t->n) < 0)
+        return NULL;
+    PyObject *out = t->str;
+    t->str = NULL;
+    return out;
+}
+
+static inline int put(Text *t, const char *s, Py_ssize_t len) {
     if (grow(t, len) < 0)
         return -1;
     memcpy(t->v + t->n, s, (size_t)len);
@@ -274,7 +302,28 @@ typedef struct {
     PyObject *fast;    /* a list or tuple's items (PySequence_Fast), or NULL */
     Py_buffer view;    /* else a buffer of 8-byte items */
     int held, is_float;
+    /* the str written last in this column and where its text is in the output: the same
+     * object again (a row's connection, topic, group, status: most rows') is copied from
+     * there, not escaped again */
+    PyObject *last;
+    Py_ssize_t last_at, last_len;
 } Column;
+
+/* A str value's text (put_value's, spec 't' or 'v'), copied when it is the column's last */
+static int put_str_value(Text *t, Column *col, PyObject *v) {
+    if (v == col->last) {
+        if (grow(t, col->last_len) < 0)
+            return -1;
+        memcpy(t->v + t->n, t->v + col->last_at, (size_t)col->last_len);
+        t->n += col->last_len;
+        return 1;
+    }
+    Py_ssize_t at = t->n;
+    if (put_string(t, v) < 0)
+        return -1;
+    col->last = v, col->last_at = at, col->last_len = t->n - at;
+    return 1;
+}
 
 /* Column c for spec: 0 taken, 1 a column the compiled rows do not take, -1 an error */
 static int open_column(Column *col, PyObject *given, char spec, Py_ssize_t n) {
@@ -297,6 +346,39 @@ static int open_column(Column *col, PyObject *given, char spec, Py_ssize_t n) {
     col->is_float = floats;
     return col->view.itemsize != 8 || col->view.len / 8 < n ||
            !((ints && (spec == 'i' || spec == 'v')) || (floats && (spec == 'f' || spec == 'v')));
+}
+
+#define ROOM_GUESS ((Py_ssize_t)1 << 24)
+
+/* Row r's value of column c (put_value's result) */
+static int put_cell(Text *t, Column *col, char spec, Py_ssize_t r) {
+    if (col->fast != NULL) {
+        PyObject *v = PySequence_Fast_GET_ITEM(col->fast, r);
+        return PyUnicode_CheckExact(v) && (spec == 't' || spec == 'v') ? put_str_value(t, col, v)
+                                                                     : put_value(t, spec, v);
+    }
+    if (col->is_float) {
+        double x = ((const double *)col->view.buf)[r];
+        return isfinite(x) ? put_float(t, x) : 0;
+    }
+    return put_int(t, ((const int64_t *)col->view.buf)[r]) < 0 ? -1 : 1;
+}
+
+/* Whether each of the column's n (> 0) values is its first: the same object, or the same 8
+ * bytes (so the same text) */
+static int constant(const Column *col, Py_ssize_t n) {
+    if (col->fast != NULL) {
+        PyObject **items = PySequence_Fast_ITEMS(col->fast), *first = items[0];
+        for (Py_ssize_t r = 1; r < n; r++)
+            if (items[r] != first)
+                return 0;
+        return 1;
+    }
+    const char *bytes = (const char *)col->view.buf;
+    for (Py_ssize_t r = 1; r < n; r++)
+        if (memcmp(bytes + 8 * r, bytes, 8) != 0)
+            return 0;
+    return 1;
 }
 
 static PyObject *json_rows(PyObject *self, PyObject *args) {
@@ -323,9 +405,18 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
         }
     }
     Column *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
-    if (cols == NULL)
+    const char **piece = PyMem_Malloc((size_t)(k + 1) * sizeof(char *));
+    /* piece_len, seg_at, seg_len: k + 1 each; var: k */
+    Py_ssize_t *piece_len = PyMem_Malloc((size_t)(4 * k + 3) * sizeof(Py_ssize_t));
+    if (cols == NULL || piece == NULL || piece_len == NULL) {
+        PyMem_Free(cols);
+        PyMem_Free(piece);
+        PyMem_Free(piece_len);
         return PyErr_NoMemory();
-    Text t = {0};
+    }
+    Py_ssize_t *seg_at = piece_len + k + 1, *seg_len = seg_at + k + 1, *var = seg_len + k + 1;
+    Text t = {0}, fixed = {0};
+    t.in_str = 1;
     PyObject *result = NULL;
     for (Py_ssize_t c = 0; c < k; c++) {
         int other = open_column(&cols[c], PyList_GET_ITEM(ocolumns, c), specs[c], n);
@@ -336,23 +427,57 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    /* the pieces' characters (ASCII, checked above; the list holds them meanwhile) */
+    for (Py_ssize_t c = 0; c <= k; c++) {
+        PyObject *p = PyList_GET_ITEM(opieces, c);
+        piece[c] = (const char *)PyUnicode_DATA(p), piece_len[c] = PyUnicode_GET_LENGTH(p);
+    }
+    /* A row's text between two columns whose values differ from row to row (`fixed`:
+     * segment i at seg_at[i], seg_len[i] characters, before column var[i]): the pieces
+     * and the text of every column of one value in these rows, made once (a send's
+     * connection, server, group, topic, size, status: half its columns) */
+    Py_ssize_t nvar = 0;
+    seg_at[0] = 0;
+    if (put(&fixed, piece[0], piece_len[0]) < 0)
+        goto done;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        if (n > 0 && constant(&cols[c], n)) {
+            int done_value = put_cell(&fixed, &cols[c], specs[c], 0);
+            cols[c].last = NULL; /* (its text is in `fixed`, not the rows' text) */
+            if (done_value < 0)
+                goto done;
+            if (done_value == 0) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+        } else {
+            seg_len[nvar] = fixed.n - seg_at[nvar];
+            var[nvar++] = c;
+            seg_at[nvar] = fixed.n;
+        }
+        if (put(&fixed, piece[c + 1], piece_len[c + 1]) < 0)
+            goto done;
+    }
+    seg_len[nvar] = fixed.n - seg_at[nvar];
     for (Py_ssize_t r = 0; r < n; r++) {
+        /* room for the rest as long as the first row and an eighth more: one allocation
+         * for most calls, not a copy each doubling of a chunk's megabyte or two (at most
+         * ROOM_GUESS: a first row of a huge text does not ask for n times it) */
+        if (r == 1) {
+            Py_ssize_t each = t.n + 1;
+            Py_ssize_t room = each > ROOM_GUESS / n ? ROOM_GUESS : each * (n - 1) * 9 / 8;
+            if (grow(&t, room < ROOM_GUESS ? room : ROOM_GUESS) < 0)
+                goto done;
+        }
         if (r && put(&t, ",", 1) < 0)
             goto done;
-        for (Py_ssize_t c = 0; c <= k; c++) {
-            if (put_ascii(&t, PyList_GET_ITEM(opieces, c)) < 0)
+        for (Py_ssize_t i = 0; i <= nvar; i++) {
+            if (put(&t, fixed.v + seg_at[i], seg_len[i]) < 0)
                 goto done;
-            if (c == k)
+            if (i == nvar)
                 break;
-            int done_value;
-            if (cols[c].fast != NULL) {
-                done_value = put_value(&t, specs[c], PySequence_Fast_GET_ITEM(cols[c].fast, r));
-            } else if (cols[c].is_float) {
-                double x = ((const double *)cols[c].view.buf)[r];
-                done_value = isfinite(x) ? put_float(&t, x) : 0;
-            } else {
-                done_value = put_int(&t, ((const int64_t *)cols[c].view.buf)[r]) < 0 ? -1 : 1;
-            }
+            Py_ssize_t c = var[i];
+            int done_value = put_cell(&t, &cols[c], specs[c], r);
             if (done_value < 0)
                 goto done;
             if (done_value == 0) {
@@ -361,9 +486,7 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
             }
         }
     }
-    result = PyUnicode_New(t.n, 127);
-    if (result != NULL && t.n)
-        memcpy(PyUnicode_DATA(result), t.v, (size_t)t.n);
+    result = text_str(&t);
 done:
     for (Py_ssize_t c = 0; c < k; c++) {
         Py_XDECREF(cols[c].fast);
@@ -371,7 +494,10 @@ done:
             PyBuffer_Release(&cols[c].view);
     }
     PyMem_Free(cols);
-    PyMem_Free(t.v);
+    PyMem_Free(piece);
+    PyMem_Free(piece_len);
+    Py_XDECREF(t.str);
+    PyMem_Free(fixed.v);
     return result;
 }
 

@@ -636,6 +636,10 @@ class _Out:
         if not self.flush_at:
             self.write(text)
             return
+        if len(text) >= self.flush_at:  # (a chunk of rows: written as it is, not joined)
+            self.flush()
+            self.write(text)
+            return
         self.parts.append(text)
         self.held += len(text)
         if self.held >= self.flush_at:
@@ -654,8 +658,9 @@ def _dump(o, level: int, step: str, out: _Out) -> None:
             out.append("[]")
             return
         first = True
-        for text in o.texts(level, step):
-            out.append(("[" if first else ",") + text)
+        for text in o.texts(level, step):  # (a chunk's text not copied to add the comma)
+            out.append("[" if first else ",")
+            out.append(text)
             first = False
         out.append("\n" + step * level + "]")
         return
