@@ -193,3 +193,25 @@ def test_pulls_in_one_step_only_for_the_report_with_every_collector_fed():
                  Collectors.made(report_only=True, tables=["rocketmq_pulls"])):  # fmt: skip
         assert made.handlers(pull)[0] == (made.on_command,)
     assert spec.PULL_CODE == PULL
+
+
+@pytest.mark.usefixtures("walk_mode")  # (the run's loop compiled, and the Python one)
+def test_rows_held_across_pulls_reach_the_window_as_frame_by_frame(monkeypatch, pull_bodies):
+    # the runs' rows are held across light pulls (send_runs.settle): here, past the small
+    # window with the next run's, which then goes frame by frame, a row written open at the
+    # bound and answered later (late) as taking every frame one at a time leaves it
+    monkeypatch.setattr(RowTable, "WINDOW", 8)
+    rng = random.Random(7)
+    sender, puller = CONNECTIONS[0], CONNECTIONS[2]
+    records = [(sender, "c2s", _send(rng, opaque)) for opaque in range(6)]
+    pulled = _pulled(rng, 100, pull_bodies, light=True)
+    pulled.request_code = PULL
+    records += [(puller, "c2s", _pull(rng, 100, light=True)), (puller, "s2c", pulled)]
+    records += [(sender, "c2s", _send(rng, opaque)) for opaque in range(6, 9)]
+    records += [(sender, "s2c", _answer(rng, 0, SEND_V2)), *records[6:8]]  # (a pull again)
+    records += [(sender, "s2c", _answer(rng, opaque, SEND_V2)) for opaque in range(1, 9)]
+    events = [FrameEvent(ts, connection, direction, 0, record)
+              for ts, (connection, direction, record) in enumerate(records, 1)]  # fmt: skip
+    got = _tables(Collectors.made(report_only=True), events)
+    assert got == _tables(PerFrame.made(report_only=True), events)
+    assert got["sends' RowTable"][3]  # (a row late)

@@ -114,8 +114,9 @@ def _tables(made: Collectors, events: list) -> dict:
         handlers, _ = made.handlers(ev.record)
         for handler in handlers:
             handler(ev)
-    if made._run:  # (a run gathered and not yet taken, as the end takes it)
-        made.take_run()
+    # (a run gathered and not yet taken, and the rows of those taken held, given to the
+    # tables as the end gives them)
+    made.settle_runs()
     # (the sends' RowTable as the frames left it: rows written, open, late, before the end)
     table = made.sends._table
     state = (table._written, len(table), sorted(table._open), sorted(table._late))

@@ -107,13 +107,13 @@ typedef struct {
     PyObject *group_connection, *group_direction, *group_pair; /* (the last send's group) */
     Pending pending[PENDING];
     int pending_count;
+    unsigned char used[PENDING / 2]; /* the slots taken, in order (flushed: those alone) */
 } RunState;
 
 /* The pending writes let go of the dicts (after an error: their references dropped). */
 static void pending_dropped(RunState *st) {
-    for (int k = 0; k < PENDING; k++) {
-        Pending *p = &st->pending[k];
-        if (p->dict == NULL) continue;
+    for (int k = 0; k < st->pending_count; k++) {
+        Pending *p = &st->pending[st->used[k]];
         Py_CLEAR(p->dict);
         Py_CLEAR(p->key);
         Py_CLEAR(p->value);
@@ -126,9 +126,8 @@ static void pending_dropped(RunState *st) {
  * not made dropped). */
 static int flushed(RunState *st) {
     int r = 0;
-    for (int k = 0; k < PENDING && st->pending_count; k++) {
-        Pending *p = &st->pending[k];
-        if (p->dict == NULL) continue;
+    for (int k = 0; k < st->pending_count; k++) {
+        Pending *p = &st->pending[st->used[k]];
         if (r == 0) {
             PyObject *value = p->value;
             if (p->added) {
@@ -144,7 +143,6 @@ static int flushed(RunState *st) {
         Py_CLEAR(p->dict);
         Py_CLEAR(p->key);
         Py_CLEAR(p->value);
-        st->pending_count--;
     }
     st->pending_count = 0;
     return r;
@@ -177,7 +175,7 @@ static int bump_pending(RunState *st, PyObject *d, PyObject *key) {
         return bump(d, key);
     }
     *p = (Pending){Py_NewRef(d), Py_NewRef(key), Py_NewRef(v), 1};
-    st->pending_count++;
+    st->used[st->pending_count++] = (unsigned char)(p - st->pending);
     return 0;
 }
 
@@ -193,7 +191,7 @@ static int set_pending(RunState *st, PyObject *d, PyObject *key, PyObject *value
         return 0;
     }
     *p = (Pending){Py_NewRef(d), Py_NewRef(key), Py_NewRef(value), 0};
-    st->pending_count++;
+    st->used[st->pending_count++] = (unsigned char)(p - st->pending);
     return 0;
 }
 

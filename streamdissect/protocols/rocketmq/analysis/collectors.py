@@ -63,6 +63,7 @@ class Collectors:
         self._run: list = []
         # a light pull's and its answer's handlers when runs are taken (pull_path.py)
         self._on_pull, self._on_pulled = pull_path.bound(self)
+        self.run_parts = send_runs.parts(self)  # (what take_run reads of them)
 
     @classmethod
     def made(cls, report_only: bool = False,
@@ -159,8 +160,18 @@ class Collectors:
     def take_run(self) -> None:
         """The gathered light sends and answers taken (before anything else is)."""
         run, self._run = self._run, []
+        if len(run) <= RUN:
+            send_runs.take_run(self, run)
+            return
         for at in range(0, len(run), RUN):  # (a joined run may be longer)
             send_runs.take_run(self, run[at : at + RUN])
+
+    def settle_runs(self) -> None:
+        """The run gathered taken, and the runs' rows and latencies given to their tables
+        (send_runs.settle)."""
+        if self._run:
+            self.take_run()
+        send_runs.settle(self)
 
     def one_at_a_time(self, run: list) -> None:
         """A run's light sends and answers given to the collectors frame by frame, as when
@@ -178,6 +189,7 @@ class Collectors:
         """A command (after the run gathered before it) to the collectors of its code."""
         if self._run:
             self.take_run()
+        send_runs.settle(self)
         self.command(ev)
 
     def command(self, ev: object) -> None:
@@ -214,13 +226,11 @@ class Collectors:
     def finish(self, tcp_connections: list, end_ns: int) -> None:
         """The run gathered taken; nothing to close: a call still open at the end stays
         open in its tables."""
-        if self._run:
-            self.take_run()
+        self.settle_runs()
 
     def sources(self, tcp_connections: list) -> dict[str, Callable]:
         """Each table's rows (dicts), made when called."""
-        if self._run:
-            self.take_run()
+        self.settle_runs()
         c = self
         return {
             "rocketmq_connections": lambda: c.connections.rows(tcp_connections),

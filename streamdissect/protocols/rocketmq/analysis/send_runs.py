@@ -52,32 +52,61 @@ def take_run(c: Any, run: list) -> None:
     loop over the frames is compiled when the RocketMQ reader is loaded (native.py:
     `send_run`, this module's `_frames` in C), what is unusual in it (an error's code, an
     answer to no open call, to rows that are not one light send's) left to `_Unusual`."""
-    calls, sends = c.calls, c.sends
-    open_calls = calls._pending._open  # (OpenCalls.opened and closed)
-    table = sends._table
-    if len(open_calls) + len(run) > calls_module.MAX_OPEN_CALLS or not table.room(len(run)):
+    (calls, sends, open_calls, table, room, _, of_connection, group_of, seen_of, unusual, begun,
+     left, done, latencies) = c.run_parts  # (looked up once: `parts`)
+    if len(open_calls) + len(run) > calls_module.MAX_OPEN_CALLS:
+        settle(c)
         c.one_at_a_time(run)
         return
-    begun: list = []  # the rows begun, in order
-    left: list = []  # the indices of those replaced by a send of their key (left open)
-    done: list = []  # (index, row) of rows begun before the run completed, in order
+    if not room(len(begun) + len(run)):  # (the rows held and the run's within the window)
+        settle(c)
+        if not room(len(run)):
+            c.one_at_a_time(run)
+            return
     paired: dict = {}  # key -> (request event, row index, row, group, sample) of a send
-    latencies: dict = {}  # sample -> the run's latencies of it
     frames = _frames if native.loaded is None else native.loaded.send_run
-    frames(run, (open_calls, calls._of_connection, calls._group, c.connections._seen,
-                 len(table), begun, done, paired, latencies, server_of, _message_row,
-                 _Unusual(c), sends, HotSend, _CONSTANTS, left))  # fmt: skip
+    # (a row's index: the table's length and its place in `begun`, the rows held with it)
+    frames(run, (open_calls, of_connection, group_of, seen_of, len(table), begun, done, paired,
+                 latencies, server_of, _message_row, unusual, sends, HotSend, _CONSTANTS,
+                 left))  # fmt: skip
     for key, (request, index, row, group, sample) in paired.items():  # (still open)
         asked = _asked(request)
         asked.kept, asked.keeper = [(index, row)], sends
         open_calls[key] = (None, None, asked, group, sample)
         left.append(index)
-    left.sort()
-    table.add_run(begun, left, done)
-    for sample, lags in latencies.items():
-        sample.extend(lags)
     # (what a response's collectors read of the call collector: the next command sets it)
     calls.asked = calls.answered = None
+
+
+def settle(c: Any) -> None:
+    """The rows and latencies of the runs taken since the last settle given to the sends'
+    RowTable (add_run) and the latencies' samples: before anything else reads or changes
+    them (any command but a light pull or its answer, which read neither: pull_path.py,
+    and the end), or when the table's window could pass WINDOW."""
+    _, _, _, _, _, add_run, _, _, _, _, begun, left, done, latencies = c.run_parts
+    if begun or left or done:
+        left.sort()
+        add_run(begun, left, done)
+        begun.clear()
+        left.clear()
+        done.clear()
+    if latencies:
+        for sample, lags in latencies.items():
+            sample.extend(lags)
+        latencies.clear()
+
+
+def parts(c: Any) -> tuple:
+    """What `take_run` reads of a Collectors' `c` a run, looked up once (the collectors'
+    state objects are made with them and never replaced), and what the runs taken hold
+    until `settle`: the rows begun, in order; the indices of those left open (replaced by a
+    send of their key, or still open at a run's end); (index, row) of rows begun before a
+    run completed in it, in order; sample -> the runs' latencies of it."""
+    calls, sends = c.calls, c.sends
+    table = sends._table
+    return (calls, sends, calls._pending._open, table, table.room, table.add_run,
+            calls._of_connection, calls._group, c.connections._seen, _Unusual(c), [], [], [],
+            {})  # fmt: skip
 
 
 # What the compiled loop is given besides the state: the send's code and name, a light
