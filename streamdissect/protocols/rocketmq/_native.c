@@ -11,7 +11,8 @@
  * noted as the loop notes a deferred frame; it stops at any other frame for the loop to take.
  * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
  * buffer, the light records' events made (_native_events.c) and put in their slots.
- * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
+ * joined (_native_events.c): a block's runs of light sends and answers as one event each
+ * (hot.joined_runs);
  * send_run (_native_runs.c): the collectors' loop over such a run (send_runs._frames).
  * named, in_time_order (_native_naming.c): a connection's block named in time order, and
  * its items sorted for it (plain_walk).
@@ -237,8 +238,22 @@ static int digits_value(Span span, long long *value) {
 }
 
 /* Whether the n bytes at s are the literal `name` (n known equal to its length: a key's
- * length is switched on first, so no key is compared byte by byte with every name). */
-#define SAME(s, name) (memcmp((s), (name), sizeof(name) - 1) == 0)
+ * length is switched on first, so no key is compared byte by byte with every name);
+ * compared here, unrolled for the literal's length, not by a call to memcmp. */
+static ALWAYS_INLINE uint64_t word8(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+static ALWAYS_INLINE uint32_t word4(const char *p) { uint32_t w; memcpy(&w, p, 4); return w; }
+static ALWAYS_INLINE int same_bytes(const char *s, const char *name, size_t n) {
+    if (n < 4) { /* (bytes; the literal's length known, the tests fold away) */
+        for (size_t k = 0; k < n; k++)
+            if (s[k] != name[k]) return 0;
+        return 1;
+    }
+    if (n < 8) return word4(s) == word4(name) && word4(s + n - 4) == word4(name + n - 4);
+    for (size_t k = 0; k + 8 < n; k += 8)
+        if (word8(s + k) != word8(name + k)) return 0;
+    return word8(s + n - 8) == word8(name + n - 8);
+}
+#define SAME(s, name) same_bytes((s), (name), sizeof(name) - 1)
 
 /* An ext key's index (E_*), or -1: one not read. */
 static int ext_key(const char *s, Py_ssize_t n) {
@@ -897,63 +912,6 @@ static PyObject *place(PyObject *self, PyObject *args) {
 error:
     Py_XDECREF(left);
     PyBuffer_Release(&iv);
-    return NULL;
-}
-
-/* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
- * each run of two or more consecutive frame events (of the class plain_event registered,
- * or light records that are their own events: self_events) whose records are of send_class, or of answer_class with a request_code in send_codes, as
- * one run_class(list of them); the other events as they are. */
-static PyObject *joined(PyObject *self, PyObject *args) {
-    PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
-    if (!PyArg_ParseTuple(args, "O!OOO!O", &PyList_Type, &events, &send_class, &answer_class,
-                          &PyFrozenSet_Type, &send_codes, &run_class))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(events), first = -1;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t k = 0; k <= n; k++) {
-        int hot = 0;
-        PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
-        if (ev != NULL && EVENT_CLASS != NULL &&
-            ((PyObject *)Py_TYPE(ev) == EVENT_CLASS || self_event_of(ev) >= 0)) {
-            PyObject *record = event_slot(ev, 4);
-            PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
-            if (cls == send_class) {
-                hot = 1;
-            } else if (cls == answer_class) {
-                PyObject *code = PyObject_GetAttr(record, N_REQUEST_CODE);
-                if (code == NULL) goto error;
-                hot = PySet_Contains(send_codes, code);
-                Py_DECREF(code);
-                if (hot < 0) goto error;
-            }
-        }
-        if (hot) {
-            if (first < 0) first = k;
-            continue;
-        }
-        if (first >= 0) { /* (the run before this event) */
-            PyObject *part;
-            if (k - first > 1) {
-                PyObject *run = PyList_GetSlice(events, first, k);
-                part = run == NULL ? NULL : PyObject_CallOneArg(run_class, run);
-                Py_XDECREF(run);
-            } else {
-                part = Py_NewRef(PyList_GET_ITEM(events, first));
-            }
-            if (part == NULL || PyList_Append(out, part) < 0) {
-                Py_XDECREF(part);
-                goto error;
-            }
-            Py_DECREF(part);
-            first = -1;
-        }
-        if (ev != NULL && PyList_Append(out, ev) < 0) goto error;
-    }
-    return out;
-error:
-    Py_DECREF(out);
     return NULL;
 }
 
