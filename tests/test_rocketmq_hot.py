@@ -401,3 +401,35 @@ def test_sends_going_through_tags_in_turn_hold_the_interned_tags(monkeypatch):
             assert record.tags == expected.tags and record.tags is expected.tags
             copy_ = record.tags[:1] + record.tags[1:]  # (an equal text, not the same str)
             assert copy_ is not record.tags and sys.intern(copy_) is record.tags
+
+
+# --- a send's properties read from the header's text ----------------------------------------
+
+# pieces of a send's properties as the header writes them: names read and others, the
+# separators escaped, and other escapes (a value with one is read from its unescaped copy)
+_PROPERTY_PIECES = [b"UNIQ_KEY", b"TAGS", b"KEYS", b"WAIT", b"KEY", b"TAGSX", b"v", b"v-1",
+                    b"", b"\\u0001", b"\\u0001", b"\\u0002", b"\\u0002", b"\\u0000", b"\\u0003",
+                    b"\\u0041", b"\\u0011", b"\\u0012", b"\\/", b'\\"', b"\\\\", b"\\n"]  # fmt: skip
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled reader was not built")
+def test_properties_of_every_shape_read_as_hot_record_reads_them(monkeypatch):
+    """A light send's msg_id, tags and keys, from properties of random pieces (names read
+    twice, items without a separator or with two, other escapes), are hot_record's."""
+    monkeypatch.setattr(native, "loaded", COMPILED)
+    rng = random.Random(2612)
+    send = next(f for f in _recorded_frames() if light_record_holds(f) == "send"
+                and b'"i":"' in f)  # fmt: skip
+    length = int.from_bytes(send[5:8], "big")
+    text, body = send[8 : 8 + length], send[8 + length :]
+    value = re.search(rb'"i":"((?:[^"\\]|\\.)*)"', text).group(1)
+    kinds = []
+    for _ in range(3000):
+        pieces = rng.choices(_PROPERTY_PIECES, k=rng.randint(0, 14))
+        if rng.random() < 0.5:  # (mostly the usual escapes alone: read from the text)
+            pieces = [p for p in pieces if not p.startswith(b"\\") or p[2:5] == b"000"
+                      and p[-1:] in b"12"]  # fmt: skip
+        frame = _framed(text.replace(value, b"".join(pieces), 1), body)
+        kinds.append(compiled_record_holds(frame, codec._json_loads(frame[8:][
+            : int.from_bytes(frame[5:8], "big")])))  # fmt: skip
+    assert kinds.count("read") > 2500

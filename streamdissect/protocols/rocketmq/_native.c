@@ -11,7 +11,8 @@
  * noted as the loop notes a deferred frame; it stops at any other frame for the loop to take.
  * frames_of, place: plain_walk's reading of deferred frames, their bytes cut from the block
  * buffer, the light records' events made (_native_events.c) and put in their slots.
- * joined: a block's runs of light sends and answers as one event each (hot.joined_runs);
+ * joined (_native_events.c): a block's runs of light sends and answers as one event each
+ * (hot.joined_runs);
  * send_run (_native_runs.c): the collectors' loop over such a run (send_runs._frames).
  * named, in_time_order (_native_naming.c): a connection's block named in time order, and
  * its items sorted for it (plain_walk).
@@ -52,6 +53,14 @@
 #define RECENT 4
 static PyObject *LAST_GROUP, *LAST_TOPIC, *RECENT_TAGS[RECENT];
 static int RECENT_NEXT;
+
+/* A function inlined where it is called (the scanner's per-text and per-field steps: their
+ * calls cost as much as their work). */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
 
 /* A text's place in the header (its content between the quotes) or absent (start NULL). */
 typedef struct {
@@ -101,8 +110,31 @@ static void text_classes(void) {
 }
 
 /* The first byte from s on that is no ordinary one (TEXT_CLASS). s is in a frame, a bytes
- * object: CPython ends its bytes with a NUL (T_BAD), so the loop, four bytes a step, needs
- * no bound; the caller checks the byte found against its end. */
+ * object: CPython ends its bytes with a NUL (T_BAD), so the loop needs no bound; the caller
+ * checks the byte found against its end. With SSE2 (every x86-64), 16 bytes a step: the
+ * aligned 16-byte blocks from the one holding s on, each read whole (an aligned block never
+ * crosses a page, and none is read past the one holding the NUL); else four a step. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* The bytes of an aligned 16-byte block that are no ordinary one, a bit each: '"', '\\',
+ * 0x7F, and those under 0x20 or over 0x7F (under 0x20 as signed bytes). */
+static inline unsigned unusual(const char *block) {
+    __m128i v = _mm_load_si128((const __m128i *)block);
+    __m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i escape = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    __m128i low = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+    __m128i del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7F));
+    return (unsigned)_mm_movemask_epi8(
+        _mm_or_si128(_mm_or_si128(quote, escape), _mm_or_si128(low, del)));
+}
+
+static inline const char *plain_run(const char *s) {
+    const char *block = (const char *)((uintptr_t)s & ~(uintptr_t)15);
+    unsigned mask = unusual(block) & (~0u << (s - block));
+    while (mask == 0) mask = unusual(block += 16);
+    return block + __builtin_ctz(mask);
+}
+#else
 static inline const char *plain_run(const char *s) {
     const unsigned char *u = (const unsigned char *)s;
     for (;; u += 4) {
@@ -112,32 +144,30 @@ static inline const char *plain_run(const char *s) {
         if (TEXT_CLASS[u[3]]) return (const char *)u + 3;
     }
 }
+#endif
 
 /* A JSON text from its opening quote: its content's span, *p past the closing quote; 0 when
  * it is not one the scanner reads (a byte over 0x7E or under 0x20, an escape of a code
  * point over 0x7F, a bad escape). `plain`: no escape allowed (a key). (Within a frame's
  * bytes: plain_run.) */
-static int text(const char **p, const char *end, Span *span, int plain) {
+static ALWAYS_INLINE int text(const char **p, const char *end, Span *span, int plain) {
     const char *s = *p;
     if (s >= end || *s != '"') return 0;
     span->start = ++s;
     for (;;) {
-        s = plain_run(s);
+        s = plain_run(s); /* (a quote, an escape or a bad byte) */
         if (s >= end) return 0;
-        switch (TEXT_CLASS[(unsigned char)*s]) {
-        case T_QUOTE:
+        if (*s == '"') {
             span->end = s;
             *p = s + 1;
             return 1;
-        case T_BAD: return 0;
         }
-        /* (an escape) */
-        if (plain || s + 1 >= end) return 0;
+        if (*s != '\\' || plain || s + 1 >= end) return 0;
         char e = s[1];
-        if (e == 'u') {
-            if (s + 6 > end) return 0;
-            int a = hexval(s[2]), b = hexval(s[3]), x = hexval(s[4]), y = hexval(s[5]);
-            if (a != 0 || b != 0 || x < 0 || x > 7 || y < 0) return 0;
+        if (e == 'u') { /* (\u00XX, X a hex digit, the first 0-7) */
+            if (s + 6 > end || s[2] != '0' || s[3] != '0' || s[4] < '0' || s[4] > '7' ||
+                hexval(s[5]) < 0)
+                return 0;
             s += 6;
             continue;
         }
@@ -173,7 +203,7 @@ static Py_ssize_t unescape(Span span, char *out) {
 }
 
 /* A JSON integer (-?(0|[1-9][0-9]*), at most MAX_DIGITS digits) followed by ',' or '}'. */
-static int json_int(const char **p, const char *end, long long *value) {
+static ALWAYS_INLINE int json_int(const char **p, const char *end, long long *value) {
     const char *s = *p;
     int negative = 0, digits = 0;
     long long v = 0;
@@ -208,8 +238,22 @@ static int digits_value(Span span, long long *value) {
 }
 
 /* Whether the n bytes at s are the literal `name` (n known equal to its length: a key's
- * length is switched on first, so no key is compared byte by byte with every name). */
-#define SAME(s, name) (memcmp((s), (name), sizeof(name) - 1) == 0)
+ * length is switched on first, so no key is compared byte by byte with every name);
+ * compared here, unrolled for the literal's length, not by a call to memcmp. */
+static ALWAYS_INLINE uint64_t word8(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+static ALWAYS_INLINE uint32_t word4(const char *p) { uint32_t w; memcpy(&w, p, 4); return w; }
+static ALWAYS_INLINE int same_bytes(const char *s, const char *name, size_t n) {
+    if (n < 4) { /* (bytes; the literal's length known, the tests fold away) */
+        for (size_t k = 0; k < n; k++)
+            if (s[k] != name[k]) return 0;
+        return 1;
+    }
+    if (n < 8) return word4(s) == word4(name) && word4(s + n - 4) == word4(name + n - 4);
+    for (size_t k = 0; k + 8 < n; k += 8)
+        if (word8(s + k) != word8(name + k)) return 0;
+    return word8(s + n - 8) == word8(name + n - 8);
+}
+#define SAME(s, name) same_bytes((s), (name), sizeof(name) - 1)
 
 /* An ext key's index (E_*), or -1: one not read. */
 static int ext_key(const char *s, Py_ssize_t n) {
@@ -468,7 +512,7 @@ static PyObject *const *FIELD_NAMES[F_COUNT] = {
     &N_MIN, &N_MAX, &N_OFFSET, &N_BROKER, &N_FIELDS};
 
 /* A light record class of a hot_records call and where its instances keep each field
- * (slot_offset; -1: set by its name), looked up once a call, not at each field set. */
+ * (slot_offset; -1: set by its name), looked up once (kept_lights), not at each field set. */
 typedef struct {
     PyObject *cls;
     PyTypeObject *type; /* (NULL: cls is no class) */
@@ -484,10 +528,26 @@ static void light_of(Light *l, PyObject *cls) {
     l->tag = l->type == NULL ? 0 : l->type->tp_version_tag;
 }
 
+/* The four light classes' Lights (send, answer, pulled, pull) as the last call's, kept
+ * while each is the same class unchanged (its version tag: the slots looked up again
+ * otherwise; the class held meanwhile). */
+static Light LIGHTS[4];
+
+static const Light *kept_lights(PyObject *const *classes) {
+    for (int k = 0; k < 4; k++) {
+        Light *l = &LIGHTS[k];
+        if (l->cls == classes[k] && l->tag && l->type->tp_version_tag == l->tag) continue;
+        PyObject *old = l->cls;
+        light_of(l, Py_NewRef(classes[k]));
+        Py_XDECREF(old);
+    }
+    return LIGHTS;
+}
+
 /* obj.field = value (its reference taken; NULL: an error passed on), obj made for `l`. A
  * slot is written as its member descriptor writes it (PyMember_SetOne), without the
  * generic lookup's calls; an instance of another type (cls() made it) set by the name. */
-static int put(PyObject *obj, const Light *l, int field, PyObject *value) {
+static ALWAYS_INLINE int put(PyObject *obj, const Light *l, int field, PyObject *value) {
     if (value == NULL) return -1;
     Py_ssize_t at = Py_TYPE(obj) == l->type && l->tag && l->type->tp_version_tag == l->tag
                         ? l->at[field]
@@ -503,31 +563,73 @@ static int put(PyObject *obj, const Light *l, int field, PyObject *value) {
     return 0;
 }
 
-/* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
- * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
-static int send_properties(PyObject *send, const Light *l, Span span) {
-    Py_ssize_t size = span.start ? span.end - span.start : 0;
-    char small[512], *buf = size <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(size);
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t n = span.start ? unescape(span, buf) : 0;
-    Span found[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
-    const char *item = buf, *end = buf + n;
+/* A property's place among a send's values read (UNIQ_KEY, TAGS, KEYS), or -1. */
+static inline int property_of(const char *name, Py_ssize_t n) {
+    return n == 8 && SAME(name, "UNIQ_KEY") ? 0
+           : n == 4 && SAME(name, "TAGS")   ? 1
+           : n == 4 && SAME(name, "KEYS")   ? 2
+                                            : -1;
+}
+
+/* wire.parse_properties' items (name \x01 value, each ended by \x02) of the unescaped text
+ * [item, end): the last UNIQ_KEY's, TAGS' and KEYS' values, into found[]. */
+static void properties_found(const char *item, const char *end, Span found[3]) {
     for (;;) {
         const char *stop = memchr(item, '\x02', end - item);
         if (stop == NULL) stop = end;
         const char *sep = memchr(item, '\x01', stop - item);
-        if (sep != NULL) { /* (the names read: UNIQ_KEY, TAGS, KEYS) */
-            int k = sep - item == 8 && SAME(item, "UNIQ_KEY") ? 0
-                    : sep - item == 4 && SAME(item, "TAGS")   ? 1
-                    : sep - item == 4 && SAME(item, "KEYS")   ? 2
-                                                              : -1;
+        if (sep != NULL) {
+            int k = property_of(item, sep - item);
             if (k >= 0) found[k] = (Span){sep + 1, stop};
         }
         if (stop == end) break;
         item = stop + 1;
+    }
+}
+
+/* properties_found read straight from the header's text (no copy unescaped), when its only
+ * escapes are the separators, \u0001 and \u0002, and no item has a second \u0001 (a value
+ * with an escape in it); 0: another text (read from its unescaped copy). */
+static int separated_properties(Span span, Span found[3]) {
+    const char *item = span.start, *sep = NULL, *s = item, *end = span.end;
+    for (;;) {
+        const char *e = memchr(s, '\\', end - s), *stop;
+        if (e == NULL) {
+            stop = end;
+        } else {
+            /* (the scanner read each escape whole: \u00XX within the text) */
+            if (e[1] != 'u' || e[2] != '0' || e[3] != '0' || e[4] != '0') return 0;
+            if (e[5] == '1') {
+                if (sep != NULL) return 0;
+                sep = e;
+                s = e + 6;
+                continue;
+            }
+            if (e[5] != '2') return 0;
+            stop = e;
+        }
+        if (sep != NULL) {
+            int k = property_of(item, sep - item);
+            if (k >= 0) found[k] = (Span){sep + 6, stop};
+        }
+        if (stop == end) return 1;
+        item = s = stop + 6, sep = NULL;
+    }
+}
+
+/* A send's properties (name \x01 value items, each ended by \x02, wire.parse_properties):
+ * the last UNIQ_KEY's, TAGS' and KEYS' values found in its unescaped text. */
+static int send_properties(PyObject *send, const Light *l, Span span) {
+    Span found[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    char small[512], *buf = small;
+    if (span.start && !separated_properties(span, found)) {
+        Py_ssize_t size = span.end - span.start;
+        for (int k = 0; k < 3; k++) found[k] = (Span){NULL, NULL}; /* (any it noted) */
+        if (size > (Py_ssize_t)sizeof(small) && (buf = PyMem_Malloc(size)) == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        properties_found(buf, buf + unescape(span, buf), found);
     }
     int r = 0;
     PyObject *values[3];
@@ -660,8 +762,7 @@ static PyObject *hot_records(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &frames, &classes[0], &classes[1],
                           &classes[2], &classes[3]))
         return NULL;
-    Light light[4]; /* (send, answer, pulled, pull) */
-    for (int k = 0; k < 4; k++) light_of(&light[k], classes[k]);
+    const Light *light = kept_lights(classes);
     Py_ssize_t n = PyList_GET_SIZE(frames);
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
@@ -811,63 +912,6 @@ static PyObject *place(PyObject *self, PyObject *args) {
 error:
     Py_XDECREF(left);
     PyBuffer_Release(&iv);
-    return NULL;
-}
-
-/* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
- * each run of two or more consecutive frame events (of the class plain_event registered,
- * or light records that are their own events: self_events) whose records are of send_class, or of answer_class with a request_code in send_codes, as
- * one run_class(list of them); the other events as they are. */
-static PyObject *joined(PyObject *self, PyObject *args) {
-    PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
-    if (!PyArg_ParseTuple(args, "O!OOO!O", &PyList_Type, &events, &send_class, &answer_class,
-                          &PyFrozenSet_Type, &send_codes, &run_class))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(events), first = -1;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t k = 0; k <= n; k++) {
-        int hot = 0;
-        PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
-        if (ev != NULL && EVENT_CLASS != NULL &&
-            ((PyObject *)Py_TYPE(ev) == EVENT_CLASS || self_event_of(ev) >= 0)) {
-            PyObject *record = event_slot(ev, 4);
-            PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
-            if (cls == send_class) {
-                hot = 1;
-            } else if (cls == answer_class) {
-                PyObject *code = PyObject_GetAttr(record, N_REQUEST_CODE);
-                if (code == NULL) goto error;
-                hot = PySet_Contains(send_codes, code);
-                Py_DECREF(code);
-                if (hot < 0) goto error;
-            }
-        }
-        if (hot) {
-            if (first < 0) first = k;
-            continue;
-        }
-        if (first >= 0) { /* (the run before this event) */
-            PyObject *part;
-            if (k - first > 1) {
-                PyObject *run = PyList_GetSlice(events, first, k);
-                part = run == NULL ? NULL : PyObject_CallOneArg(run_class, run);
-                Py_XDECREF(run);
-            } else {
-                part = Py_NewRef(PyList_GET_ITEM(events, first));
-            }
-            if (part == NULL || PyList_Append(out, part) < 0) {
-                Py_XDECREF(part);
-                goto error;
-            }
-            Py_DECREF(part);
-            first = -1;
-        }
-        if (ev != NULL && PyList_Append(out, ev) < 0) goto error;
-    }
-    return out;
-error:
-    Py_DECREF(out);
     return NULL;
 }
 

@@ -38,6 +38,9 @@ PyObject *event_of(PyObject *make, PyObject *const *fields);
 int self_event_of(PyObject *record);
 PyObject *plain_event(PyObject *self, PyObject *cls);
 PyObject *self_events(PyObject *self, PyObject *args);
+/* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events)
+ * (_native_events.c). */
+PyObject *joined(PyObject *self, PyObject *args);
 
 /* The light records' field names (interned at the module's start). */
 extern PyObject *N_FRAME, *N_OPAQUE, *N_GROUP, *N_TOPIC, *N_QUEUE_ID, *N_MSG_ID, *N_TAGS,

@@ -1,7 +1,8 @@
 /* The frame events the compiled reader makes (part of the _native extension, setup.py
  * builds it with _native.c): the engine's frame event class, whose instances `place` makes
  * by writing their slots (plain_event), and the light record classes that are their own
- * events (self_events: hot.OwnEvent), their fields written into them instead. */
+ * events (self_events: hot.OwnEvent), their fields written into them instead; and a
+ * block's runs of light sends and answers joined as one event each (joined). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -98,3 +99,59 @@ PyObject *event_of(PyObject *make, PyObject *const *fields) {
     return Py_NewRef(event);
 }
 
+/* (events, send_class, answer_class, send_codes, run_class) -> hot.joined_runs(events):
+ * each run of two or more consecutive frame events (of the class plain_event registered,
+ * or light records that are their own events: self_events) whose records are of send_class, or of answer_class with a request_code in send_codes, as
+ * one run_class(list of them); the other events as they are. */
+PyObject *joined(PyObject *self, PyObject *args) {
+    PyObject *events, *send_class, *answer_class, *send_codes, *run_class;
+    if (!PyArg_ParseTuple(args, "O!OOO!O", &PyList_Type, &events, &send_class, &answer_class,
+                          &PyFrozenSet_Type, &send_codes, &run_class))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(events), first = -1;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k <= n; k++) {
+        int hot = 0;
+        PyObject *ev = k < n ? PyList_GET_ITEM(events, k) : NULL;
+        if (ev != NULL && EVENT_CLASS != NULL &&
+            ((PyObject *)Py_TYPE(ev) == EVENT_CLASS || self_event_of(ev) >= 0)) {
+            PyObject *record = event_slot(ev, 4);
+            PyObject *cls = record == NULL ? NULL : (PyObject *)Py_TYPE(record);
+            if (cls == send_class) {
+                hot = 1;
+            } else if (cls == answer_class) {
+                PyObject *code = PyObject_GetAttr(record, N_REQUEST_CODE);
+                if (code == NULL) goto error;
+                hot = PySet_Contains(send_codes, code);
+                Py_DECREF(code);
+                if (hot < 0) goto error;
+            }
+        }
+        if (hot) {
+            if (first < 0) first = k;
+            continue;
+        }
+        if (first >= 0) { /* (the run before this event) */
+            PyObject *part;
+            if (k - first > 1) {
+                PyObject *run = PyList_GetSlice(events, first, k);
+                part = run == NULL ? NULL : PyObject_CallOneArg(run_class, run);
+                Py_XDECREF(run);
+            } else {
+                part = Py_NewRef(PyList_GET_ITEM(events, first));
+            }
+            if (part == NULL || PyList_Append(out, part) < 0) {
+                Py_XDECREF(part);
+                goto error;
+            }
+            Py_DECREF(part);
+            first = -1;
+        }
+        if (ev != NULL && PyList_Append(out, ev) < 0) goto error;
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
