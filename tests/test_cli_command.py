@@ -67,7 +67,25 @@ def test_a_subcommands_run_imports_are_made_before_the_freeze():
               "from streamdissect.cli import analyze\n"
               "print(frozen > 0, len(analyze.RUN_IMPORTS), "
               "all(name in sys.modules for name in analyze.RUN_IMPORTS))\n")
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                         text=True, timeout=120)
-    frozen, names, imported = out.stdout.split()
+    frozen, names, imported = _printed(script).split()
     assert frozen == "True" and int(names) > 0 and imported == "True"
+
+
+def test_analyzes_start_leaves_out_what_it_does_not_use():
+    """The start of `analyze` (its module, its RUN_IMPORTS, the subcommands listed) imports
+    no dataclasses (its classes are slotted.py's), no pkgutil (which imports inspect and
+    typing) and no tempfile (imported at the first spill of CompactRows)."""
+    left_out = "{'dataclasses', 'pkgutil', 'tempfile'}"
+    printed = _printed("import sys\n"
+                       "before = set(sys.modules)\n"
+                       "import streamdissect.cli as cli\n"
+                       "cli._imported_frozen(['analyze'])\n"
+                       "cli.subcommand_modules()\n"
+                       f"print(sorted({left_out} & (set(sys.modules) - before)))\n")
+    assert printed.strip() == "[]", printed
+
+
+def _printed(script: str) -> str:
+    """What `script` prints, run in a new interpreter."""
+    return subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                          text=True, timeout=120).stdout

@@ -152,6 +152,12 @@ CLASSES = [
     ("streamdissect.protocols.rocketmq.records", "Malformed"),
     ("streamdissect.protocols.rocketmq.spec", "Field"),
     ("streamdissect.protocols.rocketmq.spec", "Header"),
+    ("streamdissect.engine.state", "ConnectionSummary"),
+    ("streamdissect.analysis.driver", "_Event"),
+    ("streamdissect.protocols.stream.hot", "HotColumns"),
+    ("streamdissect.protocols.stream.hot", "_Gathered"),
+    ("streamdissect.protocols.stream.hot", "HotFrames"),
+    ("streamdissect.protocols.stream.hot", "HotChunk"),
 ]
 
 
@@ -171,8 +177,36 @@ def test_fields_in_init_order(module, name):
         assert set(cls.field_names) <= set(cls.__slots__)
 
 
-def test_connection_summary_stays_a_dataclass():
-    """rotated/ makes a piece's summaries with dataclasses.replace and asdict."""
+@dataclasses.dataclass(slots=True)
+class SummaryDC:
+    """engine.state.ConnectionSummary as the dataclass it was (rotated/ read it with
+    dataclasses.asdict and replace)."""
+
+    connection: str
+    client: str
+    server: str
+    start_ns: int
+    end_ns: int
+    frames_c2s: int
+    frames_s2c: int
+    bytes_c2s: int
+    bytes_s2c: int
+    tcp_end: str
+    protocol: str | None = None
+
+
+def test_connection_summary_as_the_dataclass():
+    """as_dict and replaced give what dataclasses.asdict and replace gave rotated/; the
+    repr, == and pickling are the dataclass's."""
     from streamdissect.engine.state import ConnectionSummary
 
-    assert dataclasses.is_dataclass(ConnectionSummary)
+    values = ("10.0.0.1:40000-10.0.0.2:9876", "10.0.0.1:40000", "10.0.0.2:9876", 5, 9, 3, 4,
+              120, 340, "fin")
+    summary, dc = ConnectionSummary(*values), SummaryDC(*values)
+    assert list(summary.as_dict().items()) == list(dataclasses.asdict(dc).items())
+    changed = summary.replaced(frames_c2s=7, protocol="rocketmq")
+    assert changed.as_dict() == dataclasses.asdict(dataclasses.replace(dc, frames_c2s=7,
+                                                                       protocol="rocketmq"))
+    assert summary.frames_c2s == 3 and summary.protocol is None  # (a copy: the first unchanged)
+    assert repr(summary).split("(", 1)[1] == repr(dc).split("(", 1)[1]
+    assert pickle.loads(pickle.dumps(changed)) == changed != summary

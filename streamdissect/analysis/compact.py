@@ -7,7 +7,6 @@ first where compiled: _spilled)."""
 from __future__ import annotations
 
 import pickle
-import tempfile
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -101,6 +100,10 @@ class CompactRows:
         """The chunks in memory to the temporary file, each as it is (none joined: no
         transient of SPILL_BYTES, whose many copies over a long run fragment the heap)."""
         if self._file is None:
+            # (imported at the first spill: tempfile imports shutil and random, ~4 ms of
+            # every start of `analyze`, for a capture large enough to spill alone)
+            import tempfile
+
             # (open for the rows' life: closed by close())
             self._file = tempfile.TemporaryFile(prefix="streamdissect-rows-")  # noqa: SIM115
         f = self._file

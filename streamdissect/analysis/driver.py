@@ -8,7 +8,6 @@ only the frames it cares about; hot frames as columns (HotFrames) go to each col
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from streamdissect.analysis.messages import MessageRun
 from streamdissect.engine.anomalies import Anomaly, AnomalyLog
 from streamdissect.engine.gc_setting import bulk_gc
 from streamdissect.protocols import registry
+from streamdissect.slotted import Unequal
 from streamdissect.tables.convert import dataframe
 
 if TYPE_CHECKING:
@@ -142,14 +142,13 @@ class _DictRecord:
         return self._d.get(name)
 
 
-@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
-class _Event:
+class _Event(Unequal):
     """A frame event as the collectors take it."""
 
-    ts_ns: int
-    connection: str
-    direction: str
-    record: object
+    __slots__ = field_names = ("ts_ns", "connection", "direction", "record")
+
+    def __init__(self, ts_ns: int, connection: str, direction: str, record: object) -> None:
+        self.ts_ns, self.connection, self.direction, self.record = ts_ns, connection, direction, record
 
 
 @bulk_gc()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from streamdissect.capture import ACK, SYN
@@ -21,26 +20,37 @@ from streamdissect.framing.framer import DEFAULT_MAX_FRAME, DELIVER_KEEP_LIMIT, 
 from streamdissect.framing.walk import PlainFrames
 from streamdissect.protocols import registry
 from streamdissect.protocols.base import FramerOptions, Protocol
+from streamdissect.slotted import Slotted
 from streamdissect.tcp import DEFAULT_OOO_CAP, FlowTable, NullSink, TcpConnection
 
 CLASSIFY_BYTES = 64  # a direction's first bytes the protocol heuristic may look at
 
 
-@dataclass(slots=True)
-class ConnectionSummary:
-    """One row of the connections table (column names as in streamdissect.tables.schema)."""
+class ConnectionSummary(Slotted):
+    """One row of the connections table (column names as in streamdissect.tables.schema):
+    `tcp_end` fin, rst or open; `protocol` the name of the protocol it carries (None: not
+    said)."""
 
-    connection: str
-    client: str
-    server: str
-    start_ns: int
-    end_ns: int
-    frames_c2s: int
-    frames_s2c: int
-    bytes_c2s: int
-    bytes_s2c: int
-    tcp_end: str  # fin, rst or open
-    protocol: str | None = None  # the name of the protocol it carries (None: not said)
+    __slots__ = field_names = ("connection", "client", "server", "start_ns", "end_ns",
+                               "frames_c2s", "frames_s2c", "bytes_c2s", "bytes_s2c", "tcp_end",
+                               "protocol")  # fmt: skip
+
+    def __init__(self, connection: str, client: str, server: str, start_ns: int, end_ns: int,
+                 frames_c2s: int, frames_s2c: int, bytes_c2s: int, bytes_s2c: int, tcp_end: str,
+                 protocol: str | None = None) -> None:  # fmt: skip
+        self.connection, self.client, self.server = connection, client, server
+        self.start_ns, self.end_ns = start_ns, end_ns
+        self.frames_c2s, self.frames_s2c = frames_c2s, frames_s2c
+        self.bytes_c2s, self.bytes_s2c = bytes_c2s, bytes_s2c
+        self.tcp_end, self.protocol = tcp_end, protocol
+
+    def as_dict(self) -> dict:
+        """Its fields by name, in order (as dataclasses.asdict made them: rotated/ reads them)."""
+        return {name: getattr(self, name) for name in self.field_names}
+
+    def replaced(self, **changes: Any) -> ConnectionSummary:
+        """A copy with `changes` made (as dataclasses.replace made it)."""
+        return ConnectionSummary(**(self.as_dict() | changes))
 
 
 def endpoint_text(address: bytes, port: int) -> str:

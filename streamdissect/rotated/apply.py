@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -266,7 +265,7 @@ def chain_tables(parts_frames: Any, chain: Chain, cut: Any, at_once_ms: float | 
     kept = parts_frames.filter(pc.invert(parts_frames[REPLACED]))
     frames = in_order(kept, cut)
     c2s = pc.sum(pc.equal(frames["direction"], "c2s")).as_py() or 0
-    summary = replace(chain.summary, frames_c2s=c2s, frames_s2c=frames.num_rows - c2s)
+    summary = chain.summary.replaced(frames_c2s=c2s, frames_s2c=frames.num_rows - c2s)
     wanted = CHAIN_TABLES + only
     analysis = analyze_events(carried.replay_events(frames),
                               tcp_connections_after=lambda: [summary], at_once_ms=at_once_ms,

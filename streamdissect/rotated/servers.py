@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, replace
 from typing import Any
 
 from streamdissect.engine.state import ConnectionSummary
@@ -27,7 +26,7 @@ def server_of(connection: str) -> str:
 
 def summary_rows(dissector_connections: Sequence[ConnectionSummary], name: str) -> list[dict]:
     """The summaries of a piece's connections of protocol `name`, as dicts."""
-    return [asdict(c) for c in dissector_connections if c.protocol == name]
+    return [c.as_dict() for c in dissector_connections if c.protocol == name]
 
 
 def server_tables(name: str, pieces: Sequence[tuple[int, Any]],
@@ -56,8 +55,8 @@ def server_tables(name: str, pieces: Sequence[tuple[int, Any]],
     connections = [ConnectionSummary(**row) for k, rows in summaries
                    for row in part_summaries(rows, k, plan)]  # fmt: skip
     connections += [chain.summary for chain in chains]
-    connections = [replace(c, frames_c2s=counted[c.connection, "c2s"],
-                           frames_s2c=counted[c.connection, "s2c"]) for c in connections]  # fmt: skip
+    connections = [c.replaced(frames_c2s=counted[c.connection, "c2s"],
+                              frames_s2c=counted[c.connection, "s2c"]) for c in connections]  # fmt: skip
     analysis = analyze_events(iter(events), tcp_connections_after=lambda: connections,
                               report_only=True, tables=tables, protocol=name)  # fmt: skip
     out = {table: analysis.arrow(table) for table in tables}

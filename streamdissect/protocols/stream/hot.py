@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from streamdissect.capture import blocks
 from streamdissect.protocols.stream import layouts
 from streamdissect.protocols.stream.spec import BY_KEY, message_spec
+from streamdissect.slotted import Slotted, Unequal
 
 PUBLISH_KEY, CONFIRM_KEY, DELIVER_KEY, CREDIT_KEY, HEARTBEAT_KEY = (
     message_spec(command).key
@@ -58,22 +58,22 @@ DELIVER_COLUMNS = {"subscription_id": "subscription_id", "chunk_id": "chunk_id",
                    "chunk_type": "chunk_type", "record_count": "num_records"}  # fmt: skip
 
 
-@dataclass(slots=True)
-class HotColumns:
+class HotColumns(Slotted):
     """Columns of n hot frames: `accepted` (else declined: the record path takes it), the
     nullable fields (values, valid), the publishing ids of Publish and PublishConfirm as
     per-frame counts (-1: none) and starts in the pool `id_values` (frame i's are
     id_values[id_starts[i] : id_starts[i] + id_counts[i]]), and crc_ok (-1 none, 0, 1)."""
 
-    key: np.ndarray
-    version: np.ndarray
-    size: np.ndarray
-    accepted: np.ndarray
-    fields: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    id_counts: np.ndarray | None = None
-    id_starts: np.ndarray | None = None
-    id_values: np.ndarray | None = None
-    crc: np.ndarray | None = None
+    __slots__ = field_names = ("key", "version", "size", "accepted", "fields", "id_counts",
+                               "id_starts", "id_values", "crc")  # fmt: skip
+
+    def __init__(self, key: np.ndarray, version: np.ndarray, size: np.ndarray,
+                 accepted: np.ndarray, fields: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                 id_counts: np.ndarray | None = None, id_starts: np.ndarray | None = None,
+                 id_values: np.ndarray | None = None, crc: np.ndarray | None = None) -> None:  # fmt: skip
+        self.key, self.version, self.size, self.accepted = key, version, size, accepted
+        self.fields = {} if fields is None else fields
+        self.id_counts, self.id_starts, self.id_values, self.crc = id_counts, id_starts, id_values, crc
 
 
 def sliding(data: np.ndarray, width: int) -> np.ndarray:
@@ -108,24 +108,24 @@ def decode(data: np.ndarray, starts: np.ndarray, crc_limit: int | None,
     return g.columns()
 
 
-@dataclass(slots=True, eq=False)  # (never compared: no __eq__ compiled at import)
-class _Gathered:
+class _Gathered(Unequal):
     """decode's work: the frames' bytes and starts, their headers, and the columns the
     readers of each kind fill."""
 
-    data: np.ndarray
-    starts: np.ndarray
-    key: np.ndarray
-    version: np.ndarray
-    size: np.ndarray
-    accepted: np.ndarray
-    values: dict[str, np.ndarray]
-    valid: dict[str, np.ndarray]
-    id_counts: np.ndarray
-    id_parts: list  # (frame numbers, their ids) of each kind
-    crc: np.ndarray
-    windows: dict  # width -> the data as items of that width (sliding)
-    whole_chunk: bool
+    __slots__ = field_names = ("data", "starts", "key", "version", "size", "accepted", "values",
+                               "valid", "id_counts", "id_parts", "crc", "windows", "whole_chunk")
+
+    def __init__(self, data: np.ndarray, starts: np.ndarray, key: np.ndarray,
+                 version: np.ndarray, size: np.ndarray, accepted: np.ndarray,
+                 values: dict[str, np.ndarray], valid: dict[str, np.ndarray],
+                 id_counts: np.ndarray, id_parts: list, crc: np.ndarray, windows: dict,
+                 whole_chunk: bool) -> None:  # fmt: skip
+        """`id_parts`: (frame numbers, their ids) of each kind; `windows`: width -> the data
+        as items of that width (sliding)."""
+        self.data, self.starts, self.key, self.version, self.size = data, starts, key, version, size
+        self.accepted, self.values, self.valid = accepted, values, valid
+        self.id_counts, self.id_parts, self.crc = id_counts, id_parts, crc
+        self.windows, self.whole_chunk = windows, whole_chunk
 
     @classmethod
     def of(cls, data: np.ndarray, starts: np.ndarray, whole_chunk: bool) -> _Gathered:
@@ -332,8 +332,7 @@ NO_MESSAGES = MessagePositions(_NONE, _NONE, _NONE)
 DIRECTIONS = ("c2s", "s2c")
 
 
-@dataclass(slots=True)
-class HotFrames:
+class HotFrames(Slotted):
     """Consecutive frames of a block with no other event between them, all hot and
     well-formed, as columns (one row per frame, in the streaming engine's order): ts_ns,
     stream_offset, key, version, size; `connection` numbers into `connections`, `direction`
@@ -341,19 +340,19 @@ class HotFrames:
     of frame i are id_values[id_starts[i] : id_starts[i] + id_counts[i]] when id_counts[i]
     >= 0 (a pool in no particular order); crc: -1 not checked, 0 bad, 1 good."""
 
-    ts_ns: np.ndarray
-    connection: np.ndarray
-    connections: list[str]
-    direction: np.ndarray
-    stream_offset: np.ndarray
-    key: np.ndarray
-    version: np.ndarray
-    size: np.ndarray
-    fields: dict[str, tuple[np.ndarray, np.ndarray]]
-    id_counts: np.ndarray
-    id_starts: np.ndarray
-    id_values: np.ndarray
-    crc: np.ndarray
+    __slots__ = field_names = ("ts_ns", "connection", "connections", "direction",
+                               "stream_offset", "key", "version", "size", "fields", "id_counts",
+                               "id_starts", "id_values", "crc")  # fmt: skip
+
+    def __init__(self, ts_ns: np.ndarray, connection: np.ndarray, connections: list[str],
+                 direction: np.ndarray, stream_offset: np.ndarray, key: np.ndarray,
+                 version: np.ndarray, size: np.ndarray,
+                 fields: dict[str, tuple[np.ndarray, np.ndarray]], id_counts: np.ndarray,
+                 id_starts: np.ndarray, id_values: np.ndarray, crc: np.ndarray) -> None:  # fmt: skip
+        self.ts_ns, self.connection, self.connections = ts_ns, connection, connections
+        self.direction, self.stream_offset = direction, stream_offset
+        self.key, self.version, self.size, self.fields = key, version, size, fields
+        self.id_counts, self.id_starts, self.id_values, self.crc = id_counts, id_starts, id_values, crc
 
     def __len__(self) -> int:
         return len(self.ts_ns)
@@ -382,18 +381,18 @@ class HotFrames:
         return frame_of, positions(self.id_starts[rows], counts, 1)
 
 
-@dataclass(slots=True)
-class HotChunk:
+class HotChunk(Slotted):
     """The accepted hot frames of one walk (one connection and direction of a block), with
     the (row, slot) that place them among the block's events."""
 
-    row: np.ndarray
-    slot: np.ndarray
-    ts_ns: np.ndarray
-    stream_offset: np.ndarray
-    connection: str
-    direction: int
-    columns: HotColumns
+    __slots__ = field_names = ("row", "slot", "ts_ns", "stream_offset", "connection",
+                               "direction", "columns")  # fmt: skip
+
+    def __init__(self, row: np.ndarray, slot: np.ndarray, ts_ns: np.ndarray,
+                 stream_offset: np.ndarray, connection: str, direction: int,
+                 columns: HotColumns) -> None:  # fmt: skip
+        self.row, self.slot, self.ts_ns, self.stream_offset = row, slot, ts_ns, stream_offset
+        self.connection, self.direction, self.columns = connection, direction, columns
 
 
 def select(columns: HotColumns, a: int, keep: np.ndarray) -> HotColumns:
