@@ -47,8 +47,9 @@ def _listed() -> tuple[str, ...]:
 
 def _module_names(folder: str) -> set[str]:
     """The modules and packages in `folder`, named as pkgutil.iter_modules names them (a
-    file by its longest module suffix; a folder without a dot holding an __init__): pkgutil
-    imports inspect and typing, ~5 ms of every start, for this listing alone."""
+    file by its longest module suffix; a folder without a dot holding an __init__), without
+    importing pkgutil at the start. (Measured since: numpy imports inspect and typing on
+    every analyze anyway, and pkgutil's own import then costs ~0.5 ms: a small saving.)"""
     suffixes = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
 
     def module_name(file_name: str) -> str | None:

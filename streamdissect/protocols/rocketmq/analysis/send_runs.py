@@ -19,7 +19,7 @@ made small), and the three-way tests on the recorded captures.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamdissect.protocols.rocketmq import native, spec
 from streamdissect.protocols.rocketmq.analysis import calls as calls_module
@@ -83,10 +83,11 @@ def settle(c: Any) -> None:
     RowTable (add_run) and the latencies' samples: before anything else reads or changes
     them (any command but a light pull or its answer, which read neither: pull_path.py,
     and the end), or when the table's window could pass WINDOW."""
-    _, _, _, _, _, add_run, _, _, _, _, begun, left, done, latencies = c.run_parts
+    p = c.run_parts
+    begun, left, done, latencies = p.begun, p.left, p.done, p.latencies
     if begun or left or done:
         left.sort()
-        add_run(begun, left, done)
+        p.add_run(begun, left, done)
         begun.clear()
         left.clear()
         done.clear()
@@ -96,17 +97,35 @@ def settle(c: Any) -> None:
         latencies.clear()
 
 
-def parts(c: Any) -> tuple:
-    """What `take_run` reads of a Collectors' `c` a run, looked up once (the collectors'
-    state objects are made with them and never replaced), and what the runs taken hold
-    until `settle`: the rows begun, in order; the indices of those left open (replaced by a
-    send of their key, or still open at a run's end); (index, row) of rows begun before a
-    run completed in it, in order; sample -> the runs' latencies of it."""
+class RunParts(NamedTuple):
+    """What `take_run` reads of a Collectors a run, looked up once (the collectors' state
+    objects are made with them and never replaced), and what the runs taken hold until
+    `settle` (the last four)."""
+
+    calls: Any
+    sends: Any
+    open_calls: dict  # (OpenCalls.opened and closed)
+    table: Any  # the sends' RowTable
+    room: Any  # its room()
+    add_run: Any  # its add_run()
+    of_connection: dict
+    group_of: Any
+    seen_of: dict
+    unusual: Any  # (_Unusual)
+    begun: list  # the rows begun, in order
+    left: list  # indices of those left open (replaced by a send of their key, or still
+    # open at a run's end)
+    done: list  # (index, row) of rows begun before a run completed in it, in order
+    latencies: dict  # sample -> the runs' latencies of it
+
+
+def parts(c: Any) -> RunParts:
+    """The RunParts of a Collectors' `c`."""
     calls, sends = c.calls, c.sends
     table = sends._table
-    return (calls, sends, calls._pending._open, table, table.room, table.add_run,
-            calls._of_connection, calls._group, c.connections._seen, _Unusual(c), [], [], [],
-            {})  # fmt: skip
+    return RunParts(calls, sends, calls._pending._open, table, table.room, table.add_run,
+                    calls._of_connection, calls._group, c.connections._seen, _Unusual(c),
+                    [], [], [], {})  # fmt: skip
 
 
 # What the compiled loop is given besides the state: the send's code and name, a light
